@@ -1,0 +1,30 @@
+"""Exception types of lazyphi.
+
+Every error a user can trigger subclasses the built-in exception that fits, so
+``except ValueError`` keeps working in code written against the reference library.
+"""
+
+
+class IncompatibleShapes(ValueError):
+    """Two shapes disagree on the size, type or labels of a dim they share."""
+
+
+class NoBackendFound(TypeError):
+    """No registered backend accepts the given values."""
+
+
+class _ReadableKeyError(KeyError):
+    def __str__(self) -> str:  # KeyError would repr() the message otherwise
+        return str(self.args[0]) if self.args else ''
+
+
+class DimNotFound(_ReadableKeyError):
+    """A dim named by the caller is not part of the shape at hand."""
+
+
+class LabelNotFound(_ReadableKeyError):
+    """An item label named by the caller is not among a dim's labels."""
+
+
+class NotAvailable(RuntimeError):
+    """A value's data is not available in this context (for example while tracing)."""

@@ -1,0 +1,54 @@
+"""Backends: the layer that delegates array operations to NumPy, PyTorch, JAX or TensorFlow.
+
+`NUMPY` and `OBJECTS` are always available. The backends of PyTorch, JAX and TensorFlow live in the
+sub-modules `torch`, `jax` and `tensorflow`, imported only when a value of that library is first seen
+by `choose_backend()` or the library is named in `set_global_default_backend()`.
+"""
+
+from .._errors import NoBackendFound
+from ._backend import (
+    BACKENDS,
+    Backend,
+    choose_backend,
+    context_backend,
+    convert,
+    default_backend,
+    register_backend,
+    register_lazy_backend,
+    set_global_default_backend,
+)
+from ._device import ComputeDevice
+from ._dtype import DType, combine_types
+from ._numpy import NUMPY
+from ._objects import OBJECTS
+from ._precision import get_precision, precision, set_global_precision
+from ._profile import Profile, get_current_profile, profile, profile_function
+
+register_backend(NUMPY)
+register_backend(OBJECTS)
+set_global_default_backend(NUMPY)
+
+__all__ = [
+    'BACKENDS',
+    'NUMPY',
+    'OBJECTS',
+    'Backend',
+    'ComputeDevice',
+    'DType',
+    'NoBackendFound',
+    'Profile',
+    'choose_backend',
+    'combine_types',
+    'context_backend',
+    'convert',
+    'default_backend',
+    'get_current_profile',
+    'get_precision',
+    'precision',
+    'profile',
+    'profile_function',
+    'register_backend',
+    'register_lazy_backend',
+    'set_global_default_backend',
+    'set_global_precision',
+]

@@ -1,0 +1,777 @@
+"""The `Backend` base class and the registry that picks a backend for native values.
+
+A backend is one small subclass of `Backend` that declares a single table `OPS = {op_name: callable}`.
+`Backend.__init__` binds every table entry as an instance attribute, so calling `backend.add(a, b)`
+costs exactly what the library function costs. Operations that are compositions of other operations
+are written once, here, as methods of the base class.
+"""
+
+import importlib
+import math
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from .._errors import NoBackendFound
+from ._device import ComputeDevice
+from ._dtype import DType, combine_types
+from ._precision import get_precision
+
+# Operations each backend provides through its table (or a method override). The base class holds a
+# stub for each that raises NotImplementedError, so that `Backend.add` exists for `supports(Backend.add)`.
+NATIVE_OPS = frozenset({
+    # tensors, types and devices
+    'is_tensor', 'as_tensor', 'is_available', 'numpy', 'copy', 'to_dlpack', 'from_dlpack', 'dtype', 'cast',
+    'shape', 'staticshape', 'is_module', 'is_sparse', 'get_sparse_format', 'disassemble', 'get_device',
+    'allocate_on_device', 'seed', 'numpy_call', 'nn_library', 'prefers_channels_last', 'variable',
+    # automatic differentiation
+    'jacobian', 'hessian', 'jit_compile_grad', 'jit_compile_hessian', 'stop_gradient',
+    # creation
+    'random_uniform', 'random_normal', 'zeros', 'zeros_like', 'ones', 'ones_like', 'range', 'linspace', 'meshgrid',
+    # shape
+    'reshape', 'transpose', 'stack', 'concat', 'flip', 'tile', 'repeat', 'expand_dims', 'pad', 'broadcast_to',
+    # reductions, sorting, counting
+    'sum', 'prod', 'mean', 'std', 'max', 'min', 'any', 'all', 'argmax', 'argmin', 'cumsum', 'quantile',
+    'argsort', 'sort', 'searchsorted', 'unique', 'bincount', 'histogram1d', 'indexed_segment_sum',
+    # selection
+    'where', 'nonzero', 'boolean_mask', 'gather', 'batched_gather_nd', 'scatter', 'get_diagonal', 'grid_sample',
+    # linear algebra and signals
+    'tensordot', 'einsum', 'mul_matrix_batched_vector', 'conv', 'fft', 'ifft',
+    # element-wise
+    'add', 'sub', 'mul', 'div', 'pow', 'mod', 'floordiv', 'and_', 'or_', 'xor', 'invert', 'shift_bits_left',
+    'shift_bits_right', 'equal', 'greater_than', 'greater_or_equal', 'maximum', 'minimum', 'clip',
+    'abs', 'sign', 'round', 'ceil', 'floor', 'sqrt', 'exp', 'log', 'log2', 'log10', 'erf', 'log_gamma',
+    'gamma_inc_l', 'gamma_inc_u', 'sin', 'arcsin', 'cos', 'arccos', 'tan', 'arctan', 'arctan2', 'sinh', 'arcsinh',
+    'cosh', 'arccosh', 'tanh', 'arctanh', 'isfinite', 'isnan', 'isinf', 'real', 'imag', 'conj',
+    # sparse matrices
+    'sparse_coo_tensor', 'sparse_coo_tensor_batched', 'csr_matrix', 'csr_matrix_batched', 'csc_matrix',
+    'csc_matrix_batched', 'mul_coo_dense', 'mul_csr_dense', 'coo_to_dense', 'csr_to_coo', 'csr_to_dense',
+    # solvers
+    'linear_solve', 'conjugate_gradient', 'conjugate_gradient_adaptive', 'bi_conjugate_gradient',
+    'matrix_solve_least_squares', 'solve_triangular', 'solve_triangular_dense', 'solve_triangular_sparse', 'minimize',
+})
+
+
+def _native_stub(op: str) -> Callable:
+    def not_implemented(self: 'Backend', *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(f"Backend '{self.name}' does not implement '{op}'")
+    not_implemented.__name__ = not_implemented.__qualname__ = op
+    not_implemented.missing = True
+    return not_implemented
+
+
+def _composite(*requires: str) -> Callable[[Callable], Callable]:
+    """Marks a base-class method written in terms of other operations; it is supported where those are."""
+    def mark(method: Callable) -> Callable:
+        method.requires = requires
+        return method
+    return mark
+
+
+def _fallback(method: Callable) -> Callable:
+    """Marks a base-class method that does something harmless where a backend lacks the feature.
+
+    `supports()` reports such features as unsupported although calling them works.
+    """
+    method.fallback = True
+    return method
+
+
+@dataclass(frozen=True)
+class LazyFunction:
+    """A table entry naming a function of an optional module, imported on the first call.
+
+    After that first call the backend's attribute is the function itself, so later calls cost nothing extra.
+    """
+
+    module: str
+    attribute: str
+
+    def load(self) -> Callable:
+        return getattr(importlib.import_module(self.module), self.attribute)
+
+
+class Backend:
+    """Delegates low-level array operations to one numerics library.
+
+    Subclasses declare `OPS`, a mapping from operation names to functions of their library (or small
+    adapters where the signature differs; `LazyFunction` entries are imported on first use). Each entry
+    becomes an instance attribute, so `backend.op` *is* the library function. Calling an operation the
+    backend lacks raises `NotImplementedError`; `supports()` tells in advance.
+
+    A backend is a context manager: inside `with backend:` it is the default backend of the current
+    thread or task.
+
+    Args:
+        name: Name of the backend, such as `'numpy'`.
+        devices: The devices this backend can use.
+        default_device: Device new tensors go to; the first of `devices` if not given.
+    """
+
+    OPS: ClassVar[Mapping[str, Callable | LazyFunction]] = {}
+    catch_all: ClassVar[bool] = False
+    """Whether this backend accepts arbitrary Python objects; such backends are consulted last."""
+
+    def __init__(self, name: str, devices: Sequence[ComputeDevice], default_device: ComputeDevice | None = None):
+        self._name = name
+        self._devices = tuple(devices)
+        self._default_device = default_device or (self._devices[0] if self._devices else None)
+        self._ops: dict[str, Callable] = {}
+        self._supported: dict[str, bool] = {}
+        unknown = sorted(set(self.OPS) - OPERATIONS)
+        if unknown:
+            raise ValueError(f"{type(self).__name__}.OPS names operations that do not exist: {unknown}")
+        for op, function in self.OPS.items():
+            if isinstance(function, LazyFunction):
+                function = self._lazy_binding(op, function)
+            self._ops[op] = function
+            setattr(self, op, function)
+
+    def _lazy_binding(self, op: str, reference: LazyFunction) -> Callable:
+        def load_and_call(*args: Any, **kwargs: Any) -> Any:
+            function = reference.load()
+            self._ops[op] = function
+            if self.__dict__.get(op) is load_and_call:  # not while a profiler has wrapped it
+                setattr(self, op, function)
+            return function(*args, **kwargs)
+        load_and_call.__name__ = load_and_call.__qualname__ = op
+        return load_and_call
+
+    def __reduce__(self) -> tuple:
+        # the table holds lambdas; another process resolves the name against its own registry instead
+        return backend_by_name, (self._name,)
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def devices(self) -> tuple[ComputeDevice, ...]:
+        return self._devices
+
+    def __repr__(self) -> str:
+        return self._name
+
+    __str__ = __repr__
+
+    def __enter__(self) -> 'Backend':
+        _context_stack.set((*_context_stack.get(), self))
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        stack = _context_stack.get()
+        if not stack or stack[-1] is not self:
+            raise RuntimeError(f"'with {self.name}:' blocks must be exited in the reverse order they were entered")
+        _context_stack.set(stack[:-1])
+
+    # --- Capabilities ---
+
+    def supports(self, feature: str | Callable) -> bool:
+        """Tells whether this backend implements an operation.
+
+        Args:
+            feature: Name of the operation, or the operation itself (e.g. `Backend.fft`, `NUMPY.fft`).
+
+        Returns:
+            `True` if the operation is in this backend's table, overridden by its class, or a base-class
+            composition of supported operations.
+
+        Raises:
+            ValueError: if `feature` does not name an operation of `Backend`.
+        """
+        if not isinstance(feature, str):
+            if any(function is feature for function in self._ops.values()):
+                return True
+            feature = getattr(feature, '__name__', repr(feature))
+        supported = self._supported.get(feature)
+        if supported is None:
+            supported = self._supported[feature] = self._implements(feature)
+        return supported
+
+    def _implements(self, op: str) -> bool:
+        if op in self._ops:
+            return True
+        attribute = None if op.startswith('_') else getattr(type(self), op, None)
+        if attribute is None:
+            raise ValueError(f"Not a backend operation: {op!r}")
+        if getattr(attribute, 'missing', False) or getattr(attribute, 'fallback', False):
+            return False
+        return all(self.supports(required) for required in getattr(attribute, 'requires', ()))
+
+    def implemented_ops(self) -> list[str]:
+        """Names of all operations this backend supports."""
+        return sorted(op for op in OPERATIONS if self.supports(op))
+
+    def requires_fixed_shapes_when_tracing(self) -> bool:
+        return False
+
+    # --- Devices ---
+
+    def list_devices(self, device_type: str | None = None) -> list[ComputeDevice]:
+        """Lists the devices this backend can use, optionally only those of `device_type` ('CPU', 'GPU', 'TPU')."""
+        if device_type is None:
+            return list(self._devices)
+        if device_type not in ('CPU', 'GPU', 'TPU'):
+            raise ValueError(f"device_type must be 'CPU', 'GPU', 'TPU' or None but got {device_type!r}")
+        return [device for device in self._devices if device.device_type == device_type]
+
+    def get_default_device(self) -> ComputeDevice:
+        return self._default_device
+
+    def set_default_device(self, device: ComputeDevice | str) -> bool:
+        """Sets the device new tensors are allocated on.
+
+        Args:
+            device: A `ComputeDevice` of this backend, or a device type such as `'GPU'`.
+
+        Returns:
+            Whether the device was set; `False` (with a `RuntimeWarning`) if no device of that type exists.
+        """
+        if isinstance(device, str):
+            matching = self.list_devices(device)
+            if not matching:
+                warnings.warn(f"{self.name} has no '{device}' device; the default device stays "
+                              f"{self._default_device.name}", RuntimeWarning, stacklevel=2)
+                return False
+            device = matching[0]
+        if device.backend is not self:
+            raise ValueError(f"Device '{device.name}' belongs to backend {device.backend.name}, not {self.name}")
+        self._default_device = device
+        return True
+
+    def get_device_by_ref(self, ref: Any) -> ComputeDevice:
+        for device in self._devices:
+            if device.ref == ref:
+                return device
+        refs = [d.ref for d in self._devices]
+        raise KeyError(f"{self.name} has no device with ref {ref!r}. Refs of its devices: {refs}")
+
+    # --- Data types ---
+
+    @property
+    def precision(self) -> int:
+        """The current floating-point precision in bits, see `get_precision()`."""
+        return get_precision()
+
+    @property
+    def float_type(self) -> DType:
+        return DType(float, get_precision())
+
+    @property
+    def complex_type(self) -> DType:
+        return DType(complex, max(64, 2 * get_precision()))
+
+    def combine_types(self, *dtypes: DType) -> DType:
+        return combine_types(*dtypes, fp_precision=get_precision())
+
+    @_composite('dtype', 'cast')
+    def auto_cast(self, *tensors: Any, bool_to_int: bool = False, int_to_float: bool = False) -> list:
+        """Casts `tensors` to their common data type (floating-point values to the current precision).
+
+        Args:
+            bool_to_int: Cast to `int32` if all tensors are boolean.
+            int_to_float: Cast to the float type if the common type is an integer.
+        """
+        result_type = self.combine_types(*[self.dtype(t) for t in tensors])
+        if result_type.kind is bool and bool_to_int:
+            result_type = DType(int, 32)
+        if result_type.kind is int and int_to_float:
+            result_type = self.float_type
+        if result_type.kind in (object, str):  # never turn everything into strings
+            return list(tensors)
+        return [self.cast(t, result_type) for t in tensors]
+
+    @property
+    def as_registered(self) -> 'Backend':
+        """The registered backend of the same name, importing it on demand."""
+        return backend_by_name(self._name)
+
+    # --- Calls ---
+
+    def call(self, f: Callable, *args: Any, name: str | None = None) -> Any:
+        """Calls `f(*args)`. Going through the backend makes the call visible to the profiler under `name`."""
+        return f(*args)
+
+    def block_until_ready(self, values: Any) -> None:
+        """Waits until asynchronously computed `values` are ready; a no-op for eager backends."""
+
+    @_fallback
+    def jit_compile(self, f: Callable) -> Callable:
+        """Returns a compiled version of `f`; backends without a compiler return `f` unchanged."""
+        return f
+
+    @_fallback
+    def custom_gradient(self, f: Callable, gradient: Callable, get_external_cache: Callable | None = None,
+                        on_call_skipped: Callable | None = None) -> Callable:
+        """Returns `f` with `gradient` used for backpropagation; backends without autodiff return `f` unchanged."""
+        return f
+
+    @_composite('stack', 'staticshape')
+    def vectorized_call(self, f: Callable, *args: Any, output_dtypes: Any = None, **aux_args: Any) -> Any:
+        """Calls `f` once per entry along the first axis of `args` (size 1 broadcasts) and stacks the results."""
+        size = self.determine_size(args, 0)
+        return self.stack([f(*[a[min(i, self.staticshape(a)[0] - 1)] for a in args], **aux_args) for i in range(size)])
+
+    @_composite('staticshape')
+    def determine_size(self, tensors: Sequence, axis: int) -> int:
+        """The common size of `tensors` along `axis`, where size 1 broadcasts."""
+        sizes = {self.staticshape(t)[axis] for t in tensors}
+        larger = sizes - {1}
+        if len(larger) > 1:
+            raise ValueError(f"Sizes along axis {axis} do not broadcast: {sorted(sizes)}")
+        return larger.pop() if larger else 1
+
+    # --- Compositions of other operations ---
+
+    @_composite('staticshape')
+    def ndims(self, tensor: Any) -> int:
+        return len(self.staticshape(tensor))
+
+    @_composite('staticshape')
+    def size(self, tensor: Any) -> int:
+        return math.prod(self.staticshape(tensor))
+
+    @_composite('reshape')
+    def flatten(self, x: Any) -> Any:
+        return self.reshape(x, (-1,))
+
+    @_composite('cast')
+    def to_float(self, x: Any) -> Any:
+        """Casts `x` to floating point of the current precision."""
+        return self.cast(x, self.float_type)
+
+    @_composite('cast')
+    def to_int32(self, x: Any) -> Any:
+        return self.cast(x, DType(int, 32))
+
+    @_composite('cast')
+    def to_int64(self, x: Any) -> Any:
+        return self.cast(x, DType(int, 64))
+
+    @_composite('cast')
+    def to_complex(self, x: Any) -> Any:
+        return self.cast(x, self.complex_type)
+
+    @_composite('equal', 'where')
+    def divide_no_nan(self, x: Any, y: Any) -> Any:
+        """Computes `x / y`, with 0 wherever `y` is 0."""
+        zero = self.equal(y, 0)
+        return self.where(zero, 0, x / self.where(zero, 1, y))
+
+    @_composite('exp')
+    def sigmoid(self, x: Any) -> Any:
+        return 1 / (1 + self.exp(-x))
+
+    @_composite('maximum', 'log', 'exp', 'abs')
+    def softplus(self, x: Any) -> Any:
+        """Computes `log(1 + exp(x))` without overflow for large `x`."""
+        return self.maximum(x, 0) + self.log(1 + self.exp(-self.abs(x)))
+
+    @_composite('dtype', 'as_tensor', 'cast', 'gather', 'exp', 'log_gamma')
+    def factorial(self, x: Any) -> Any:
+        """`x!` element-wise; exact for integers (up to 12! for 32 bits, 20! for 64), via the gamma function else."""
+        dtype = self.dtype(x)
+        if dtype.kind is int:
+            table = [math.factorial(i) for i in range(13 if dtype.bits <= 32 else 21)]
+            return self.gather(self.cast(self.as_tensor(table), dtype), x, 0)
+        return self.exp(self.log_gamma(self.to_float(x) + 1))
+
+    @_composite('linspace')
+    def linspace_without_last(self, start: Any, stop: Any, number: int) -> Any:
+        """`number` evenly spaced values from `start` (included) to `stop` (excluded)."""
+        return self.linspace(start, stop, number + 1)[:-1]
+
+    @_composite('staticshape', 'tile')
+    def tile_to(self, x: Any, axis: int, size: int) -> Any:
+        """Tiles `x` along `axis` until it has `size` entries; `size` must be a multiple of the current size."""
+        current = self.staticshape(x)[axis]
+        if current == size:
+            return x
+        if size < current or size % current:
+            raise ValueError(f"Cannot tile axis {axis} of size {current} to size {size}: not a multiple")
+        return self.tile(x, [size // current if i == axis else 1 for i in range(self.ndims(x))])
+
+    @_composite('staticshape', 'pad')
+    def pad_to(self, x: Any, axis: int, new_size: int, fill_value: Any) -> Any:
+        """Pads `x` with `fill_value` at the upper end of `axis`, or crops it, to `new_size` entries."""
+        shape = self.staticshape(x)
+        if new_size > shape[axis]:
+            widths = [(0, new_size - shape[axis]) if i == axis else (0, 0) for i in range(len(shape))]
+            return self.pad(x, widths, 'constant', fill_value)
+        if new_size < shape[axis]:
+            return x[tuple(slice(new_size) if i == axis else slice(None) for i in range(len(shape)))]
+        return x
+
+    @_composite('staticshape')
+    def unstack(self, tensor: Any, axis: int = 0, keepdims: bool = False) -> tuple:
+        """Splits `tensor` into its slices along `axis`."""
+        ndims = len(self.staticshape(tensor))
+        if not -ndims <= axis < ndims:
+            raise ValueError(f"axis {axis} is out of range for a tensor with {ndims} dims")
+        axis %= ndims
+        before = (slice(None),) * axis
+        if keepdims:
+            return tuple(tensor[(*before, slice(i, i + 1))] for i in range(self.staticshape(tensor)[axis]))
+        return tuple(tensor[(*before, i)] for i in range(self.staticshape(tensor)[axis]))
+
+    @_composite('stack')
+    def unravel_index(self, flat_index: Any, shape: Sequence[int]) -> Any:
+        """Converts flat indices to multi-indices, stacked along a new last axis."""
+        strides = [math.prod(shape[i + 1:]) for i in range(len(shape))]
+        return self.stack([flat_index // stride % size for stride, size in zip(strides, shape, strict=True)], -1)
+
+    @_composite('as_tensor', 'cast', 'dtype', 'sum', 'clip', 'all', 'where')
+    def ravel_multi_index(self, multi_index: Any, shape: Sequence[int], mode: str | int = 'undefined') -> Any:
+        """Converts multi-indices `(batch..., index)` to flat indices `(batch...)`.
+
+        Args:
+            mode: What to do with indices outside `shape`: `'undefined'`, `'periodic'` (wrap), `'clamp'`,
+                or an `int` returned for every such index.
+        """
+        if not (isinstance(mode, int) or mode in ('undefined', 'periodic', 'clamp')):
+            raise ValueError(f"mode must be 'undefined', 'periodic', 'clamp' or an int but got {mode!r}")
+        dtype = self.dtype(multi_index)
+        sizes = self.cast(self.as_tensor(list(shape)), dtype)
+        if mode == 'periodic':
+            multi_index = multi_index % sizes
+        elif mode == 'clamp':
+            multi_index = self.clip(multi_index, 0, sizes - 1)
+        strides = self.cast(self.as_tensor([math.prod(shape[i + 1:]) for i in range(len(shape))]), dtype)
+        result = self.sum(multi_index * strides, -1)
+        if isinstance(mode, int):
+            result = self.where(self.all((multi_index >= 0) & (multi_index < sizes), -1), result, mode)
+        return result
+
+    @_composite('gather')
+    def gather_1d(self, values: Any, indices: Any) -> Any:
+        return self.gather(values, indices, 0)
+
+    @_composite('batched_gather_nd')
+    def gather_nd(self, values: Any, indices: Any) -> Any:
+        """Gathers `values (spatial..., channels)` at `indices (indices, multi_index)`."""
+        return self.batched_gather_nd(values[None], indices[None])[0]
+
+    @_composite('batched_gather_nd')
+    def batched_gather_1d(self, values: Any, indices: Any) -> Any:
+        """Gathers `values (batch, spatial)` at `indices (batch, indices)`."""
+        return self.batched_gather_nd(values[:, :, None], indices[:, :, None])[..., 0]
+
+    @_composite()
+    def gather_by_component_indices(self, values: Any, *component_indices: Any) -> Any:
+        return values[component_indices]
+
+    @_composite()
+    def batch_gather(self, tensor: Any, batches: int | Sequence[int]) -> Any:
+        return tensor[[batches] if isinstance(batches, int) else batches, ...]
+
+    @_composite()
+    def multi_slice(self, tensor: Any, slices: tuple) -> Any:
+        return tensor[slices]
+
+    @_composite('scatter')
+    def scatter_nd(self, base_grid: Any, indices: Any, values: Any, mode: str) -> Any:
+        """`scatter` without batch dim: `base_grid (spatial..., channels)`, `indices (updates, index)`."""
+        return self.scatter(base_grid[None], indices[None], values[None], mode)[0]
+
+    @_composite('scatter')
+    def scatter_1d_scalar(self, base_grid: Any, indices: Any, values: Any, mode: str) -> Any:
+        """`scatter` into a 1D `base_grid` at 1D `indices`."""
+        return self.scatter(base_grid[None, :, None], indices[None, :, None], values[None, :, None], mode)[0, :, 0]
+
+    @_composite('scatter')
+    def scatter_nd_scalar(self, base_grid: Any, indices: Any, values: Any, mode: str) -> Any:
+        """`scatter` into `base_grid (spatial...)` without channels at `indices (updates, index)`."""
+        return self.scatter(base_grid[None, ..., None], indices[None], values[None, :, None], mode)[0, ..., 0]
+
+    @_composite('bincount', 'stack', 'staticshape')
+    def batched_bincount(self, x: Any, weights: Any, bins: int) -> Any:
+        """`bincount` for each entry of the first axis of `x` (and `weights`)."""
+        size = self.determine_size([x] if weights is None else [x, weights], 0)
+        counts = []
+        for i in range(size):
+            w = None if weights is None else weights[min(i, self.staticshape(weights)[0] - 1)]
+            counts.append(self.bincount(x[min(i, self.staticshape(x)[0] - 1)], w, bins))
+        return self.stack(counts)
+
+    @_composite('equal', 'invert')
+    def not_equal(self, x: Any, y: Any) -> Any:
+        return self.invert(self.equal(x, y))
+
+    @_composite('mul_matrix_batched_vector', 'stack', 'staticshape')
+    def linear(self, lin: Any, vector: Any) -> Any:
+        """Applies `lin` (a function, a matrix, or one matrix per batch entry) to `vector (batch, vec)`."""
+        if callable(lin):
+            return lin(vector)
+        if isinstance(lin, tuple | list):
+            vectors = self.unstack(vector)
+            return self.stack([self.mul_matrix_batched_vector(m, v) for m, v in zip(lin, vectors, strict=True)])
+        if len(self.staticshape(lin)) != 2:
+            raise ValueError(f"lin must be a matrix but has shape {self.staticshape(lin)}")
+        return self.mul_matrix_batched_vector(lin, vector)
+
+    @_composite('copy')
+    def copy_leaves(self, tree: Any, only_mutable: bool = False) -> Any:
+        """Copies every tensor in a tree of tuples, lists and dicts."""
+        return _map_tree(lambda x: self.copy(x, only_mutable=only_mutable), tree)
+
+    @_composite('stop_gradient')
+    def stop_gradient_tree(self, tree: Any) -> Any:
+        return _map_tree(self.stop_gradient, tree)
+
+    @_composite('stack')
+    def stack_leaves(self, trees: Sequence, axis: int = 0) -> Any:
+        """Stacks corresponding tensors of trees with equal structure."""
+        first = trees[0]
+        if isinstance(first, tuple | list):
+            return type(first)(self.stack_leaves([tree[i] for tree in trees], axis) for i in range(len(first)))
+        if isinstance(first, dict):
+            return {key: self.stack_leaves([tree[key] for tree in trees], axis) for key in first}
+        return self.stack(trees, axis)
+
+    @_composite('any', 'stack', 'copy', 'stop_gradient')
+    def while_loop(self, loop: Callable, values: tuple, max_iter: int | Sequence[int]) -> Any:
+        """Runs `values = loop(*values)` while any of `values[0]` is true, at most `max_iter` times.
+
+        If `max_iter` is a sequence, returns the values after each of those iteration counts, stacked along
+        a new first axis; checkpoints after the loop ended hold the final values. No gradients flow through.
+        """
+        values = self.stop_gradient_tree(values)
+        if isinstance(max_iter, int):
+            for _ in range(max_iter):
+                if not self.any(values[0]):
+                    break
+                values = loop(*values)
+            return self.stop_gradient_tree(values)
+        trajectory = [self.copy_leaves(values, only_mutable=True)] if 0 in max_iter else []
+        for i in range(1, max(max_iter) + 1):
+            values = loop(*values)
+            if i in max_iter:
+                trajectory.append(self.copy_leaves(values, only_mutable=True))
+            if not self.any(values[0]):
+                break
+        if len(trajectory) < len(max_iter):  # ended early: the final values stand for the remaining checkpoints
+            trajectory.extend([self.copy_leaves(values, only_mutable=True)] * (len(max_iter) - len(trajectory)))
+        return self.stop_gradient_tree(self.stack_leaves(trajectory))
+
+
+def _map_tree(function: Callable, tree: Any) -> Any:
+    if isinstance(tree, tuple | list):
+        return type(tree)(_map_tree(function, item) for item in tree)
+    if isinstance(tree, dict):
+        return {key: _map_tree(function, item) for key, item in tree.items()}
+    return function(tree)
+
+
+for _op in NATIVE_OPS:
+    if not hasattr(Backend, _op):
+        setattr(Backend, _op, _native_stub(_op))
+
+OPERATIONS = frozenset(
+    name for name, attribute in vars(Backend).items()
+    if callable(attribute) and not name.startswith('_') and name not in ('supports', 'implemented_ops')
+)
+"""Names of all operations a backend may implement."""
+
+
+# --- Registry ---
+
+BACKENDS: list[Backend] = []
+"""The registered backends, in the order `choose_backend()` consults them."""
+
+_global_default: Backend | None = None
+_context_stack: ContextVar[tuple[Backend, ...]] = ContextVar('lazyphi_backend', default=())
+_type_owners: dict[type, Backend] = {}  # last backend that held an instance of the type natively
+_PYTHON_NUMBERS = frozenset({bool, int, float, complex})
+_lazy_backends: dict[str, str] = {}  # top-level module of a library -> lazyphi module that registers its backend
+
+
+def register_backend(backend: Backend) -> Backend:
+    """Adds `backend` to `BACKENDS` so that `choose_backend()` considers it. Catch-all backends stay last."""
+    if backend in BACKENDS:
+        return backend
+    if any(b.name == backend.name for b in BACKENDS):
+        raise ValueError(f"A backend named '{backend.name}' is already registered")
+    position = len(BACKENDS) if backend.catch_all else next(
+        (i for i, b in enumerate(BACKENDS) if b.catch_all), len(BACKENDS))
+    BACKENDS.insert(position, backend)
+    _type_owners.clear()
+    return backend
+
+
+def register_lazy_backend(module_prefix: str, import_path: str) -> None:
+    """Declares that values of the library `module_prefix` are handled by the backend module `import_path`.
+
+    The module is imported (and must register its backend) the first time `choose_backend()` sees a value
+    whose type comes from `module_prefix`, or when `set_global_default_backend(module_prefix)` is called.
+    """
+    _lazy_backends[module_prefix] = import_path
+
+
+register_lazy_backend('torch', 'lazyphi.backend.torch')
+register_lazy_backend('jax', 'lazyphi.backend.jax')
+register_lazy_backend('jaxlib', 'lazyphi.backend.jax')
+register_lazy_backend('tensorflow', 'lazyphi.backend.tensorflow')
+
+
+def _import_lazy_backend(import_path: str) -> None:
+    importlib.import_module(import_path)
+    for prefix in [p for p, path in _lazy_backends.items() if path == import_path]:
+        del _lazy_backends[prefix]
+
+
+def _known_names() -> list[str]:
+    return sorted({b.name for b in BACKENDS} | set(_lazy_backends))
+
+
+def backend_by_name(name: str) -> Backend:
+    """Returns the registered backend called `name`, importing a lazily registered one if needed.
+
+    Raises:
+        ValueError: if no backend of that name is registered or can be imported.
+    """
+    key = name.lower()
+    for backend in BACKENDS:
+        if backend.name == key:
+            return backend
+    import_path = _lazy_backends.get(key)
+    if import_path is not None:
+        try:
+            _import_lazy_backend(import_path)
+        except ImportError as err:
+            raise ValueError(f"Backend {name!r} needs the module '{import_path}', which could not be imported "
+                             f"({err}). Known backend names: {_known_names()}") from err
+        for backend in BACKENDS:
+            if backend.name == key:
+                return backend
+    raise ValueError(f"Unknown backend {name!r}. Known backend names: {_known_names()}")
+
+
+def default_backend() -> Backend:
+    """The backend of the innermost `with backend:` block, else the global default (NumPy unless changed)."""
+    stack = _context_stack.get()
+    return stack[-1] if stack else _global_default
+
+
+def context_backend() -> Backend | None:
+    """The backend of the innermost `with backend:` block of this thread or task, or `None` outside of one."""
+    stack = _context_stack.get()
+    return stack[-1] if stack else None
+
+
+def set_global_default_backend(backend: str | Backend) -> Backend:
+    """Sets the backend `choose_backend()` prefers wherever no `with backend:` block is active.
+
+    Args:
+        backend: A `Backend` or a name: `'numpy'`, `'torch'`, `'jax'`, `'tensorflow'`.
+
+    Returns:
+        The backend now set.
+
+    Raises:
+        ValueError: for a name that names no backend, or one whose module cannot be imported.
+    """
+    global _global_default
+    if isinstance(backend, str):
+        backend = backend_by_name(backend)
+    elif not isinstance(backend, Backend):
+        raise TypeError(f"Expected a Backend or a backend name but got {type(backend).__name__}")
+    _global_default = backend
+    return backend
+
+
+def choose_backend(*values: Any, prefer_default: bool = False) -> Backend:
+    """Selects the backend to operate on `values`.
+
+    A backend that holds one of the values natively wins (the default backend first); otherwise the
+    first backend that accepts all values. With `prefer_default`, the default backend wins whenever it
+    accepts all values. The first value of a library registered with `register_lazy_backend()` imports
+    that library's backend.
+
+    Raises:
+        NoBackendFound: if no backend accepts all values; the message names the types.
+    """
+    # Fast path: all values are of types a backend held natively before (e.g. NumPy arrays), or Python
+    # numbers, which every backend accepts and none holds natively, so they cannot change the choice.
+    owner = None
+    for value in values:
+        value_type = type(value)
+        if value_type in _PYTHON_NUMBERS:
+            continue
+        backend = _type_owners.get(value_type)
+        if backend is None or (owner is not None and backend is not owner) or not backend.is_tensor(value, True):
+            break
+        owner = backend
+    else:
+        if owner is not None and (not prefer_default or owner is default_backend()):
+            return owner
+    return _choose_backend_slowly(values, prefer_default)
+
+
+def _choose_backend_slowly(values: tuple, prefer_default: bool) -> Backend:
+    if _lazy_backends:
+        _import_backends_for(values)
+    default = default_backend()
+    if _accepts_all(default, values) and (prefer_default or _holds_any(default, values)):
+        return default
+    candidates = [backend for backend in BACKENDS if _accepts_all(backend, values)]
+    if not candidates:
+        unknown = [v for v in values if not any(backend.is_tensor(v) for backend in BACKENDS)]
+        if unknown:
+            raise NoBackendFound(f"No registered backend accepts values of type {_type_names(unknown)}. "
+                                 f"Registered backends: {[b.name for b in BACKENDS]}")
+        raise NoBackendFound(f"No single backend accepts all of {_type_names(values)} together; "
+                             f"convert them to one backend first, e.g. with convert()")
+    for backend in candidates:
+        if _holds_any(backend, values):
+            return backend
+    return candidates[0]
+
+
+def _import_backends_for(values: tuple) -> None:
+    for value in values:
+        module = type(value).__module__
+        import_path = _lazy_backends.get(module.partition('.')[0])
+        if import_path is not None:
+            try:
+                _import_lazy_backend(import_path)
+            except ImportError as err:
+                raise NoBackendFound(f"Values of type '{type(value).__name__}' (module '{module}') need the backend "
+                                     f"module '{import_path}', which could not be imported: {err}") from err
+
+
+def _accepts_all(backend: Backend, values: tuple) -> bool:
+    return all(backend.is_tensor(v) for v in values)
+
+
+def _holds_any(backend: Backend, values: tuple) -> bool:
+    held = False
+    for value in values:
+        if backend.is_tensor(value, True):
+            _type_owners[type(value)] = backend
+            held = True
+    return held
+
+
+def _type_names(values: Sequence) -> list[str]:
+    return list(dict.fromkeys(type(v).__name__ for v in values))
+
+
+def convert(native: Any, backend: Backend | str | None = None, use_dlpack: bool = True) -> Any:
+    """Converts a native tensor to the native format of `backend` (the default backend if `None`).
+
+    Values `backend` already holds natively come back unchanged. Where both backends support DLPack and
+    `use_dlpack` is set, the data is shared without copying; otherwise it passes through a NumPy array.
+    Gradients do not flow through the conversion.
+    """
+    target = default_backend() if backend is None else backend_by_name(backend) if isinstance(backend, str) else backend
+    if target.is_tensor(native, True):
+        return native
+    source = choose_backend(native)
+    if source is target:
+        return native
+    if use_dlpack and source.supports('to_dlpack') and target.supports('from_dlpack'):
+        return target.from_dlpack(source.to_dlpack(native))
+    return target.as_tensor(source.numpy(native))
+

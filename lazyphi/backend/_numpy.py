@@ -1,0 +1,465 @@
+"""The NumPy backend: NumPy arrays and scalars, and Python numbers and lists of them.
+
+Most table entries are NumPy functions themselves; the functions below adapt NumPy where the
+backend signature differs. SciPy is imported only when one of its functions is first called.
+"""
+
+import itertools
+import os
+import platform
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from ._backend import Backend, LazyFunction
+from ._device import ComputeDevice, cpu_memory
+from ._dtype import DType, from_numpy_dtype, to_numpy_dtype
+from ._precision import get_precision
+
+_NATIVE = (np.ndarray, np.generic)
+_PYTHON_NUMBERS = (int, float, complex)  # bool is an int
+_INT32 = DType(int, 32)
+_rng = np.random.default_rng()
+
+
+def _is_tensor(x: Any, only_native: bool = False) -> bool:
+    if isinstance(x, _NATIVE):
+        return x.dtype.kind != 'O'  # object arrays belong to the OBJECTS backend
+    if only_native:
+        return False
+    if isinstance(x, _PYTHON_NUMBERS):
+        return True
+    if isinstance(x, tuple | list):
+        return all(_is_tensor(item) for item in x)
+    return False
+
+
+def _float_dtype() -> np.dtype:
+    return to_numpy_dtype(DType(float, get_precision()))
+
+
+def _complex_dtype() -> np.dtype:
+    return to_numpy_dtype(DType(complex, max(64, 2 * get_precision())))
+
+
+def _as_tensor(x: Any, convert_external: bool = True) -> Any:
+    """Converts `x` to a NumPy array or scalar; floating-point values take the current precision."""
+    if isinstance(x, _NATIVE):
+        array = x
+    elif not convert_external and isinstance(x, _PYTHON_NUMBERS):
+        return x
+    else:
+        array = np.asarray(x)
+    kind = array.dtype.kind
+    if kind == 'f':
+        return array.astype(_float_dtype(), copy=False)
+    if kind == 'c':
+        return array.astype(_complex_dtype(), copy=False)
+    return array
+
+
+def _dtype(x: Any) -> DType:
+    if isinstance(x, _NATIVE):
+        return from_numpy_dtype(x.dtype)
+    if isinstance(x, bool):
+        return DType(bool)
+    if isinstance(x, int):
+        return _INT32
+    if isinstance(x, float):
+        return DType(float, 64)
+    if isinstance(x, complex):
+        return DType(complex, 128)
+    return from_numpy_dtype(np.asarray(x).dtype)
+
+
+def _to_numpy_dtype(dtype: DType | None) -> np.dtype:
+    return _float_dtype() if dtype is None else to_numpy_dtype(DType.as_dtype(dtype))
+
+
+def _cast(x: Any, dtype: DType) -> Any:
+    np_dtype = to_numpy_dtype(dtype)
+    if isinstance(x, _NATIVE):
+        return x.astype(np_dtype, copy=False)
+    if isinstance(x, _PYTHON_NUMBERS):
+        return np_dtype.type(x)
+    return np.asarray(x, np_dtype)
+
+
+def _seed(seed: int | None) -> None:
+    global _rng
+    _rng = np.random.default_rng(seed)
+
+
+def _random_uniform(shape: Sequence[int], low: Any, high: Any, dtype: DType | None = None) -> np.ndarray:
+    """Values drawn uniformly from `[low, high)`; real and imaginary parts separately for complex types."""
+    dtype = DType(float, get_precision()) if dtype is None else DType.as_dtype(dtype)
+    np_dtype = to_numpy_dtype(dtype)
+    if dtype.kind is float:
+        return _rng.uniform(low, high, shape).astype(np_dtype, copy=False)
+    if dtype.kind is complex:
+        return (_rng.uniform(low, high, shape) + 1j * _rng.uniform(low, high, shape)).astype(np_dtype, copy=False)
+    if dtype.kind is int:
+        return _rng.integers(low, high, shape, dtype=np_dtype)
+    if dtype.kind is bool:
+        return _rng.integers(0, 2, shape).astype(bool)
+    raise ValueError(f"random_uniform supports bool, int, float and complex types, not {dtype}")
+
+
+def _random_normal(shape: Sequence[int], dtype: DType | None = None) -> np.ndarray:
+    """Standard-normal values; real and imaginary parts each standard-normal for complex types."""
+    dtype = DType(float, get_precision()) if dtype is None else DType.as_dtype(dtype)
+    np_dtype = to_numpy_dtype(dtype)
+    if dtype.kind is float:
+        return _rng.standard_normal(shape).astype(np_dtype, copy=False)
+    if dtype.kind is complex:
+        return (_rng.standard_normal(shape) + 1j * _rng.standard_normal(shape)).astype(np_dtype, copy=False)
+    raise ValueError(f"random_normal supports float and complex types, not {dtype}")
+
+
+def _pad_or_crop(x: np.ndarray, axis: int, size: int, fill_value: Any) -> np.ndarray:
+    current = x.shape[axis]
+    if size < current:
+        return np.take(x, np.arange(size), axis)
+    if size > current:
+        widths = [(0, size - current) if i == axis % x.ndim else (0, 0) for i in range(x.ndim)]
+        return np.pad(x, widths, constant_values=fill_value)
+    return x
+
+
+_PAD_MODES = {'constant': 'constant', 'boundary': 'edge', 'periodic': 'wrap', 'symmetric': 'symmetric',
+              'reflect': 'reflect'}
+
+
+def _pad(value: Any, pad_width: Any, mode: str = 'constant', constant_values: Any = 0) -> Any:
+    """Pads with `mode` 'constant', 'boundary', 'periodic', 'symmetric' or 'reflect'; `NotImplemented` for others."""
+    numpy_mode = _PAD_MODES.get(mode)
+    if numpy_mode is None:
+        return NotImplemented
+    if numpy_mode == 'constant':
+        return np.pad(value, pad_width, 'constant', constant_values=constant_values)
+    return np.pad(value, pad_width, numpy_mode)
+
+
+def _expand_dims(a: Any, axis: int = 0, number: int = 1) -> np.ndarray:
+    position = axis if axis >= 0 else np.ndim(a) + 1 + axis
+    return np.expand_dims(a, tuple(range(position, position + number)))
+
+
+def _repeat(x: Any, repeats: Any, axis: int, new_length: int | None = None) -> np.ndarray:
+    result = np.repeat(x, repeats, axis)
+    return result if new_length is None else _pad_or_crop(result, axis, new_length, 0)
+
+
+def _where(condition: Any, x: Any = None, y: Any = None) -> np.ndarray:
+    """`x` where `condition` holds, else `y`; without `x` and `y`, the indices of true entries `(nnz, ndims)`."""
+    if x is None or y is None:
+        return np.argwhere(condition)
+    return np.where(condition, x, y)
+
+
+def _nonzero(values: Any, length: int | None = None, fill_value: int = -1) -> np.ndarray:
+    indices = np.argwhere(values)
+    return indices if length is None else _pad_or_crop(indices, 0, length, fill_value)
+
+
+def _boolean_mask(x: Any, mask: Any, axis: int = 0, new_length: int | None = None, fill_value: Any = 0) -> np.ndarray:
+    result = np.compress(mask, x, axis)
+    return result if new_length is None else _pad_or_crop(result, axis, new_length, fill_value)
+
+
+def _range(start: int, limit: int | None = None, delta: int = 1, dtype: DType = _INT32) -> np.ndarray:
+    if limit is None:
+        start, limit = 0, start
+    return np.arange(start, limit, delta, dtype=to_numpy_dtype(dtype))
+
+
+def _mul_matrix_batched_vector(matrix: Any, vector: Any) -> np.ndarray:
+    """Multiplies `matrix (rows, cols)` or `(batch, rows, cols)` with `vector (batch, cols)`."""
+    return np.matmul(matrix, np.asarray(vector)[..., None])[..., 0]
+
+
+def _conv(value: np.ndarray, kernel: np.ndarray, zero_padding: bool = True) -> np.ndarray:
+    """Cross-correlates `value (batch, in, spatial...)` with `kernel (batch or 1, out, in, kernel_spatial...)`.
+
+    With `zero_padding`, the result keeps the spatial shape of `value` (centred like SciPy's `mode='same'`).
+    """
+    kernel_shape = kernel.shape[3:]
+    if zero_padding:
+        value = np.pad(value, [(0, 0), (0, 0)] + [(k // 2, k - 1 - k // 2) for k in kernel_shape])
+    windows = sliding_window_view(value, kernel_shape, axis=tuple(range(2, value.ndim)))
+    spatial, offsets = 'xyzuvw'[:len(kernel_shape)], 'klmnpq'[:len(kernel_shape)]
+    if kernel.shape[0] == 1:
+        return np.einsum(f'bi{spatial}{offsets},oi{offsets}->bo{spatial}', windows, kernel[0])
+    return np.einsum(f'bi{spatial}{offsets},boi{offsets}->bo{spatial}', windows, kernel)
+
+
+def _get_diagonal(matrices: np.ndarray, offset: int = 0) -> np.ndarray:
+    """Diagonals of `matrices (batch, rows, cols, channels)` as `(batch, diagonal, channels)`."""
+    return np.moveaxis(np.diagonal(matrices, offset, axis1=1, axis2=2), -1, 1)
+
+
+def _indexed_segment_sum(x: np.ndarray, indices: np.ndarray, axis: int) -> np.ndarray:
+    """Sums the segments of `x (batch, ...)` starting at `indices (batch, segments)` along `axis`."""
+    return np.stack([np.add.reduceat(x[b], indices[min(b, len(indices) - 1)], axis - 1) for b in range(x.shape[0])])
+
+
+def _histogram1d(values: np.ndarray, weights: np.ndarray, bin_edges: np.ndarray) -> np.ndarray:
+    """Weighted histograms of `values (batch, values)` with `bin_edges (batch, edges)`: `(batch, edges - 1)`."""
+    counts = [np.histogram(v, e, weights=w)[0] for v, w, e in zip(values, weights, bin_edges, strict=True)]
+    return np.stack(counts).astype(np.asarray(weights).dtype, copy=False)
+
+
+def _bincount(x: np.ndarray, weights: np.ndarray | None, bins: int, x_sorted: bool = False) -> np.ndarray:
+    counts = np.bincount(x, weights, minlength=bins)
+    return counts if weights is None else counts.astype(np.asarray(weights).dtype, copy=False)
+
+
+def _unique(x: np.ndarray, return_inverse: bool, return_counts: bool, axis: int | None) -> Any:
+    return np.unique(x, return_inverse=return_inverse, return_counts=return_counts, axis=axis)
+
+
+def _searchsorted(sorted_sequence: np.ndarray, search_values: Any, side: str, dtype: DType = _INT32) -> np.ndarray:
+    """Insertion indices of `search_values` into `sorted_sequence`; a 2D sequence is searched row by row."""
+    if np.ndim(sorted_sequence) == 1:
+        return np.searchsorted(sorted_sequence, search_values, side).astype(to_numpy_dtype(dtype))
+    return np.stack([_searchsorted(s, v, side, dtype) for s, v in zip(sorted_sequence, search_values, strict=True)])
+
+
+def _complex_result_type(x: np.ndarray) -> np.dtype:
+    if x.dtype.kind == 'c':
+        return x.dtype
+    if x.dtype.kind == 'f':
+        return np.dtype(np.complex64 if x.dtype.itemsize <= 4 else np.complex128)
+    return _complex_dtype()
+
+
+def _fourier(transform: Callable) -> Callable:
+    def apply(x: Any, axes: Sequence[int]) -> np.ndarray:
+        x = np.asarray(x)
+        result = transform(x, axes=axes) if len(axes) else x
+        return result.astype(_complex_result_type(x), copy=False)
+    apply.__name__ = transform.__name__
+    return apply
+
+
+def _batched_gather_nd(values: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    """Gathers `values (batch, spatial..., channels)` at `indices (batch, any..., index)`; batch 1 broadcasts."""
+    batch_index = np.arange(values.shape[0]).reshape((-1,) + (1,) * (indices.ndim - 2))
+    return values[(batch_index, *np.moveaxis(indices, -1, 0))]
+
+
+_SCATTER_MODES = {'add': np.add, 'max': np.maximum, 'min': np.minimum}
+
+
+def _scatter(base_grid: np.ndarray, indices: np.ndarray, values: Any, mode: str) -> np.ndarray:
+    """Returns a copy of `base_grid (batch, spatial..., channels)` with `values (batch, updates, channels)` written
+    at `indices (batch, updates, index)`; `mode` is 'update', 'add', 'max' or 'min'. Batch 1 broadcasts."""
+    if mode != 'update' and mode not in _SCATTER_MODES:
+        raise ValueError(f"scatter mode must be 'update', 'add', 'max' or 'min' but got {mode!r}")
+    values = np.asarray(values)
+    batch = max(base_grid.shape[0], indices.shape[0], values.shape[0])
+    result = np.array(np.broadcast_to(base_grid, (batch, *base_grid.shape[1:])), np.result_type(base_grid, values))
+    position = (np.arange(batch)[:, None], *np.moveaxis(indices, -1, 0))
+    values = np.broadcast_to(values, (batch, indices.shape[1], result.shape[-1]))
+    if mode == 'update':
+        result[position] = values
+    else:
+        _SCATTER_MODES[mode].at(result, position, values)
+    return result
+
+
+def _wrap_indices(index: np.ndarray, size: np.ndarray, extrapolation: str) -> tuple[np.ndarray, np.ndarray | None]:
+    if extrapolation == 'periodic':
+        return index % size, None
+    if extrapolation == 'symmetric':  # edge values repeat: c b a | a b c | c b a
+        folded = index % (2 * size)
+        return np.where(folded < size, folded, 2 * size - 1 - folded), None
+    if extrapolation == 'reflect':  # edge values do not repeat: c b | a b c | b a
+        period = np.maximum(2 * size - 2, 1)
+        folded = index % period
+        return np.where(folded < size, folded, period - folded), None
+    inside = np.all((index >= 0) & (index < size), -1) if extrapolation == 'zeros' else None
+    return np.clip(index, 0, size - 1), inside
+
+
+def _grid_sample(grid: np.ndarray, coordinates: np.ndarray, extrapolation: str) -> Any:
+    """Linear interpolation of `grid (batch, spatial..., channels)` at `coordinates (batch, instance..., vector)`.
+
+    Coordinates are in index space: the first grid point lies at 0. `extrapolation` is one of 'undefined',
+    'zeros', 'boundary', 'periodic', 'symmetric', 'reflect'; others give `NotImplemented`.
+    """
+    if extrapolation not in ('undefined', 'zeros', 'boundary', 'periodic', 'symmetric', 'reflect'):
+        return NotImplemented
+    size = np.array(grid.shape[1:-1])
+    lower = np.floor(coordinates)
+    fraction = coordinates - lower
+    lower = lower.astype(np.int64)
+    result = 0
+    for corner in itertools.product((0, 1), repeat=len(size)):
+        weight = np.prod(np.where(np.array(corner, bool), fraction, 1 - fraction), -1)
+        index, inside = _wrap_indices(lower + corner, size, extrapolation)
+        values = _batched_gather_nd(grid, index)
+        if inside is not None:
+            values = np.where(inside[..., None], values, 0)
+        result = result + weight[..., None] * values
+    return result
+
+
+class NumPyBackend(Backend):
+    """Backend for NumPy arrays and scalars (except object arrays) and Python numbers and lists of them."""
+
+    OPS: ClassVar[dict[str, Callable | LazyFunction]] = {
+        # --- tensors and types ---
+        'is_tensor': _is_tensor,
+        'as_tensor': _as_tensor,
+        'is_available': lambda tensor: True,
+        'numpy': np.asarray,
+        'copy': lambda tensor, only_mutable=False: np.array(tensor, copy=True),
+        'to_dlpack': np.asarray,  # any array implementing __dlpack__
+        'from_dlpack': np.from_dlpack,
+        'dtype': _dtype,
+        'cast': _cast,
+        'staticshape': np.shape,
+        'shape': np.shape,
+        'ndims': np.ndim,
+        'size': np.size,
+        'is_module': lambda obj: False,
+        'is_sparse': lambda x: False,
+        'prefers_channels_last': lambda: True,
+        'stop_gradient': lambda value: value,
+        'numpy_call': lambda f, output_shapes, output_dtypes, *args, **aux_args: f(*args, **aux_args),
+        'seed': _seed,
+        # --- creation ---
+        'random_uniform': _random_uniform,
+        'random_normal': _random_normal,
+        'zeros': lambda shape, dtype=None: np.zeros(shape, _to_numpy_dtype(dtype)),
+        'ones': lambda shape, dtype=None: np.ones(shape, _to_numpy_dtype(dtype)),
+        'zeros_like': np.zeros_like,
+        'ones_like': np.ones_like,
+        'range': _range,
+        'linspace': lambda start, stop, number: np.linspace(start, stop, number, dtype=_float_dtype()),
+        'meshgrid': lambda *coordinates: np.meshgrid(*coordinates, indexing='ij'),
+        # --- shape ---
+        'reshape': np.reshape,
+        'broadcast_to': np.broadcast_to,
+        'transpose': np.transpose,
+        'stack': np.stack,
+        'concat': np.concatenate,
+        'flip': np.flip,
+        'flatten': np.ravel,
+        'tile': np.tile,
+        'repeat': _repeat,
+        'expand_dims': _expand_dims,
+        'pad': _pad,
+        # --- reductions ---
+        'sum': lambda value, axis=None, keepdims=False: np.sum(value, axis, keepdims=keepdims),
+        'prod': np.prod,
+        'mean': lambda value, axis=None, keepdims=False: np.mean(value, axis, keepdims=keepdims),
+        'std': lambda x, axis=None, keepdims=False: np.std(x, axis, keepdims=keepdims),
+        'max': lambda x, axis=None, keepdims=False: np.max(x, axis, keepdims=keepdims),
+        'min': lambda x, axis=None, keepdims=False: np.min(x, axis, keepdims=keepdims),
+        'any': lambda boolean_tensor, axis=None, keepdims=False: np.any(boolean_tensor, axis, keepdims=keepdims),
+        'all': lambda boolean_tensor, axis=None, keepdims=False: np.all(boolean_tensor, axis, keepdims=keepdims),
+        'argmax': lambda x, axis, keepdims=False: np.argmax(x, axis, keepdims=keepdims),
+        'argmin': lambda x, axis, keepdims=False: np.argmin(x, axis, keepdims=keepdims),
+        'cumsum': np.cumsum,
+        'quantile': lambda x, quantiles: np.quantile(x, quantiles, axis=-1),
+        'argsort': np.argsort,
+        'sort': np.sort,
+        'searchsorted': _searchsorted,
+        'unique': _unique,
+        'bincount': _bincount,
+        'histogram1d': _histogram1d,
+        'indexed_segment_sum': _indexed_segment_sum,
+        # --- selection ---
+        'where': _where,
+        'nonzero': _nonzero,
+        'boolean_mask': _boolean_mask,
+        'gather': np.take,
+        'batched_gather_nd': _batched_gather_nd,
+        'scatter': _scatter,
+        'get_diagonal': _get_diagonal,
+        'grid_sample': _grid_sample,
+        # --- linear algebra and signals ---
+        'tensordot': lambda a, a_axes, b, b_axes: np.tensordot(a, b, (a_axes, b_axes)),
+        'einsum': np.einsum,
+        'mul_matrix_batched_vector': _mul_matrix_batched_vector,
+        'conv': _conv,
+        'fft': _fourier(np.fft.fftn),
+        'ifft': _fourier(np.fft.ifftn),
+        # --- element-wise ---
+        'add': np.add,
+        'sub': np.subtract,
+        'mul': np.multiply,
+        'div': np.true_divide,
+        'pow': np.power,
+        'mod': np.mod,
+        'floordiv': np.floor_divide,
+        'and_': np.bitwise_and,
+        'or_': np.bitwise_or,
+        'xor': np.bitwise_xor,
+        'invert': np.invert,
+        'shift_bits_left': np.left_shift,
+        'shift_bits_right': np.right_shift,
+        'equal': np.equal,
+        'not_equal': np.not_equal,
+        'greater_than': np.greater,
+        'greater_or_equal': np.greater_equal,
+        'maximum': np.maximum,
+        'minimum': np.minimum,
+        'clip': np.clip,
+        'abs': np.abs,
+        'sign': np.sign,
+        'round': np.round,
+        'ceil': np.ceil,
+        'floor': np.floor,
+        'sqrt': np.sqrt,
+        'exp': np.exp,
+        'log': np.log,
+        'log2': np.log2,
+        'log10': np.log10,
+        'sin': np.sin,
+        'arcsin': np.arcsin,
+        'cos': np.cos,
+        'arccos': np.arccos,
+        'tan': np.tan,
+        'arctan': np.arctan,
+        'arctan2': np.arctan2,
+        'sinh': np.sinh,
+        'arcsinh': np.arcsinh,
+        'cosh': np.cosh,
+        'arccosh': np.arccosh,
+        'tanh': np.tanh,
+        'arctanh': np.arctanh,
+        'isfinite': np.isfinite,
+        'isnan': np.isnan,
+        'isinf': np.isinf,
+        'real': np.real,
+        'imag': np.imag,
+        'conj': np.conjugate,
+        'erf': LazyFunction('scipy.special', 'erf'),
+        'log_gamma': LazyFunction('scipy.special', 'gammaln'),
+        'gamma_inc_l': LazyFunction('scipy.special', 'gammainc'),
+        'gamma_inc_u': LazyFunction('scipy.special', 'gammaincc'),
+    }
+
+    def __init__(self) -> None:
+        cpu = ComputeDevice(self, 'CPU', 'CPU', cpu_memory(), os.cpu_count() or -1,
+                            f"NumPy {np.__version__} on {platform.machine() or 'unknown machine'}", 'CPU')
+        super().__init__('numpy', [cpu], cpu)
+
+    def get_device(self, tensor: Any) -> ComputeDevice:
+        """NumPy arrays always live on the CPU."""
+        return self._devices[0]
+
+    def allocate_on_device(self, tensor: Any, device: ComputeDevice) -> Any:
+        """Returns `tensor`: the CPU is NumPy's only device."""
+        if device.backend is not self:
+            raise ValueError(f"Device '{device.name}' belongs to backend {device.backend.name}, not numpy")
+        return tensor
+
+
+NUMPY = NumPyBackend()
+"""The backend for NumPy arrays and Python numbers."""

@@ -1,0 +1,895 @@
+"""Named, typed dimensions and the `Shape` that holds them.
+
+A dim has a name, a size, a type (batch, dual, instance, spatial or channel) and
+optionally one label per item. Shapes are plain immutable values: building one costs a
+few attribute stores, and the functions here keep the common cases (equal shapes, an
+empty shape, one shape holding the other) free of any loops.
+"""
+import operator
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from functools import partialmethod
+from operator import itemgetter
+from typing import Any
+
+from lazyphi._errors import DimNotFound, IncompatibleShapes
+
+BATCH = 'batch'
+DUAL = 'dual'
+INSTANCE = 'instance'
+SPATIAL = 'spatial'
+CHANNEL = 'channel'
+DIM_TYPES = (BATCH, DUAL, INSTANCE, SPATIAL, CHANNEL)
+
+_TYPE_ORDER = {t: i for i, t in enumerate(DIM_TYPES)}
+_SUPERSCRIPTS = {BATCH: 'ᵇ', DUAL: 'ᵈ', INSTANCE: 'ⁱ', SPATIAL: 'ˢ', CHANNEL: 'ᶜ'}
+_TYPE_LETTERS = {'b': BATCH, 'd': DUAL, 'i': INSTANCE, 's': SPATIAL, 'c': CHANNEL}
+_SIZE_FORMS = "an int >= 0, None, a NonUniform, or item labels as a str 'a,b' or a tuple of str"
+_FILTER_FORMS = ("None, a str like 'x,y', a Shape, a sequence of those, "
+                 "or a function mapping a Shape to a Shape (such as spatial or non_batch)")
+_RAISE = object()  # default marker: no default was given
+_CACHE_LIMIT = 4096  # entries per memo dict; they are keyed by small tuples and strings
+_CANONICAL_ORDERS: dict = {}  # types tuple -> itemgetter sorting them canonically, or None
+_TYPE_POSITIONS: dict = {}  # types tuple -> {dim type: (positions of that type, positions of others)}
+_RESOLVED: dict = {}  # parsed str and all-str tuple dim filters
+
+
+class LabelNotFound(KeyError):
+    """An item label used for selection is not among the labels of its dim."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message otherwise
+        return str(self.args[0]) if self.args else ''
+
+
+@dataclass(frozen=True)
+class NonUniform:
+    """Size of a dim whose length varies along other dims.
+
+    Args:
+        sizes: nested tuples of ints, the outermost level running along `along[0]`.
+        along: names of the dims the size varies along, one per nesting level.
+    """
+    sizes: tuple
+    along: tuple[str, ...]
+
+    def __post_init__(self):
+        if not isinstance(self.along, tuple) or not self.along or not all(isinstance(a, str) for a in self.along):
+            raise ValueError(f"NonUniform.along must be a non-empty tuple of dim names but got {self.along!r}")
+        if not isinstance(self.sizes, tuple) or not all(type(n) is int and n >= 0 for n in _leaves(self.sizes)):
+            raise ValueError(f"NonUniform.sizes must be nested tuples of ints >= 0 but got {self.sizes!r}")
+
+    @property
+    def max(self) -> int:
+        """Largest size found anywhere."""
+        return max(_leaves(self.sizes))
+
+    @property
+    def min(self) -> int:
+        """Smallest size found anywhere."""
+        return min(_leaves(self.sizes))
+
+    def __int__(self):
+        raise TypeError(f"A non-uniform size varies along {', '.join(self.along)} and has no single int value; "
+                        f"use .max or .min, or select along {self.along[0]!r} first")
+
+    def __str__(self) -> str:
+        leaves = list(_leaves(self.sizes))
+        span = f"{min(leaves)}..{max(leaves)}" if leaves else 'empty'
+        return f"{span} along {','.join(self.along)}"
+
+
+def _leaves(sizes) -> Iterator[int]:
+    if isinstance(sizes, tuple):
+        for item in sizes:
+            yield from _leaves(item)
+    else:
+        yield sizes
+
+
+class Shape:
+    """Immutable sequence of named, typed dims with sizes and optional item labels.
+
+    The constructor stores its arguments as they are, without checks, because it sits
+    on every hot path; use `batch`, `spatial`, ... to build shapes from user input.
+    Instances must not be mutated: they are hashed and shared freely.
+    """
+    __slots__ = ('_hash', 'labels', 'names', 'sizes', 'types')
+
+    def __init__(self, sizes: tuple, names: tuple[str, ...], types: tuple[str, ...],
+                 labels: tuple[tuple[str, ...] | None, ...]):
+        self.sizes = sizes
+        self.names = names
+        self.types = types
+        self.labels = labels
+
+    # --- basic properties ---
+
+    dim_types = property(lambda self: self.types, doc="Alias of `types`.")
+    item_names = property(lambda self: self.labels, doc="Alias of `labels`.")
+
+    rank = property(lambda self: len(self.names), doc="Number of dims.")
+    is_empty = property(lambda self: not self.names, doc="True if the shape has no dims.")
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __bool__(self) -> bool:
+        return bool(self.names)
+
+    @property
+    def is_uniform(self) -> bool:
+        """True unless some size is a `NonUniform`."""
+        return not any(isinstance(s, NonUniform) for s in self.sizes)
+
+    @property
+    def volume(self) -> int | None:
+        """Number of elements, or None if any size is unknown or non-uniform."""
+        volume = 1
+        for size in self.sizes:
+            if size is None or isinstance(size, NonUniform):
+                return None
+            volume *= size
+        return volume
+
+    def _single(self, what: str) -> int:
+        if len(self.names) != 1:
+            raise ValueError(f"Shape.{what} needs a shape of rank 1 but {self} has rank {len(self.names)}")
+        return 0
+
+    name = property(lambda self: self.names[self._single('name')], doc="Name of the dim of a rank-1 shape.")
+    size = property(lambda self: self.sizes[self._single('size')], doc="Size of the dim of a rank-1 shape.")
+    type = property(lambda self: self.types[self._single('type')], doc="Type of the dim of a rank-1 shape.")
+    item_labels = property(lambda self: self.labels[self._single('item_labels')],
+                           doc="Item labels of the dim of a rank-1 shape, or None.")
+
+    # --- lookup ---
+
+    def index(self, name: 'str | Shape') -> int:
+        """Position of the dim called `name`; a rank-1 Shape stands for its name."""
+        if isinstance(name, Shape):
+            name = name.name
+        try:
+            return self.names.index(name)
+        except ValueError:
+            raise DimNotFound(f"Dim {name!r} is not part of shape {self}") from None
+
+    def indices(self, names) -> tuple[int, ...]:
+        """Positions of the dims selected by the dim filter `names`, in the order given."""
+        return tuple(self.index(n) for n in resolve_dims(names, self))
+
+    def get_size(self, name: str, default=_RAISE):
+        """Size of dim `name`, or `default` if given and the dim is absent."""
+        if default is not _RAISE and name not in self.names:
+            return default
+        return self.sizes[self.index(name)]
+
+    def get_type(self, name: str) -> str:
+        """Type of dim `name`."""
+        return self.types[self.index(name)]
+
+    def get_item_names(self, name: str) -> tuple[str, ...] | None:
+        """Item labels of dim `name`, or None."""
+        return self.labels[self.index(name)]
+
+    get_labels = get_item_names
+
+    def _select(self, idx: Sequence[int]) -> 'Shape':
+        if len(idx) > 1:
+            pick = itemgetter(*idx)
+            return Shape(pick(self.sizes), pick(self.names), pick(self.types), pick(self.labels))
+        if idx:
+            i = idx[0]
+            return Shape((self.sizes[i],), (self.names[i],), (self.types[i],), (self.labels[i],))
+        return EMPTY_SHAPE
+
+    def __getitem__(self, item) -> 'Shape':
+        if isinstance(item, int):
+            if not -len(self.names) <= item < len(self.names):
+                raise IndexError(f"Index {item} is out of range for shape {self} of rank {len(self.names)}")
+            return Shape((self.sizes[item],), (self.names[item],), (self.types[item],), (self.labels[item],))
+        if isinstance(item, slice):
+            return Shape(self.sizes[item], self.names[item], self.types[item], self.labels[item])
+        if isinstance(item, (list, tuple)):
+            idx = []
+            for entry in item:
+                if isinstance(entry, int):
+                    idx.append(range(len(self.names))[entry])
+                else:
+                    idx.extend(self.index(n) for n in resolve_dims(entry, self))
+            return self._select(idx)
+        return self._select([self.index(n) for n in resolve_dims(item, self)])
+
+    def __contains__(self, item) -> bool:
+        names = self.names
+        if type(item) is str and ',' not in item:
+            return item in names
+        return all(n in names for n in resolve_dims(item))
+
+    def __iter__(self) -> Iterator['Shape']:
+        for i in range(len(self.names)):
+            yield Shape((self.sizes[i],), (self.names[i],), (self.types[i],), (self.labels[i],))
+
+    # --- value semantics ---
+
+    def __eq__(self, other) -> bool:
+        if self is other:
+            return True
+        if not isinstance(other, Shape):
+            return NotImplemented
+        return (self.names == other.names and self.sizes == other.sizes
+                and self.types == other.types and self.labels == other.labels)
+
+    def __hash__(self) -> int:
+        try:
+            return self._hash
+        except AttributeError:
+            self._hash = hash((self.names, self.sizes, self.types, self.labels))
+            return self._hash
+
+    def __reduce__(self):
+        return type(self), (self.sizes, self.names, self.types, self.labels)
+
+    def __repr__(self) -> str:
+        return '(' + ', '.join(map(_dim_repr, self.names, self.sizes, self.types, self.labels)) + ')'
+
+    def __and__(self, other) -> 'Shape':
+        return merge_shapes(self, other)
+
+    def __mul__(self, dtype) -> 'ShapeDtype':
+        return ShapeDtype(self, dtype)
+
+    __rmul__ = __mul__
+
+    # --- sub-shapes ---
+
+    def only(self, dims, reorder: bool = False) -> 'Shape':
+        """Dims of this shape selected by the dim filter `dims`; absent dims are ignored.
+
+        Args:
+            dims: any dim filter accepted by `resolve_dims`.
+            reorder: order the result as `dims` lists them instead of keeping this shape's order.
+        """
+        wanted = resolve_dims(dims, self)
+        names = self.names
+        if reorder:
+            idx = [names.index(n) for n in dict.fromkeys(wanted) if n in names]
+            return self if idx == list(range(len(names))) else self._select(idx)
+        idx = [i for i, n in enumerate(names) if n in wanted]
+        return self if len(idx) == len(names) else self._select(idx)
+
+    def without(self, dims) -> 'Shape':
+        """This shape minus the dims selected by the dim filter `dims`; absent dims are ignored."""
+        unwanted = resolve_dims(dims, self)
+        idx = [i for i, n in enumerate(self.names) if n not in unwanted]
+        return self if len(idx) == len(self.names) else self._select(idx)
+
+    def isdisjoint(self, dims) -> bool:
+        """True if none of the dims selected by `dims` is part of this shape."""
+        return not any(n in self.names for n in resolve_dims(dims, self))
+
+    def _of_type(self, dim_type: str) -> 'Shape':
+        types = self.types
+        if dim_type not in types:
+            return EMPTY_SHAPE
+        idx = _type_positions(types)[dim_type][0]
+        return self if len(idx) == len(types) else self._select(idx)
+
+    def _not_of_type(self, dim_type: str) -> 'Shape':
+        types = self.types
+        if dim_type not in types:
+            return self
+        return self._select(_type_positions(types)[dim_type][1])
+
+    batch = property(lambda self: self._of_type(BATCH), doc="The batch dims.")
+    dual = property(lambda self: self._of_type(DUAL), doc="The dual dims.")
+    instance = property(lambda self: self._of_type(INSTANCE), doc="The instance dims.")
+    spatial = property(lambda self: self._of_type(SPATIAL), doc="The spatial dims.")
+    channel = property(lambda self: self._of_type(CHANNEL), doc="The channel dims.")
+    non_batch = property(lambda self: self._not_of_type(BATCH), doc="All dims except batch dims.")
+    non_dual = property(lambda self: self._not_of_type(DUAL), doc="All dims except dual dims.")
+    non_instance = property(lambda self: self._not_of_type(INSTANCE), doc="All dims except instance dims.")
+    non_spatial = property(lambda self: self._not_of_type(SPATIAL), doc="All dims except spatial dims.")
+    non_channel = property(lambda self: self._not_of_type(CHANNEL), doc="All dims except channel dims.")
+    primal = non_dual
+
+    # --- modified copies ---
+
+    def with_size(self, size) -> 'Shape':
+        """Copy of a rank-1 shape with a new size; str or tuple-of-str sizes become item labels."""
+        i = self._single('with_size')
+        size, labels = _parse_size(size, self.names[i])
+        return Shape((size,), self.names, self.types, (labels,))
+
+    def with_sizes(self, sizes) -> 'Shape':
+        """Copy with new sizes.
+
+        Args:
+            sizes: one size per dim (each as in `with_size`), a single int or None for all dims,
+                or a Shape whose sizes and labels replace those of the dims sharing its names.
+        """
+        names = self.names
+        if isinstance(sizes, Shape):
+            new_sizes, new_labels = list(self.sizes), list(self.labels)
+            for j, name in enumerate(sizes.names):
+                if name in names:
+                    i = names.index(name)
+                    new_sizes[i], new_labels[i] = sizes.sizes[j], sizes.labels[j]
+            return Shape(tuple(new_sizes), names, self.types, tuple(new_labels))
+        if not isinstance(sizes, (tuple, list)):
+            size, _ = _parse_size(sizes, ','.join(names))
+            return Shape((size,) * len(names), names, self.types, (None,) * len(names))
+        if len(sizes) != len(names):
+            raise ValueError(f"with_sizes needs one size per dim of {self} but got {len(sizes)}: {sizes!r}")
+        parsed = [_parse_size(s, n) for s, n in zip(sizes, names, strict=True)]
+        return Shape(tuple(p[0] for p in parsed), names, self.types, tuple(p[1] for p in parsed))
+
+    def with_dim_size(self, dim: 'str | Shape', size, keep_labels: bool = False) -> 'Shape':
+        """Copy in which dim `dim` has the new `size` (parsed as in `with_size`).
+
+        Args:
+            keep_labels: keep the dim's current labels when `size` is an int; they must fit the new size.
+        """
+        i = self.index(dim)
+        name = self.names[i]
+        new_size, new_labels = _parse_size(size, name)
+        if keep_labels and new_labels is None and self.labels[i] is not None:
+            new_labels = self.labels[i]
+            if len(new_labels) != new_size:
+                raise ValueError(f"Cannot keep the {len(new_labels)} labels of dim {name!r} "
+                                 f"when resizing it to {new_size!r}")
+        return Shape((*self.sizes[:i], new_size, *self.sizes[i + 1:]), self.names, self.types,
+                     (*self.labels[:i], new_labels, *self.labels[i + 1:]))
+
+    def replace(self, dims, new) -> 'Shape':
+        """Copy in which the dims selected by `dims` are renamed or retyped, keeping their position.
+
+        Args:
+            dims: dim filter selecting dims of this shape; each must be present.
+            new: new names as str 'a,b' or a sequence of str (types kept), or a Shape whose names and
+                types replace the old ones and whose sizes and labels do too where they are set.
+                A single dim may be replaced by a Shape of several dims, which are spliced in.
+        """
+        idx = [self.index(n) for n in resolve_dims(dims, self)]
+        sizes, names, types, labels = list(self.sizes), list(self.names), list(self.types), list(self.labels)
+        if isinstance(new, Shape):
+            if len(idx) == 1 and len(new) > 1:
+                i = idx[0]
+                sizes[i:i + 1], names[i:i + 1] = new.sizes, new.names
+                types[i:i + 1], labels[i:i + 1] = new.types, new.labels
+                return _unique_or_raise(Shape(tuple(sizes), tuple(names), tuple(types), tuple(labels)), 'Shape.replace')
+            _check_same_count(idx, new.names, self)
+            for j, i in enumerate(idx):
+                names[i], types[i] = new.names[j], new.types[j]
+                if new.sizes[j] is not None:
+                    if new.labels[j] is not None or new.sizes[j] != sizes[i]:
+                        labels[i] = new.labels[j]
+                    sizes[i] = new.sizes[j]
+        else:
+            if isinstance(new, (tuple, list)) and all(isinstance(n, str) for n in new):
+                new_names = tuple(new)
+            elif isinstance(new, str):
+                new_names = resolve_dims(new)
+            else:
+                raise TypeError(f"New dim names must be a str 'a,b', a sequence of str or a Shape, but got {new!r}")
+            _check_same_count(idx, new_names, self)
+            for i, name in zip(idx, new_names, strict=True):
+                names[i] = _checked_name(name, types[i])
+        return _unique_or_raise(Shape(tuple(sizes), tuple(names), tuple(types), tuple(labels)), 'Shape.replace')
+
+    def rename(self, dims, new_names) -> 'Shape':
+        """Copy in which the dims selected by `dims` get `new_names` (str 'a,b', sequence of str or Shape)."""
+        return self.replace(dims, new_names.names if isinstance(new_names, Shape) else new_names)
+
+    def as_type(self, dim_type) -> 'Shape':
+        """Copy with every dim converted to `dim_type` (a type constant or a constructor such as `spatial`).
+
+        Converting to dual prefixes names with '~'; converting away from dual strips it.
+        """
+        dim_type = _dim_type_arg(dim_type)
+        if all(t == dim_type for t in self.types):
+            return self
+        names = tuple(_name_for_type(n, dim_type) for n in self.names)
+        converted = Shape(self.sizes, names, (dim_type,) * len(names), self.labels)
+        return _unique_or_raise(converted, f'Converting to {dim_type}')
+
+    as_batch = partialmethod(as_type, BATCH)
+    as_dual = partialmethod(as_type, DUAL)
+    as_instance = partialmethod(as_type, INSTANCE)
+    as_spatial = partialmethod(as_type, SPATIAL)
+    as_channel = partialmethod(as_type, CHANNEL)
+
+    def after_gather(self, selection: dict) -> 'Shape':
+        """Shape of the result of indexing with `selection`, which maps dim names to selections.
+
+        An int or a single label removes the dim; a slice, a list or tuple of ints or labels, or a
+        str 'a,b' of several labels keeps it with the selected items. Non-uniform sizes follow
+        the selection along the dims they vary along. Names not in this shape are ignored.
+        """
+        norm = {}
+        for name, sel in selection.items():
+            if sel is not None and name in self.names:
+                norm[name] = self._normalize_selection(name, sel)
+        if not norm:
+            return self
+        sizes, names, types, labels = [], [], [], []
+        for i, n in enumerate(self.names):
+            sel = norm.get(n)
+            if type(sel) is int:
+                continue
+            s, lab = self.sizes[i], self.labels[i]
+            if type(s) is NonUniform and any(a in norm for a in s.along):
+                s = _gather_non_uniform(s, norm)
+            if type(sel) is slice:
+                if isinstance(s, NonUniform):
+                    s = _size_from_nested(_map_leaves(s.sizes, lambda k, sl=sel: len(range(k)[sl])), s.along)
+                elif s is not None:
+                    s = len(range(s)[sel])
+                elif sel != slice(None):
+                    s = None
+                lab = None if lab is None else lab[sel]
+            elif sel is not None:
+                s = len(sel)
+                lab = None if lab is None else tuple(lab[i] for i in sel)
+            sizes.append(s)
+            names.append(n)
+            types.append(self.types[i])
+            labels.append(lab)
+        return Shape(tuple(sizes), tuple(names), tuple(types), tuple(labels))
+
+    def _normalize_selection(self, name: str, sel) -> int | slice | tuple[int, ...]:
+        """Turn a selection along `name` into an int, a slice or a tuple of ints."""
+        if isinstance(sel, slice):
+            return sel
+        if isinstance(sel, str):
+            if ',' in sel:
+                return tuple(self._label_index(name, label) for label in resolve_dims(sel))
+            return self._label_index(name, sel.strip())
+        if isinstance(sel, (list, tuple)):
+            return tuple(self._label_index(name, e) if isinstance(e, str) else self._int_index(name, e) for e in sel)
+        return self._int_index(name, sel)
+
+    def _int_index(self, name: str, index) -> int:
+        if isinstance(index, bool) or not hasattr(type(index), '__index__'):
+            raise TypeError(f"Cannot select {index!r} along dim {name!r}: expected an int, a slice, "
+                            f"an item label str, or a list or tuple of ints or labels")
+        index = operator.index(index)
+        size = self.sizes[self.names.index(name)]
+        if isinstance(size, int) and not -size <= index < size:
+            raise IndexError(f"Index {index} is out of range for dim {name!r} of size {size} in {self}")
+        return index
+
+    def _label_index(self, name: str, label: str) -> int:
+        labels = self.labels[self.names.index(name)]
+        if labels is None:
+            raise LabelNotFound(f"Cannot select label {label!r} along dim {name!r} of {self}: the dim has no labels")
+        try:
+            return labels.index(label)
+        except ValueError:
+            raise LabelNotFound(f"Label {label!r} is not among the labels {labels} of dim {name!r}") from None
+
+
+def _type_positions(types: tuple[str, ...]) -> dict[str, tuple[tuple[int, ...], tuple[int, ...]]]:
+    try:
+        return _TYPE_POSITIONS[types]
+    except KeyError:
+        positions = {t: (tuple(i for i, u in enumerate(types) if u == t),
+                         tuple(i for i, u in enumerate(types) if u != t)) for t in set(types)}
+        return _cache(_TYPE_POSITIONS, types, positions)
+
+
+def _dim_repr(name, size, dim_type, labels) -> str:
+    head = f"{name}{_SUPERSCRIPTS.get(dim_type, f'[{dim_type}]')}"
+    if labels is not None:
+        return f"{head}={','.join(map(str, labels))}"
+    return head if size is None else f"{head}={size}"
+
+
+def _gather_non_uniform(size: NonUniform, norm: dict) -> 'int | NonUniform':
+    """Select the entries of a non-uniform size along the dims it varies along."""
+    along = size.along
+
+    def walk(sizes, level):
+        if level == len(along):
+            return sizes
+        sel = norm.get(along[level])
+        if type(sel) is int:
+            return walk(sizes[sel], level + 1)
+        if sel is not None:
+            sizes = sizes[sel] if type(sel) is slice else tuple(sizes[i] for i in sel)
+        return tuple(walk(s, level + 1) for s in sizes)
+
+    return _size_from_nested(walk(size.sizes, 0), tuple(a for a in along if type(norm.get(a)) is not int))
+
+
+def _size_from_nested(sizes, along: tuple[str, ...]) -> 'int | NonUniform':
+    """An int if all nested `sizes` agree (or none are left to vary along), else a NonUniform."""
+    if not along:
+        return sizes
+    distinct = set(_leaves(sizes))
+    return distinct.pop() if len(distinct) == 1 else NonUniform(sizes, along)
+
+
+def _map_leaves(sizes, fn: Callable[[int], int]):
+    return tuple(_map_leaves(s, fn) for s in sizes) if isinstance(sizes, tuple) else fn(sizes)
+
+
+def _check_same_count(idx: list, new_names: Sequence, shape: Shape) -> None:
+    if len(idx) != len(new_names):
+        old = tuple(shape.names[i] for i in idx)
+        raise ValueError(f"Cannot replace dims {old} of {shape} by {tuple(new_names)}: the counts differ")
+
+
+def _unique_or_raise(shape: Shape, operation: str) -> Shape:
+    if len(set(shape.names)) != len(shape.names):
+        dup = next(n for n in shape.names if shape.names.count(n) > 1)
+        raise IncompatibleShapes(f"{operation} would give {shape}, in which dim {dup!r} appears more than once")
+    return shape
+
+
+def _name_for_type(name: str, dim_type: str) -> str:
+    if dim_type == DUAL:
+        return name if name.startswith('~') else '~' + name
+    return name[1:] if name.startswith('~') else name
+
+
+def _checked_name(name: str, dim_type: str) -> str:
+    """Validate a user-given dim name; dual names get their '~' prefix."""
+    if dim_type != DUAL and name.isidentifier():
+        return name
+    name = name.strip()
+    core = name
+    if dim_type == DUAL:
+        core = name[1:] if name.startswith('~') else name
+        name = '~' + core
+    if not core.isidentifier():
+        prefix = " (optionally prefixed by '~')" if dim_type == DUAL else ''
+        hint = "; only dual dims may start with '~'" if name.startswith('~') and dim_type != DUAL else ''
+        raise ValueError(f"Invalid dim name {name!r}: names must be Python identifiers{prefix}{hint}")
+    return name
+
+
+def _parse_size(value, name: str) -> tuple:
+    """Return (size, labels) for a user-given size of dim `name`."""
+    if type(value) is int and value >= 0:
+        return value, None
+    if value is None:
+        return None, None
+    if isinstance(value, NonUniform):
+        return value, None
+    if isinstance(value, str) or (isinstance(value, (tuple, list)) and all(isinstance(v, str) for v in value)):
+        labels = tuple(v.strip() for v in value.split(',')) if isinstance(value, str) else tuple(value)
+        if not labels or not all(labels) or len(set(labels)) != len(labels):
+            raise ValueError(f"Invalid labels {value!r} for dim {name!r}: labels must be non-empty and distinct")
+        return len(labels), labels
+    if not isinstance(value, bool) and hasattr(type(value), '__index__'):
+        size = operator.index(value)
+        if size >= 0:
+            return size, None
+    raise ValueError(f"Invalid size {value!r} for dim {name!r}: expected {_SIZE_FORMS}")
+
+
+@dataclass(frozen=True)
+class ShapeDtype:
+    """Placeholder for a value of known shape and dtype, written `spatial(x=8) * complex`."""
+    shape: Shape
+    dtype: object
+
+    def __repr__(self) -> str:
+        return f"{self.shape} * {getattr(self.dtype, '__name__', self.dtype)}"
+
+
+EMPTY_SHAPE = Shape((), (), (), ())
+
+# --- merging ---
+
+
+def merge_shapes(*objs, allow_varying_sizes: bool = False) -> Shape:
+    """Union of the dims of all `objs` (Shapes or objects `shape_of` accepts).
+
+    Dims are ordered by type (batch, dual, instance, spatial, channel), and within a type by
+    first appearance. A size None merges with any size, and no labels with any labels. If one
+    argument already holds the merged result, it is returned as it is, in its own dim order.
+
+    Args:
+        allow_varying_sizes: if True, a dim whose sizes differ gets size None (unknown) and no
+            labels instead of raising. Conflicting types, or labels at equal size, still raise.
+
+    Raises:
+        IncompatibleShapes: a shared dim differs in size, type or labels.
+    """
+    if len(objs) == 2:
+        a, b = objs
+        if type(a) is not Shape:
+            a = shape_of(a)
+        if type(b) is not Shape:
+            b = shape_of(b)
+        if a is b or not b.names:
+            return a
+        if not a.names:
+            return b
+        if a == b:
+            return a
+        if set(a.names).isdisjoint(b.names):
+            return _canonical(a.sizes + b.sizes, a.names + b.names, a.types + b.types, a.labels + b.labels)
+        if _holds(a, b):
+            return a
+        if _holds(b, a):
+            return b
+        return _merge((a, b), allow_varying_sizes)
+    shapes = [s for s in map(shape_of, objs) if s.names]
+    for candidate in shapes:
+        if all(s is candidate or _holds(candidate, s) for s in shapes):
+            return candidate
+    return _merge(shapes, allow_varying_sizes) if shapes else EMPTY_SHAPE
+
+
+def _holds(a: Shape, b: Shape) -> bool:
+    """True if merging `b` into `a` gives `a`: every dim of `b` is in `a` and agrees, where set, with it."""
+    names = a.names
+    for i, n in enumerate(b.names):
+        if n not in names:
+            return False
+        j = names.index(n)
+        s, lab = b.sizes[i], b.labels[i]
+        if a.types[j] != b.types[i] or (s is not None and a.sizes[j] != s) or (lab is not None and a.labels[j] != lab):
+            return False
+    return True
+
+
+def _merge(shapes: Sequence[Shape], allow_varying_sizes: bool) -> Shape:
+    first = shapes[0]
+    sizes, names, types, labels = list(first.sizes), list(first.names), list(first.types), list(first.labels)
+    varying: set[str] = set()  # dims whose sizes differed; they stay None
+    for k in range(1, len(shapes)):
+        shape = shapes[k]
+        for i, n in enumerate(shape.names):
+            if n not in names:
+                names.append(n)
+                sizes.append(shape.sizes[i])
+                types.append(shape.types[i])
+                labels.append(shape.labels[i])
+                continue
+            j, s, t, lab = names.index(n), shape.sizes[i], shape.types[i], shape.labels[i]
+            if types[j] != t:
+                raise _merge_conflict(shapes, k, n, sizes[j], labels[j], f"is {types[j]} in one and {t} in the other")
+            if s is None or n in varying or (sizes[j] == s and labels[j] == lab):
+                continue
+            if sizes[j] is None:
+                sizes[j], labels[j] = s, lab
+            elif sizes[j] != s:
+                if not allow_varying_sizes:
+                    raise _merge_conflict(shapes, k, n, sizes[j], labels[j],
+                                          f"has size {sizes[j]} in one and {s} in the other")
+                sizes[j] = labels[j] = None
+                varying.add(n)
+            elif lab is not None:
+                if labels[j] is not None:
+                    raise _merge_conflict(shapes, k, n, sizes[j], labels[j],
+                                          f"has labels {labels[j]} in one and {lab} in the other")
+                labels[j] = lab
+    return _canonical(sizes, names, tuple(types), labels)
+
+
+def _canonical(sizes: Sequence, names: Sequence, types: tuple[str, ...], labels: Sequence) -> Shape:
+    """Shape of these dims, stably sorted into canonical type order."""
+    try:
+        pick = _CANONICAL_ORDERS[types]
+    except KeyError:
+        keys = [_TYPE_ORDER.get(t, len(DIM_TYPES)) for t in types]
+        # an unsorted sequence has at least two dims, so the getter returns tuples
+        pick = itemgetter(*sorted(range(len(keys)), key=keys.__getitem__)) if keys != sorted(keys) else None
+        _cache(_CANONICAL_ORDERS, types, pick)
+    if pick is None:
+        return Shape(tuple(sizes), tuple(names), types, tuple(labels))
+    return Shape(pick(sizes), pick(names), pick(types), pick(labels))
+
+
+def _cache(cache: dict, key, value):
+    """Store `value` in one of the module's memo dicts, emptying it first once it is full; return `value`."""
+    if len(cache) >= _CACHE_LIMIT:
+        cache.clear()
+    cache[key] = value
+    return value
+
+
+def _merge_conflict(shapes: Sequence[Shape], k: int, name: str, size, labels, what: str) -> IncompatibleShapes:
+    """Error naming shape `k` and an earlier shape whose dim `name` has the merged `size` and `labels`."""
+    having = [s for s in shapes[:k] if name in s.names]
+    earlier = next((s for s in having if s.get_size(name) == size and s.get_labels(name) == labels), having[0])
+    return IncompatibleShapes(f"Cannot merge {earlier} and {shapes[k]}: dim {name!r} {what}")
+
+
+def concat_shapes(*shapes) -> Shape:
+    """Dims of all `shapes` (or shaped objects) in the order given.
+
+    Raises:
+        IncompatibleShapes: a dim name occurs more than once.
+    """
+    shapes = [s for s in map(shape_of, shapes) if s.names]
+    if len(shapes) == 1:
+        return shapes[0]
+    result = Shape(sum((s.sizes for s in shapes), ()), sum((s.names for s in shapes), ()),
+                   sum((s.types for s in shapes), ()), sum((s.labels for s in shapes), ()))
+    return _unique_or_raise(result, f"Concatenating {', '.join(map(repr, shapes))}")
+
+
+# --- constructors and filters ---
+
+
+_DUAL_PREFIX_NOTE = " Names get a '~' prefix if they lack one."
+_CONSTRUCTOR_DOC = """{Type} dims from names and sizes, or the {type} dims of one shaped object.{prefix}
+
+    Args:
+        *args: dim names as str ('x' or 'x,y'; size unknown), or a single Shape or shaped object to filter.
+        **dims: name=size with an int, None, a NonUniform, or item labels as a str 'a,b' or a tuple of str.
+
+    Returns:
+        The new dims in argument order (keyword dims last), or the filtered dims.
+    """
+
+
+def _dim_constructor(dim_type: str) -> Callable[..., Shape]:
+    def construct(*args, **dims) -> Shape:
+        if args and not isinstance(args[0], str):
+            if len(args) != 1 or dims:
+                raise TypeError(f"{dim_type}() filters exactly one Shape or shaped object and takes no keyword sizes "
+                                f"then, but got {len(args)} positional and {len(dims)} keyword arguments")
+            return shape_of(args[0])._of_type(dim_type)
+        for arg in args:
+            if not isinstance(arg, str):
+                raise TypeError(f"{dim_type}() takes dim names as str or one Shape to filter, but got {arg!r}")
+        names, sizes, labels = [], [], []
+        for raw_name, value in [(n, None) for arg in args for n in arg.split(',')] + list(dims.items()):
+            name = _checked_name(raw_name, dim_type)
+            if name in names:
+                raise ValueError(f"Dim {name!r} is given more than once")
+            size, item_labels = _parse_size(value, name)
+            names.append(name)
+            sizes.append(size)
+            labels.append(item_labels)
+        return Shape(tuple(sizes), tuple(names), (dim_type,) * len(names), tuple(labels))
+
+    construct.__name__ = construct.__qualname__ = dim_type
+    construct.__doc__ = _CONSTRUCTOR_DOC.format(type=dim_type, Type=dim_type.capitalize(),
+                                                prefix=_DUAL_PREFIX_NOTE if dim_type == DUAL else '')
+    return construct
+
+
+def _dim_excluder(dim_type: str) -> Callable[[Any], Shape]:
+    def exclude(obj) -> Shape:
+        return shape_of(obj)._not_of_type(dim_type)
+
+    exclude.__name__ = exclude.__qualname__ = f'non_{dim_type}'
+    exclude.__doc__ = f"All dims of `obj` (a Shape or shaped object) except {dim_type} dims."
+    return exclude
+
+
+batch = _dim_constructor(BATCH)
+dual = _dim_constructor(DUAL)
+instance = _dim_constructor(INSTANCE)
+spatial = _dim_constructor(SPATIAL)
+channel = _dim_constructor(CHANNEL)
+non_batch = _dim_excluder(BATCH)
+non_dual = _dim_excluder(DUAL)
+non_instance = _dim_excluder(INSTANCE)
+non_spatial = _dim_excluder(SPATIAL)
+non_channel = _dim_excluder(CHANNEL)
+primal = non_dual
+_CONSTRUCTOR_TYPES = {batch: BATCH, dual: DUAL, instance: INSTANCE, spatial: SPATIAL, channel: CHANNEL}
+
+
+def _dim_type_arg(dim_type) -> str:
+    if dim_type in _TYPE_ORDER:
+        return dim_type
+    if dim_type in _CONSTRUCTOR_TYPES:
+        return _CONSTRUCTOR_TYPES[dim_type]
+    raise ValueError(f"Invalid dim type {dim_type!r}: expected one of {DIM_TYPES} or one of the functions "
+                     f"batch, dual, instance, spatial, channel")
+
+
+# --- dim filters ---
+
+
+def resolve_dims(dims, shape: Shape | None = None) -> tuple[str, ...]:
+    """Names selected by a dim filter.
+
+    Args:
+        dims: None (no dims), a str 'x,y', a Shape, a sequence of those (flattened), or a function
+            such as `spatial` that maps a Shape to the Shape of the dims it selects.
+        shape: the shape a function filter acts on.
+
+    Raises:
+        TypeError: `dims` has none of these forms, or is a function and `shape` is None.
+    """
+    if type(dims) is str or type(dims) is tuple:
+        try:
+            return _RESOLVED[dims]
+        except KeyError:
+            pass
+        except TypeError:  # a tuple holding something unhashable
+            return _resolve_sequence(dims, shape)
+        if type(dims) is str:
+            names = tuple(n for n in map(str.strip, dims.split(',')) if n)
+        else:
+            names = _resolve_sequence(dims, shape)
+            if not all(type(d) is str for d in dims):
+                return names
+        return _cache(_RESOLVED, dims, names)
+    if dims is None:
+        return ()
+    if isinstance(dims, Shape):
+        return dims.names
+    if isinstance(dims, (str, tuple, list)):
+        return resolve_dims(str(dims) if isinstance(dims, str) else tuple(dims), shape)
+    if callable(dims):
+        if shape is None:
+            raise TypeError(f"The dim filter {getattr(dims, '__name__', dims)!r} is a function, "
+                            f"which needs a shape to act on, but none was given")
+        selected = dims(shape)
+        if not isinstance(selected, Shape):
+            raise TypeError(f"The dim filter {getattr(dims, '__name__', dims)!r} returned "
+                            f"{type(selected).__name__} instead of a Shape")
+        return selected.names
+    raise TypeError(f"Invalid dim filter {dims!r} of type {type(dims).__name__}: expected {_FILTER_FORMS}")
+
+
+def _resolve_sequence(dims, shape: Shape | None) -> tuple[str, ...]:
+    names = []
+    for entry in dims:
+        names.extend(resolve_dims(entry, shape))
+    return tuple(names)
+
+
+def parse_dim_spec(spec: str) -> Shape:
+    """Shape of unknown sizes from a spec like 'b:b,x:s,vector:c' (type letters b, d, i, s, c)."""
+    if not isinstance(spec, str):
+        raise TypeError(f"A dim spec must be a str like 'b:b,x:s,vector:c' but got {spec!r}")
+    names, types = [], []
+    for part in resolve_dims(spec):
+        name, sep, letter = part.partition(':')
+        dim_type = _TYPE_LETTERS.get(letter.strip())
+        if not sep or dim_type is None:
+            raise ValueError(f"Invalid dim spec {part!r} in {spec!r}: expected 'name:type' "
+                             f"with a type letter b, d, i, s or c")
+        name = _checked_name(name, dim_type)
+        if name in names:
+            raise ValueError(f"Dim {name!r} appears more than once in {spec!r}")
+        names.append(name)
+        types.append(dim_type)
+    return Shape((None,) * len(names), tuple(names), tuple(types), (None,) * len(names))
+
+
+# --- shape_of ---
+
+_SHAPE_GETTERS: list[Callable[[Any], Shape | None]] = []
+
+
+def register_shape_getter(fn: Callable[[Any], Shape | None]) -> None:
+    """Let `shape_of` ask `fn(obj)` for the Shape of objects it does not know; `fn` returns None to pass."""
+    if not callable(fn):
+        raise TypeError(f"A shape getter must be callable but got {fn!r}")
+    _SHAPE_GETTERS.append(fn)
+
+
+def shape_of(obj) -> Shape:
+    """Shape of a Shape, of an object with a `.shape` Shape, of a Python number, or via a registered getter.
+
+    Raises:
+        TypeError: no rule applies to `obj`.
+    """
+    if isinstance(obj, Shape):
+        return obj
+    shape = getattr(obj, 'shape', None)
+    if isinstance(shape, Shape):
+        return shape
+    if isinstance(obj, (int, float, complex)):
+        return EMPTY_SHAPE
+    for getter in _SHAPE_GETTERS:
+        shape = getter(obj)
+        if shape is not None:
+            if not isinstance(shape, Shape):
+                raise TypeError(f"Shape getter {getter!r} returned {type(shape).__name__} instead of a Shape")
+            return shape
+    raise TypeError(f"Cannot determine the Shape of a {type(obj).__module__}.{type(obj).__qualname__}: "
+                    f"expected a Shape, an object with a Shape-valued .shape, a Python number, "
+                    f"or a type handled by a function passed to register_shape_getter")

@@ -1,0 +1,223 @@
+"""Operations that change the structure of tensors: stacking, concatenating, expanding, renaming, reshaping."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from .._errors import DimNotFound, IncompatibleShapes
+from ._kinds import Stacked, expand_to, stack_dense, stacked_shape
+from ._shape import (
+    EMPTY_SHAPE,
+    Shape,
+    concat_shapes,
+    instance,
+    merge_shapes,
+    parse_dim_spec,
+    resolve_dims,
+    shape_of,
+)
+from ._tensor import (
+    DENSE_ONLY,
+    RENAME_OP,
+    Dense,
+    Op,
+    Tensor,
+    aligned_native,
+    as_tensor,
+    common_backend,
+    dims_in,
+    dispatch,
+)
+
+STACK = 'stack'  # params: (dim,) — a rank-1 Shape with size and labels set
+CONCAT = 'concat'  # params: (dim name, result Shape)
+FLAT_DIM = instance('flat')
+
+
+def as_dim(dim, what: str = 'dim') -> Shape:
+    """A rank-1 Shape from a Shape or a 'name:type' spec; anything else is a TypeError naming it."""
+    if isinstance(dim, str):
+        dim = parse_dim_spec(dim)
+    if not isinstance(dim, Shape) or dim.rank != 1:
+        raise TypeError(f'{what} must be a Shape with one dim such as batch("b") or channel(vector="x,y"), '
+                        f'or a spec like "b:b"; got {dim!r}')
+    return dim
+
+
+def _dense_stack(ts: Sequence[Dense], dim: Shape) -> Tensor:
+    shape = stacked_shape([t.shape for t in ts], dim)
+    if not shape.is_uniform:
+        return Stacked(ts, dim)
+    first = ts[0]._shape
+    if all(t._shape == first for t in ts):  # fast path: identical layouts stack without any alignment
+        backend = common_backend(ts)
+        inner = shape.without(dim.name)
+        if inner.names == first.names:
+            return Dense(backend.stack([t._native for t in ts], shape.index(dim.name)), shape, backend)
+    return stack_dense(ts, dim, shape)
+
+
+STACK_OP = Op('stack', STACK, _dense_stack)
+
+
+def stack_tensors(values: Sequence, dim: Shape) -> Tensor:
+    """Stack tensors (or numbers) along the new dim `dim`; differing sizes give a non-uniform `Stacked` tensor."""
+    tensors = [as_tensor(v) for v in values]
+    if not tensors:
+        raise ValueError(f'stack() needs at least one value to stack along {dim}')
+    labels = dim.labels[0]
+    if labels is None:
+        dim = dim.with_size(len(tensors))
+    elif len(labels) != len(tensors):
+        raise IncompatibleShapes(f'stack() got {len(tensors)} values but dim {dim} has {len(labels)} labels')
+    for t in tensors:
+        if dim.name in t.shape.names:
+            raise IncompatibleShapes(f'Cannot stack along {dim.name!r}: a value already has that dim ({t.shape})')
+    return dispatch(STACK_OP, tensors, (dim,))
+
+
+def _dense_concat(ts: Sequence[Dense], dim: str, shape: Shape) -> Dense:
+    backend = common_backend(ts)
+    natives = []
+    for t in ts:
+        layout = shape.with_dim_size(dim, t._shape.get_size(dim))
+        native = aligned_native(t, layout)
+        if t._shape.rank < shape.rank:
+            native = backend.broadcast_to(native, layout.sizes)
+        natives.append(native)
+    return Dense(backend.concat(natives, shape.index(dim)), shape, backend)
+
+
+CONCAT_OP = Op('concat', CONCAT, _dense_concat)
+
+
+def concat_tensors(values: Sequence, dim) -> Tensor:
+    """Join tensors along an existing dim `dim` (a name or Shape); labels are joined too when all have them."""
+    tensors = [as_tensor(v) for v in values]
+    if not tensors:
+        raise ValueError('concat() needs at least one value')
+    name = dim.name if isinstance(dim, Shape) else resolve_dims(dim)[0]
+    for t in tensors:
+        if name not in t.shape.names:
+            raise DimNotFound(f'concat() along {name!r}: a value of shape {t.shape} lacks that dim')
+    if len(tensors) == 1:
+        return tensors[0]
+    others = merge_shapes(*[t.shape.without(name) for t in tensors])
+    sizes = [t.shape.get_size(name) for t in tensors]
+    labels = [t.shape.get_item_names(name) for t in tensors]
+    if all(ls is not None for ls in labels):
+        joined = tensors[0].shape[name].with_size(tuple(label for ls in labels for label in ls))
+    else:
+        joined = tensors[0].shape[name].with_size(sum(sizes))
+    shape = merge_shapes(joined, others)
+    return dispatch(CONCAT_OP, tensors, (name, shape))
+
+
+def unstack_tensor(value: Tensor, dim) -> tuple:
+    """Slices of `value` along `dim` (a name, Shape or filter), as a tuple; several dims are iterated jointly."""
+    names = dims_in(value.shape, dim)
+    if not names:
+        raise DimNotFound(f'unstack(): {dim!r} names no dim of {value.shape}')
+    sizes = [value.shape.get_size(n) for n in names]
+    result = []
+    for flat in range(math.prod(sizes)):
+        index, rest = {}, flat
+        for n, s in zip(reversed(names), reversed(sizes), strict=True):
+            index[n], rest = rest % s, rest // s
+        result.append(value[index])
+    return tuple(result)
+
+
+def expand_tensor(value, *dims) -> Tensor:
+    """`value` with the dims `dims` added, lazily: the values are not repeated in memory."""
+    value = as_tensor(value)
+    add = merge_shapes(*[parse_dim_spec(d) if isinstance(d, str) else shape_of(d) for d in dims]) if dims \
+        else EMPTY_SHAPE
+    for name, size in zip(add.names, add.sizes, strict=True):
+        if size is None:
+            raise ValueError(f'expand() needs sizes for the new dims; {name!r} has none in {add}')
+    return expand_to(value, merge_shapes(value.shape, add))
+
+
+def rename_tensor_dims(value, dims, names) -> Tensor:
+    """`value` with the dims `dims` renamed to `names` (str, sequence, or a Shape that also sets types)."""
+    value = as_tensor(value)
+    requested = resolve_dims(dims, value.shape)
+    new_names = names.names if isinstance(names, Shape) else resolve_dims(names)
+    if len(new_names) != len(requested):
+        raise ValueError(f'rename_dims() got {len(requested)} dims {requested} but {len(new_names)} new names '
+                         f'{new_names}')
+    keep = [i for i, n in enumerate(requested) if n in value.shape.names]
+    if not keep:
+        return value
+    old = tuple(requested[i] for i in keep)
+    if isinstance(names, Shape):
+        new = names[[new_names[i] for i in keep]]
+    else:
+        new = value.shape.only(old, reorder=True).replace(old, tuple(new_names[i] for i in keep))
+    return dispatch(RENAME_OP, (value,), (old, new))
+
+
+def _dense_reshape(ts: Sequence[Dense], order: tuple, shape: Shape) -> Dense:
+    t = ts[0]
+    native = t._native_in(order)
+    return Dense(t._backend.reshape(native, shape.sizes), shape, t._backend)
+
+
+RESHAPE_OP = Op('reshape', DENSE_ONLY, _dense_reshape)
+
+
+def pack_tensor_dims(value: Tensor, dims, packed_dim: Shape) -> Tensor:
+    """Merge `dims` into the single dim `packed_dim`, in the order the dims are given (row-major)."""
+    value = as_tensor(value)
+    packed_dim = as_dim(packed_dim, 'packed_dim')
+    names = tuple(n for n in resolve_dims(dims, value.shape) if n in value.shape.names)
+    if not names:
+        return expand_to(value, merge_shapes(value.shape, packed_dim.with_size(1)))
+    size = math.prod(value.shape.get_size(n) for n in names)
+    if packed_dim.labels[0] is not None and len(packed_dim.labels[0]) != size:
+        raise IncompatibleShapes(f'pack_dims(): {packed_dim} has labels for {len(packed_dim.labels[0])} entries '
+                                 f'but the packed dims {names} hold {size}')
+    packed = packed_dim if packed_dim.labels[0] is not None else packed_dim.with_size(size)
+    first = min(value.shape.index(n) for n in names)
+    rest = [n for n in value.shape.names if n not in names]
+    before = value.shape[[n for n in rest if value.shape.index(n) < first]]
+    after = value.shape[[n for n in rest if value.shape.index(n) > first]]
+    result = concat_shapes(before, packed, after)
+    order = before.names + names + after.names
+    return dispatch(RESHAPE_OP, (value,), (order, result))
+
+
+def unpack_tensor_dim(value: Tensor, dim, *unpacked_dims) -> Tensor:
+    """Split the dim `dim` into `unpacked_dims` (row-major); at most one of their sizes may be None."""
+    value = as_tensor(value)
+    name = dim.name if isinstance(dim, Shape) else resolve_dims(dim)[0]
+    if name not in value.shape.names:
+        raise DimNotFound(f'unpack_dim(): {name!r} is not a dim of {value.shape}')
+    new = concat_shapes(*[parse_dim_spec(d) if isinstance(d, str) else d for d in unpacked_dims])
+    total = value.shape.get_size(name)
+    unknown = [n for n, s in zip(new.names, new.sizes, strict=True) if s is None]
+    known = math.prod(s for s in new.sizes if s is not None)
+    if len(unknown) > 1 or (not unknown and known != total) or (unknown and total % known):
+        raise IncompatibleShapes(f'unpack_dim(): cannot split {name!r} of size {total} into {new}')
+    if unknown:
+        new = new.with_dim_size(unknown[0], total // known)
+    i = value.shape.index(name)
+    result = concat_shapes(value.shape[:i], new, value.shape[i + 1:])
+    return dispatch(RESHAPE_OP, (value,), (value.shape.names, result))
+
+
+def flatten_tensor(value, flat_dim: Shape = FLAT_DIM) -> Tensor:
+    """All dims of `value` packed into `flat_dim`, in the order of its shape."""
+    value = as_tensor(value)
+    return pack_tensor_dims(value, value.shape.names, flat_dim)
+
+
+def transpose(value, order) -> Tensor:
+    """`value` laid out with its dims in `order` (a dim filter listing all of its dims)."""
+    value = as_tensor(value)
+    names = resolve_dims(order, value.shape)
+    if set(names) != set(value.shape.names):
+        raise ValueError(f'transpose(): order {names} must list exactly the dims of {value.shape}')
+    return dispatch(RESHAPE_OP, (value,), (names, value.shape[list(names)]))

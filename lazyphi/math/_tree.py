@@ -1,0 +1,416 @@
+"""Shape and structure operations on trees: tuples, lists, dicts and dataclasses holding tensors.
+
+Every function here walks a tree with one traversal, `_map_trees`, which zips one or more
+trees of equal structure and calls a leaf function on each group of corresponding leaves.
+Tuples, lists and dicts are rebuilt from their mapped items. A dataclass instance is
+rebuilt from a shallow copy (no `__init__` or `__post_init__` runs, so frozen classes and
+validating constructors work) in which the data fields are mapped and the config fields
+kept; when several instances are zipped, their config fields must be equal.
+
+Values a dataclass instance caches in its `__dict__` (the results of
+`functools.cached_property` and its kind) follow the data through stacking, slicing,
+expanding and renaming: cached Tensors are transformed like data, any other cached value
+is dropped and recomputed on access. Slicing also drops a cached Tensor that lacks a dim
+being sliced in the data, since it may have been reduced along that dim; concatenating
+and `tree_map` drop all cached values. Attributes in `__dict__` that are neither fields
+nor cached properties are instance state set by the class itself: Tensors among them are
+transformed, anything else is kept. An instance whose data fields the operation leaves
+unchanged is returned as it is, caches included.
+"""
+
+import contextlib
+import copy
+import dataclasses
+import itertools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .._errors import DimNotFound
+from ._fields import data_fields, field_names, non_data_fields
+from ._shape import EMPTY_SHAPE, Shape, merge_shapes, register_shape_getter, resolve_dims
+from ._structure import as_dim, concat_tensors, expand_tensor, rename_tensor_dims, stack_tensors, unstack_tensor
+from ._tensor import NUMBER_TYPES, Tensor, dims_in, normalize_selection
+
+_TREE_FORMS = 'a Tensor, a number, or a tuple, list, dict or dataclass instance holding those'
+_SELECTION_FORMS = ("a dict {dim: index, slice, label or index tensor}, a label str like 'x' or 'x,y', "
+                    "or a tuple or list of those")
+_DROPPED = object()  # result of a cache function (and marker of a missing entry): leave the cached value out
+
+LeafFunction = Callable[[list, str], Any]
+CacheFunction = Callable[[list, Sequence], Any]  # (cached Tensors, their instances) -> new value or _DROPPED
+
+
+# --- the one traversal ---------------------------------------------------------------------------
+
+
+def _map_trees(fn: LeafFunction, trees: Sequence, leaf_types: tuple, cache_fn: CacheFunction | None, what: str,
+               path: str = ''):
+    """Zip `trees` (all of one structure) and return a tree of `fn(leaves, path)` for each group of leaves.
+
+    Args:
+        fn: called with the list of corresponding leaves (one per tree) and their path in the tree.
+        trees: one tree to map, or several to combine (stack, concat).
+        leaf_types: types passed to `fn`. Other values that are neither containers nor dataclasses are
+            kept; when zipping several trees they must be equal.
+        cache_fn: maps the corresponding cached Tensors of dataclass instances, given with the instances
+            holding them, to a new value or `_DROPPED`. If None, cached values are dropped.
+        what: name of the calling operation, for error messages.
+        path: location of `trees` in the whole tree, for error messages.
+    """
+    first = trees[0]
+    if isinstance(first, leaf_types) or any(isinstance(t, leaf_types) for t in trees[1:]):
+        _check_all(trees, lambda t: isinstance(t, leaf_types), what, path,
+                   'of type ' + ', '.join(dict.fromkeys(t.__name__ for t in leaf_types)))
+        return fn(list(trees), path)
+    if isinstance(first, (tuple, list)):
+        _check_all(trees, lambda t: type(t) is type(first) and len(t) == len(first), what, path,
+                   f'{type(first).__name__}s of length {len(first)}')
+        items = [_map_trees(fn, [t[i] for t in trees], leaf_types, cache_fn, what, f'{path}[{i}]')
+                 for i in range(len(first))]
+        if len(trees) == 1 and all(new is old for new, old in zip(items, first, strict=True)):
+            return first
+        if isinstance(first, list):
+            return items
+        return type(first)._make(items) if hasattr(type(first), '_fields') else type(first)(items)
+    if isinstance(first, dict):
+        _check_all(trees, lambda t: type(t) is type(first) and t.keys() == first.keys(), what, path,
+                   f'{type(first).__name__}s with keys {list(first)}')
+        items = {k: _map_trees(fn, [t[k] for t in trees], leaf_types, cache_fn, what, f'{path}[{k!r}]')
+                 for k in first}
+        if len(trees) == 1 and all(items[k] is v for k, v in first.items()):
+            return first
+        result = {} if type(first) is dict else copy.copy(first)
+        result.update(items)
+        return result
+    if dataclasses.is_dataclass(first) and not isinstance(first, type):
+        return _map_dataclass(fn, trees, leaf_types, cache_fn, what, path)
+    for i, other in enumerate(trees[1:], 1):
+        if not _equal(first, other):
+            raise ValueError(f"{what}(): the values at {path or 'the top level'} differ ({first!r} in value 0, "
+                             f"{other!r} in value {i}); values other than {_TREE_FORMS} must be equal in all inputs")
+    return first
+
+
+def _map_dataclass(fn: LeafFunction, trees: Sequence, leaf_types: tuple, cache_fn: CacheFunction | None, what: str,
+                   path: str):
+    first = trees[0]
+    cls = type(first)
+    _check_all(trees, lambda t: type(t) is cls, what, path, f'instances of {cls.__qualname__}')
+    for f in non_data_fields(cls):
+        value = getattr(first, f.name)
+        for i, other in enumerate(trees[1:], 1):
+            if not _equal(value, getattr(other, f.name)):
+                raise ValueError(f"{what}(): config field {cls.__qualname__}.{f.name} at {path or 'the top level'} "
+                                 f"differs between the values: {value!r} in value 0 but {getattr(other, f.name)!r} "
+                                 f"in value {i}. Only instances that agree on every non-data field can be combined.")
+    changes = {}
+    for f in data_fields(cls):
+        old = getattr(first, f.name)
+        new = _map_trees(fn, [getattr(t, f.name) for t in trees], leaf_types, cache_fn, what, f'{path}.{f.name}')
+        if new is not old or len(trees) > 1:
+            changes[f.name] = new
+    if not changes:
+        return first  # cached values stay valid, even those with dims the data lacks
+    cached = _mapped_cache(cache_fn, trees)
+    result = copy.copy(first)
+    for name, value in changes.items():
+        object.__setattr__(result, name, value)
+    state = getattr(result, '__dict__', None)
+    for name, value in cached.items():
+        if value is _DROPPED:
+            del state[name]
+        else:
+            state[name] = value
+    return result
+
+
+def _mapped_cache(cache_fn: CacheFunction | None, trees: Sequence) -> dict:
+    """New values (or `_DROPPED`) for the non-field `__dict__` entries of the first instance that change."""
+    state = getattr(trees[0], '__dict__', None)
+    if not state:
+        return {}
+    cls = type(trees[0])
+    fields = field_names(cls)
+    result = {}
+    for name, value in state.items():
+        if name in fields:
+            continue
+        values = [vars(t).get(name, _DROPPED) for t in trees]
+        new = _DROPPED
+        if cache_fn is not None and all(isinstance(v, Tensor) for v in values):
+            # a cache that does not survive the operation is dropped and recomputed when next accessed
+            with contextlib.suppress(ValueError, TypeError, KeyError, IndexError):
+                new = cache_fn(values, trees)
+        if new is _DROPPED and not _is_cached_property(cls, name):
+            continue  # instance state that is not a cache: kept as it is
+        if new is not value:
+            result[name] = new
+    return result
+
+
+def _is_cached_property(cls: type, name: str) -> bool:
+    """Whether `name` in an instance's `__dict__` caches a non-data descriptor such as `functools.cached_property`."""
+    for klass in cls.__mro__:
+        if name in vars(klass):
+            kind = type(vars(klass)[name])
+            return hasattr(kind, '__get__') and not hasattr(kind, '__set__')
+    return False
+
+
+def _check_all(trees: Sequence, ok: Callable[[Any], bool], what: str, path: str, expected: str) -> None:
+    for i, t in enumerate(trees):
+        if not ok(t):
+            kinds = ', '.join(type(v).__name__ for v in trees)
+            raise TypeError(f"{what}(): the values at {path or 'the top level'} do not match in structure: value {i} "
+                            f"is {t!r} but all must be {expected} (got {kinds})")
+
+
+def _equal(a, b) -> bool:
+    if a is b:
+        return True
+    try:
+        return bool(a == b)
+    except (TypeError, ValueError):  # an array-like whose comparison has no single truth value
+        return False
+
+
+def tree_map(fn: Callable[[Any], Any], tree, leaf_types: type | tuple = Tensor):
+    """Apply `fn` to every leaf of `tree`, rebuilding tuples, lists, dicts and dataclass instances.
+
+    Dataclass instances are traversed through their data fields; config fields are kept, and
+    cached property values are dropped because `fn` need not commute with them.
+
+    Args:
+        fn: function of one leaf.
+        tree: a leaf, or a tuple, list, dict or dataclass instance (nested in any way).
+        leaf_types: type or tuple of types that are leaves; other values are kept as they are.
+
+    Returns:
+        A tree of the same structure; containers none of whose leaves changed are returned as they are.
+    """
+    leaf_types = leaf_types if isinstance(leaf_types, tuple) else (leaf_types,)
+    return _map_trees(lambda leaves, path: fn(leaves[0]), [tree], leaf_types, None, 'tree_map')
+
+
+# --- shape ---------------------------------------------------------------------------------------
+
+
+def shape(obj) -> Shape:
+    """The Shape of a Tensor, a shaped object, or a tree of them.
+
+    Args:
+        obj: a Tensor or Shape; a number, bool, None, str or bytes (no dims); a tuple, list or dict,
+            whose element shapes are merged (no new dim is added); a dataclass instance, whose data
+            fields' shapes are merged unless it has a Shape-valued `shape` attribute; or any object
+            with a Shape-valued `shape` attribute.
+
+    Raises:
+        TypeError: `obj` is none of these, such as an array whose axes have no names.
+        IncompatibleShapes: the shapes of the elements of a tree disagree on a dim.
+    """
+    if isinstance(obj, Tensor):
+        return obj.shape
+    if isinstance(obj, Shape):
+        return obj
+    if obj is None or isinstance(obj, (*NUMBER_TYPES, str, bytes)):
+        return EMPTY_SHAPE
+    if isinstance(obj, (tuple, list)):
+        return merge_shapes(*map(shape, obj)) if obj else EMPTY_SHAPE
+    if isinstance(obj, dict):
+        return merge_shapes(*map(shape, obj.values())) if obj else EMPTY_SHAPE
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        # only a `shape` the class declares counts: a `__getattr__` that looks up dims must not be asked for it
+        own = obj.shape if hasattr(type(obj), 'shape') or 'shape' in field_names(obj) else None
+        if isinstance(own, Shape):
+            return own
+        return merge_shapes(*[shape(getattr(obj, f.name)) for f in data_fields(obj)])
+    own = getattr(obj, 'shape', None)
+    if isinstance(own, Shape):
+        return own
+    name = f"{type(obj).__module__}.{type(obj).__qualname__}"
+    if isinstance(own, tuple):
+        if not own:
+            return EMPTY_SHAPE
+        raise TypeError(f"Cannot determine the Shape of a {name} with axes of sizes {own}: its axes have no names. "
+                        f"Wrap it first, e.g. tensor(array, batch('b'), spatial('x')).")
+    raise TypeError(f"Cannot determine the Shape of {obj!r} of type {name}: expected {_TREE_FORMS}, "
+                    f"a Shape, or an object with a Shape-valued .shape attribute")
+
+
+def _tree_shape(obj) -> Shape | None:
+    """Shape getter for `shape_of`: the shape of trees, None, str and bytes; None (pass) for anything else."""
+    if obj is None or isinstance(obj, (tuple, list, dict, str, bytes)) or (
+            dataclasses.is_dataclass(obj) and not isinstance(obj, type)):
+        return shape(obj)
+    return None
+
+
+register_shape_getter(_tree_shape)
+
+
+# --- combining trees -----------------------------------------------------------------------------
+
+
+def stack(values, dim, expand_values: bool = False):
+    """Stack trees of equal structure along the new dim `dim`.
+
+    Tensors and numbers at the same place in each tree are stacked (differing sizes give a
+    non-uniform tensor). Dataclass instances must be of one class and agree on their config
+    fields; the result is a copy of the first with stacked data fields and stacked cached Tensors.
+
+    Args:
+        values: a non-empty tuple or list of trees, or a dict whose str keys become the item labels of `dim`.
+        dim: a Shape of one dim, such as `batch('b')`, or a spec like 'b:b'. Its size is set from `values`.
+        expand_values: expand the tensors stacked together to the dims any of them has before stacking.
+
+    Raises:
+        TypeError: `values` is not a tuple, list or dict, or the trees differ in structure.
+        ValueError: `values` is empty, or non-data values (config fields, strings, ...) differ between trees.
+        IncompatibleShapes: a stacked value already has `dim`.
+    """
+    dim = as_dim(dim, 'stack() dim')
+    if isinstance(values, dict):
+        if not all(isinstance(k, str) for k in values):
+            raise TypeError(f"stack(): the keys of a dict of values become item labels and must be str, "
+                            f"but got {list(values)!r}")
+        if values:
+            dim = dim.with_size(tuple(values))
+        values = list(values.values())
+    elif not isinstance(values, (tuple, list)):
+        raise TypeError(f"stack() takes a tuple, list or dict of values to stack, but got {type(values).__name__} "
+                        f"{values!r}")
+    if not values:
+        raise ValueError(f"stack() needs at least one value to stack along {dim}, but got none")
+
+    def stack_leaves(leaves: list, path: str) -> Tensor:
+        if expand_values:
+            leaves = _expanded_to_common_dims(leaves)
+        return stack_tensors(leaves, dim)
+
+    return _map_trees(stack_leaves, values, (Tensor, *NUMBER_TYPES), lambda leaves, owners: stack_leaves(leaves, ''),
+                      'stack')
+
+
+def _expanded_to_common_dims(leaves: list) -> list:
+    shapes = [shape(v) for v in leaves]
+    merged = merge_shapes(*shapes, allow_varying_sizes=True)
+    return [v if s.rank == merged.rank else expand_tensor(v, merged.without(s)) for v, s in zip(leaves, shapes,
+                                                                                               strict=True)]
+
+
+def concat(values, dim):
+    """Join trees of equal structure along the existing dim `dim`.
+
+    Tensors at the same place in each tree are concatenated; every one of them must have `dim`.
+    Dataclass instances must be of one class and agree on their config fields; their cached
+    values are dropped, since a property need not commute with concatenation.
+
+    Args:
+        values: a non-empty tuple or list of trees.
+        dim: the name of the dim, or a Shape holding it.
+
+    Raises:
+        TypeError: `values` is not a tuple or list, or the trees differ in structure.
+        ValueError: `values` is empty, or non-data values differ between trees.
+        DimNotFound: a tensor lacks `dim`.
+    """
+    if not isinstance(values, (tuple, list)):
+        raise TypeError(f"concat() takes a tuple or list of values to join, but got {type(values).__name__} "
+                        f"{values!r}")
+    if not values:
+        raise ValueError(f"concat() needs at least one value to join along {dim!r}, but got none")
+    return _map_trees(lambda leaves, path: concat_tensors(leaves, dim), values, (Tensor,), None, 'concat')
+
+
+# --- transforming one tree -----------------------------------------------------------------------
+
+
+def _map_tensors(fn: Callable[[Tensor], Tensor], value, what: str, leaf_types: tuple = (Tensor,),
+                 cache_fn: CacheFunction | None = None):
+    """Map `fn` over the tensors of one tree and, unless `cache_fn` says otherwise, over cached Tensors too."""
+    if cache_fn is None:
+        def cache_fn(cached: list, owners: Sequence):
+            return fn(cached[0])
+    return _map_trees(lambda leaves, path: fn(leaves[0]), [value], leaf_types, cache_fn, what)
+
+
+def expand(value, *dims):
+    """`value` with every tensor (and number) in it expanded lazily by the dims `dims`.
+
+    Args:
+        value: a Tensor, number, or tree of those.
+        *dims: Shapes or specs like 'b:b' of the dims to add; sizes must be known. Dims a tensor
+            already has are kept as they are.
+    """
+    return _map_tensors(lambda t: expand_tensor(t, *dims), value, 'expand', (Tensor, *NUMBER_TYPES))
+
+
+def rename_dims(value, dims, names):
+    """`value` with the dims `dims` renamed to `names` in every tensor of the tree.
+
+    Args:
+        value: a Tensor or tree of tensors.
+        dims: the dims to rename: a str 'x,y', a sequence or Shape, or a filter function such as
+            `spatial`, which is applied to the shape of the whole tree.
+        names: the new names, one per dim: a str, a sequence of str, or a Shape (which also sets the types).
+    """
+    if callable(dims) and not isinstance(dims, Shape):
+        dims = resolve_dims(dims, shape(value))
+    return _map_tensors(lambda t: rename_tensor_dims(t, dims, names), value, 'rename_dims')
+
+
+def slice_(value, selection):
+    """`value` with `selection` applied to every tensor in it; dims a tensor lacks are ignored.
+
+    Args:
+        value: a Tensor or tree of tensors.
+        selection: a dict mapping dim names (or Shapes) to an int, slice, label str or index tensor;
+            a label str like 'x' or 'x,y', looked up among the labels of the dims of `value`;
+            or a tuple or list of those.
+
+    Raises:
+        TypeError: `selection` has none of these forms.
+        KeyError: a label is not found.
+    """
+    if isinstance(selection, (str, tuple, list)):
+        selection = normalize_selection(shape(value), selection)
+    elif not isinstance(selection, dict):
+        raise TypeError(f"slice_() takes {_SELECTION_FORMS}, but got {type(selection).__name__} {selection!r}")
+    if not selection:
+        return value
+    sliced = tuple(d.name if isinstance(d, Shape) else d for d in selection)
+
+    def slice_cached(cached: list, owners: Sequence):
+        # a cached value lacking a sliced dim of the data may have been reduced along it: slicing cannot fix that
+        data_dims = shape(owners[0]).names
+        if any(d in data_dims and d not in cached[0].shape.names for d in sliced):
+            return _DROPPED
+        return cached[0][selection]
+
+    return _map_tensors(lambda t: t[selection], value, 'slice_', cache_fn=slice_cached)
+
+
+def unstack(value, dim) -> tuple:
+    """Slices of `value` along `dim`, one per item; several dims are iterated jointly, the last fastest.
+
+    Args:
+        value: a Tensor or tree of tensors.
+        dim: a dim name, Shape or filter function naming dims of `shape(value)`.
+
+    Raises:
+        DimNotFound: `dim` names no dim of `value`.
+        ValueError: the size of a dim to unstack is not known.
+    """
+    if isinstance(value, Tensor):
+        return unstack_tensor(value, dim)
+    full = shape(value)
+    names = dims_in(full, dim)
+    if not names:
+        raise DimNotFound(f"unstack(): {dim!r} names no dim of the value, whose shape is {full}")
+    sizes = [full.get_size(n) for n in names]
+    for name, size in zip(names, sizes, strict=True):
+        if not isinstance(size, int):
+            raise ValueError(f"unstack(): dim {name!r} of {full} has no single known size ({size}); "
+                             f"unstack along the dims it varies along first")
+    return tuple(slice_(value, dict(zip(names, index, strict=True)))
+                 for index in itertools.product(*[range(s) for s in sizes]))
