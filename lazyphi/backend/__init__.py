@@ -9,6 +9,7 @@ from .._errors import NoBackendFound
 from ._backend import (
     BACKENDS,
     Backend,
+    backend_by_name,
     choose_backend,
     context_backend,
     convert,
@@ -37,6 +38,7 @@ __all__ = [
     'DType',
     'NoBackendFound',
     'Profile',
+    'backend_by_name',
     'choose_backend',
     'combine_types',
     'context_backend',

@@ -54,6 +54,10 @@ NATIVE_OPS = frozenset({
 })
 
 
+_FLOAT_TYPES = {bits: DType(float, bits) for bits in (16, 32, 64)}
+_COMPLEX_TYPES = {bits: DType(complex, max(64, 2 * bits)) for bits in (16, 32, 64)}
+
+
 def _native_stub(op: str) -> Callable:
     def not_implemented(self: 'Backend', *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError(f"Backend '{self.name}' does not implement '{op}'")
@@ -100,6 +104,9 @@ class Backend:
     adapters where the signature differs; `LazyFunction` entries are imported on first use). Each entry
     becomes an instance attribute, so `backend.op` *is* the library function. Calling an operation the
     backend lacks raises `NotImplementedError`; `supports()` tells in advance.
+
+    Every backend accepts Python numbers (`bool`, `int`, `float`, `complex`) as tensors, and none holds
+    them natively; `choose_backend()` relies on this.
 
     A backend is a context manager: inside `with backend:` it is the default backend of the current
     thread or task.
@@ -257,11 +264,13 @@ class Backend:
 
     @property
     def float_type(self) -> DType:
-        return DType(float, get_precision())
+        """The floating-point type of the current precision."""
+        return _FLOAT_TYPES[get_precision()]
 
     @property
     def complex_type(self) -> DType:
-        return DType(complex, max(64, 2 * get_precision()))
+        """The complex type whose components have the current precision (at least 32 bits each)."""
+        return _COMPLEX_TYPES[get_precision()]
 
     def combine_types(self, *dtypes: DType) -> DType:
         return combine_types(*dtypes, fp_precision=get_precision())
@@ -704,7 +713,9 @@ def choose_backend(*values: Any, prefer_default: bool = False) -> Backend:
             break
         owner = backend
     else:
-        if owner is not None and (not prefer_default or owner is default_backend()):
+        if owner is None and BACKENDS:  # only numbers: the slow path would pick one of these
+            return default_backend() if prefer_default else BACKENDS[0]
+        if not prefer_default or owner is default_backend():
             return owner
     return _choose_backend_slowly(values, prefer_default)
 

@@ -111,18 +111,25 @@ def from_numpy_dtype(np_dtype: np.dtype | type) -> DType:
     return result
 
 
+_TO_NUMPY: dict[tuple, np.dtype] = {}
+
+
 def to_numpy_dtype(dtype: DType) -> np.dtype:
     """Returns the NumPy dtype equivalent to `dtype`. The result is stored on `dtype`, so repeated calls are cheap."""
     np_dtype = dtype._numpy
     if np_dtype is None:
-        if dtype.kind is bool:
-            np_dtype = np.dtype(np.bool_)
-        elif dtype.kind is object:
-            np_dtype = np.dtype(object)
-        elif dtype.kind is str:
-            np_dtype = np.dtype(str)
-        else:
-            np_dtype = np.dtype(f"{'' if dtype.signed else 'u'}{_KIND_NAMES[dtype.kind]}{dtype.bits}")
+        key = (dtype.kind, dtype.bits, dtype.signed)
+        np_dtype = _TO_NUMPY.get(key)
+        if np_dtype is None:
+            if dtype.kind is bool:
+                np_dtype = np.dtype(np.bool_)
+            elif dtype.kind is object:
+                np_dtype = np.dtype(object)
+            elif dtype.kind is str:
+                np_dtype = np.dtype(str)
+            else:
+                np_dtype = np.dtype(f"{'' if dtype.signed else 'u'}{_KIND_NAMES[dtype.kind]}{dtype.bits}")
+            _TO_NUMPY[key] = np_dtype
         object.__setattr__(dtype, '_numpy', np_dtype)
     return np_dtype
 

@@ -36,12 +36,16 @@ def _is_tensor(x: Any, only_native: bool = False) -> bool:
     return False
 
 
+_FLOAT_BY_PRECISION = {16: np.dtype(np.float16), 32: np.dtype(np.float32), 64: np.dtype(np.float64)}
+_COMPLEX_BY_PRECISION = {16: np.dtype(np.complex64), 32: np.dtype(np.complex64), 64: np.dtype(np.complex128)}
+
+
 def _float_dtype() -> np.dtype:
-    return to_numpy_dtype(DType(float, get_precision()))
+    return _FLOAT_BY_PRECISION[get_precision()]
 
 
 def _complex_dtype() -> np.dtype:
-    return to_numpy_dtype(DType(complex, max(64, 2 * get_precision())))
+    return _COMPLEX_BY_PRECISION[get_precision()]
 
 
 def _as_tensor(x: Any, convert_external: bool = True) -> Any:

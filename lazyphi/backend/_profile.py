@@ -86,7 +86,7 @@ class Profile:
         """Seconds from the start of the profile to its end (or to now, while it is active)."""
         if self._duration is not None:
             return self._duration
-        return perf_counter() - self._start - self._overhead
+        return perf_counter() - self._start - (self._overhead if self._subtract_trace_time else 0.0)
 
     def add_external_message(self, message: str) -> None:
         """Stores a message that `print()` shows above the summary."""
@@ -251,6 +251,9 @@ def get_current_profile() -> Profile | None:
 def profile(backends: Sequence[Backend] | None = None, trace: bool = True, subtract_trace_time: bool = True,
             save: str | os.PathLike | None = None) -> Iterator[Profile]:
     """Records the backend calls made inside `with profile() as prof:`.
+
+    The profile is process-global: it records calls from all threads while the block runs, and nested
+    profiles must end in the reverse order they started.
 
     Args:
         backends: Backends to profile; all registered backends by default.

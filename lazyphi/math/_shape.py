@@ -12,7 +12,7 @@ from functools import partialmethod
 from operator import itemgetter
 from typing import Any
 
-from lazyphi._errors import DimNotFound, IncompatibleShapes
+from .._errors import DimNotFound, IncompatibleShapes, LabelNotFound
 
 BATCH = 'batch'
 DUAL = 'dual'
@@ -32,13 +32,6 @@ _CACHE_LIMIT = 4096  # entries per memo dict; they are keyed by small tuples and
 _CANONICAL_ORDERS: dict = {}  # types tuple -> itemgetter sorting them canonically, or None
 _TYPE_POSITIONS: dict = {}  # types tuple -> {dim type: (positions of that type, positions of others)}
 _RESOLVED: dict = {}  # parsed str and all-str tuple dim filters
-
-
-class LabelNotFound(KeyError):
-    """An item label used for selection is not among the labels of its dim."""
-
-    def __str__(self) -> str:  # KeyError would repr() the message otherwise
-        return str(self.args[0]) if self.args else ''
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from .._errors import DimNotFound, IncompatibleShapes, LabelNotFound
-from ..backend import BACKENDS, NUMPY, Backend, DType, choose_backend, get_precision
+from ..backend import NUMPY, Backend, DType, backend_by_name, choose_backend, get_precision
 from ..backend._dtype import combine_types
 from ._shape import EMPTY_SHAPE, Shape, merge_shapes, resolve_dims
 
@@ -353,14 +353,7 @@ class Dense(Tensor):
 
 
 def _rebuild_dense(native, shape: Shape, backend_name: str) -> Dense:
-    return Dense(native, shape, _backend_by_name(backend_name))
-
-
-def _backend_by_name(name: str) -> Backend:
-    for b in BACKENDS:
-        if b.name == name:
-            return b
-    raise ValueError(f'Unknown backend {name!r}; known: {[b.name for b in BACKENDS]}')
+    return Dense(native, shape, backend_by_name(backend_name))
 
 
 class DimView:
