@@ -4,7 +4,7 @@
 SciPy and the optional array libraries are imported when first used.
 """
 
-from . import backend, math
+from . import backend, dataclasses, math, parallel
 from ._errors import DimNotFound, IncompatibleShapes, NoBackendFound
 from .math import (
     Shape,
@@ -24,5 +24,5 @@ __version__ = '0.1.0.dev0'
 
 __all__ = [
     'DimNotFound', 'IncompatibleShapes', 'NoBackendFound', 'Shape', 'Tensor', '__version__', 'backend', 'batch',
-    'channel', 'dual', 'instance', 'math', 'shape', 'spatial', 'tensor', 'vec', 'wrap',
+    'channel', 'dataclasses', 'dual', 'instance', 'math', 'parallel', 'shape', 'spatial', 'tensor', 'vec', 'wrap',
 ]

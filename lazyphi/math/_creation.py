@@ -109,17 +109,11 @@ def vec(name: str | Shape = 'vector', *sequence, tuple_dim=None, list_dim=None, 
 def _filled(value, shape: Shape, dtype) -> Tensor:
     target = DType.as_dtype(dtype) if dtype is not None else DType(float, get_precision())
     backend = default_backend()
-    base = Dense(backend.as_tensor(np.asarray(value, dtype=np.dtype(_numpy_name(target)))), EMPTY_SHAPE, backend)
+    base = Dense(backend.cast(backend.as_tensor(value), target), EMPTY_SHAPE, backend)
     for name, size in zip(shape.names, shape.sizes, strict=True):
         if not isinstance(size, int):
             raise ValueError(f'Creating a tensor needs a size for every dim; {name!r} has {size!r} in {shape}')
     return expand_to(base, shape)
-
-
-def _numpy_name(dtype: DType) -> str:
-    if dtype.kind is bool:
-        return 'bool'
-    return f'{dtype.kind.__name__}{dtype.bits}'
 
 
 def zeros(*shape, dtype=None) -> Tensor:

@@ -227,7 +227,7 @@ def stack_dense(parts: Sequence[Tensor], dim: Shape, shape: Shape) -> Dense:
     inner = shape.without(dim.name)
     dense = [p._dense() for p in parts]
     backend = common_backend(dense)
-    natives = [backend.broadcast_to(aligned_native(p, inner), inner.sizes) if p.shape.rank < inner.rank else
-               aligned_native(p, inner) for p in dense]
+    natives = [backend.broadcast_to(aligned_native(p, inner, backend), inner.sizes) if p.shape.rank < inner.rank
+               else aligned_native(p, inner, backend) for p in dense]
     axis = shape.index(dim.name)
     return Dense(backend.stack(natives, axis), shape, backend)

@@ -6,12 +6,13 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ..backend import DType, get_precision
+from ..backend import Backend, DType, get_precision
 from ._kinds import SUM_LIKE
 from ._shape import non_batch, spatial
 from ._tensor import (
     ABS,
     ELEMENTWISE,
+    FFT,
     REDUCE,
     Dense,
     Op,
@@ -26,20 +27,17 @@ from ._tensor import (
     merge_shapes,
 )
 
-FFT = 'fft'  # params: (dims,); element-wise along every other dim
 
-
-def _float_input(t: Dense):
+def _float_input(backend: Backend, native):
     """Integer and bool natives become floats of the current precision before a float-valued function."""
-    dtype = t._backend.dtype(t._native)
-    if dtype.kind in (int, bool):
-        return t._backend.cast(t._native, DType(float, get_precision()))
-    return t._native
+    if backend.dtype(native).kind in (int, bool):
+        return backend.cast(native, DType(float, get_precision()))
+    return native
 
 
 def _unary_float(fn_name: str) -> Op:
-    return Op(fn_name, ELEMENTWISE, lambda ts: Dense(getattr(ts[0]._backend, fn_name)(_float_input(ts[0])),
-                                                    ts[0]._shape, ts[0]._backend))
+    return Op(fn_name, ELEMENTWISE, lambda ts: Dense(getattr(ts[0]._backend, fn_name)(
+        _float_input(ts[0]._backend, ts[0]._native)), ts[0]._shape, ts[0]._backend))
 
 
 def _apply(op: Op, *values):
@@ -111,7 +109,7 @@ sigmoid = _float_function('sigmoid', 'Logistic function 1 / (1 + exp(-x)), eleme
 def _binary_float(ts: Sequence[Dense], fn_name: str) -> Dense:
     out = merge_shapes(*[t._shape for t in ts])
     backend = common_backend(ts)
-    natives = [_float_input(Dense(aligned_native(t, out), t._shape, t._backend)) for t in ts]
+    natives = [_float_input(backend, aligned_native(t, out, backend)) for t in ts]
     return Dense(getattr(backend, fn_name)(*natives), out, backend)
 
 
@@ -138,8 +136,8 @@ def clip(x, lower_limit, upper_limit) -> Tensor:
 def _dense_where(ts: Sequence[Dense]) -> Dense:
     out = merge_shapes(*[t._shape for t in ts])
     backend = common_backend(ts)
-    cond = aligned_native(ts[0], out)
-    values = auto_cast(backend, [aligned_native(t, out) for t in ts[1:]])
+    cond = aligned_native(ts[0], out, backend)
+    values = auto_cast(backend, [aligned_native(t, out, backend) for t in ts[1:]])
     return Dense(backend.where(cond, *values), out, backend)
 
 

@@ -18,8 +18,10 @@ from ._shape import (
     shape_of,
 )
 from ._tensor import (
-    DENSE_ONLY,
+    CONCAT,
     RENAME_OP,
+    RESHAPE,
+    STACK,
     Dense,
     Op,
     Tensor,
@@ -30,8 +32,6 @@ from ._tensor import (
     dispatch,
 )
 
-STACK = 'stack'  # params: (dim,) — a rank-1 Shape with size and labels set
-CONCAT = 'concat'  # params: (dim name, result Shape)
 FLAT_DIM = instance('flat')
 
 
@@ -82,7 +82,7 @@ def _dense_concat(ts: Sequence[Dense], dim: str, shape: Shape) -> Dense:
     natives = []
     for t in ts:
         layout = shape.with_dim_size(dim, t._shape.get_size(dim))
-        native = aligned_native(t, layout)
+        native = aligned_native(t, layout, backend)
         if t._shape.rank < shape.rank:
             native = backend.broadcast_to(native, layout.sizes)
         natives.append(native)
@@ -165,7 +165,7 @@ def _dense_reshape(ts: Sequence[Dense], order: tuple, shape: Shape) -> Dense:
     return Dense(t._backend.reshape(native, shape.sizes), shape, t._backend)
 
 
-RESHAPE_OP = Op('reshape', DENSE_ONLY, _dense_reshape)
+RESHAPE_OP = Op('reshape', RESHAPE, _dense_reshape)
 
 
 def pack_tensor_dims(value: Tensor, dims, packed_dim: Shape) -> Tensor:

@@ -15,14 +15,13 @@ per category, without touching any operation.
 from __future__ import annotations
 
 import functools
-import hashlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from .._errors import DimNotFound, IncompatibleShapes, LabelNotFound
-from ..backend import NUMPY, Backend, DType, backend_by_name, choose_backend, get_precision
+from ..backend import NUMPY, Backend, DType, backend_by_name, choose_backend, convert, get_precision
 from ..backend._dtype import combine_types
 from ._shape import EMPTY_SHAPE, Shape, merge_shapes, resolve_dims
 
@@ -30,7 +29,11 @@ ELEMENTWISE = 'elementwise'  # n-ary, broadcasting by name; params are non-tenso
 REDUCE = 'reduce'  # params: (dims,) — names present in the tensor
 GATHER = 'gather'  # params: (selection,) — dict name -> int | slice | tuple of ints
 RENAME = 'rename'  # params: (old names, new Shape of the same rank)
-DENSE_ONLY = 'dense'  # anything else: kinds materialise unless they know the op by name
+RESHAPE = 'reshape'  # params: (input dim order, result Shape of the same volume)
+GATHER_TENSOR = 'gather_tensor'  # (tensor, integer index tensor); params: (dim,) — dim replaced by the index dims
+STACK = 'stack'  # params: (dim,) — a rank-1 Shape with size and labels set
+CONCAT = 'concat'  # params: (dim name, result Shape)
+FFT = 'fft'  # params: (dims,); element-wise along every other dim
 
 NUMBER_TYPES = (int, float, complex, bool, np.number, np.bool_)
 
@@ -296,8 +299,7 @@ class Tensor:
 
 
 def _content_hash(dense: Dense) -> str:
-    array = np.ascontiguousarray(dense.backend.numpy(dense._native))
-    return hashlib.blake2b(memoryview(array).cast('B'), digest_size=16).hexdigest()
+    return dense.backend.content_hash(dense._native)
 
 
 def read_only_native(array):
@@ -415,12 +417,16 @@ def as_tensor(value) -> Tensor:
 
 # --- element-wise ----------------------------------------------------------------------
 
-def aligned_native(t: Dense, out: Shape):
-    """`t`'s native, transposed and reshaped with size-1 axes so that it broadcasts against `out`."""
+def aligned_native(t: Dense, out: Shape, backend: Backend | None = None):
+    """`t`'s native, transposed and reshaped with size-1 axes so that it broadcasts against `out`.
+
+    With `backend`, a native of another backend is converted to it (see `common_backend` for the rule).
+    """
     shape = t._shape
-    if shape is out or shape.names == out.names:
-        return t._native
-    return _relayout(t, *_layout(shape.names, out.names))
+    native = t._native if shape is out or shape.names == out.names else _relayout(t, *_layout(shape.names, out.names))
+    if backend is not None and t._backend is not backend:
+        native = convert(native, backend)
+    return native
 
 
 @functools.lru_cache(maxsize=4096)
@@ -466,8 +472,7 @@ def _dense_elementwise(fn_name: str) -> Callable:
     def run(tensors: Sequence[Dense], *params):
         out = tensors[0]._shape if len(tensors) == 1 else merge_shapes(*[t._shape for t in tensors])
         backend = common_backend(tensors)
-        natives = [aligned_native(t, out) if t._backend is backend else
-                   backend.as_tensor(t._backend.numpy(aligned_native(t, out))) for t in tensors]
+        natives = [aligned_native(t, out, backend) for t in tensors]
         if len(natives) > 1:
             natives = auto_cast(backend, natives)
         return Dense(getattr(backend, fn_name)(*natives, *params), out, backend)
@@ -650,8 +655,8 @@ def _dense_gather_by_tensor(tensors: Sequence[Dense], dim: str) -> Dense:
     out = merge_shapes(t._shape.without(dim), index._shape)
     size = t._shape.get_size(dim)
     # row r of the broadcast values holds the entries along `dim` for output element r
-    values = backend.broadcast_to(aligned_native(t, _append_dim(out, t._shape[dim])), (*out.sizes, size))
-    indices = backend.reshape(backend.broadcast_to(aligned_native(index, out), out.sizes), (-1,))
+    values = backend.broadcast_to(aligned_native(t, _append_dim(out, t._shape[dim]), backend), (*out.sizes, size))
+    indices = backend.reshape(backend.broadcast_to(aligned_native(index, out, backend), out.sizes), (-1,))
     flat = backend.range(0, out.volume * size, size, backend.dtype(indices)) + indices
     native = backend.gather(backend.reshape(values, (-1,)), flat, 0)
     return Dense(backend.reshape(native, out.sizes), out, backend)
@@ -661,7 +666,7 @@ def _append_dim(shape: Shape, dim: Shape) -> Shape:
     return Shape(shape.sizes + dim.sizes, shape.names + dim.names, shape.types + dim.types, shape.labels + dim.labels)
 
 
-GATHER_BY_TENSOR = Op('gather_by_tensor', DENSE_ONLY, _dense_gather_by_tensor)
+GATHER_BY_TENSOR = Op('gather_by_tensor', GATHER_TENSOR, _dense_gather_by_tensor)
 
 
 def _gather_by_tensor(t: Tensor, dim, index: Tensor) -> Tensor:
