@@ -23,7 +23,8 @@ from ._precision import get_precision
 # stub for each that raises NotImplementedError, so that `Backend.add` exists for `supports(Backend.add)`.
 NATIVE_OPS = frozenset({
     # tensors, types and devices
-    'is_tensor', 'as_tensor', 'is_available', 'numpy', 'copy', 'to_dlpack', 'from_dlpack', 'dtype', 'cast',
+    'is_tensor', 'as_tensor', 'is_available', 'numpy', 'content_hash', 'copy', 'to_dlpack', 'from_dlpack',
+    'dtype', 'cast',
     'shape', 'staticshape', 'is_module', 'is_sparse', 'get_sparse_format', 'disassemble', 'get_device',
     'allocate_on_device', 'seed', 'numpy_call', 'nn_library', 'prefers_channels_last', 'variable',
     # automatic differentiation
@@ -314,7 +315,11 @@ class Backend:
     @_fallback
     def custom_gradient(self, f: Callable, gradient: Callable, get_external_cache: Callable | None = None,
                         on_call_skipped: Callable | None = None) -> Callable:
-        """Returns `f` with `gradient` used for backpropagation; backends without autodiff return `f` unchanged."""
+        """Returns `f` with `gradient` used for backpropagation; backends without autodiff return `f` unchanged.
+
+        `gradient(x, y, dy)` receives the tuple of positional arguments of `f`, its output and the gradient of
+        the loss with respect to that output, and returns one gradient per argument (`None` where there is none).
+        """
         return f
 
     @_composite('stack', 'staticshape')
@@ -594,6 +599,7 @@ _context_stack: ContextVar[tuple[Backend, ...]] = ContextVar('lazyphi_backend', 
 _type_owners: dict[type, Backend] = {}  # last backend that held an instance of the type natively
 _PYTHON_NUMBERS = frozenset({bool, int, float, complex})
 _lazy_backends: dict[str, str] = {}  # top-level module of a library -> lazyphi module that registers its backend
+_load_hooks: dict[str, list[Callable[['Backend'], None]]] = {}  # backend name -> functions to call once it registers
 
 
 def register_backend(backend: Backend) -> Backend:
@@ -606,7 +612,21 @@ def register_backend(backend: Backend) -> Backend:
         (i for i, b in enumerate(BACKENDS) if b.catch_all), len(BACKENDS))
     BACKENDS.insert(position, backend)
     _type_owners.clear()
+    for hook in _load_hooks.pop(backend.name, ()):
+        hook(backend)
     return backend
+
+
+def on_backend_loaded(name: str, hook: Callable[['Backend'], None]) -> None:
+    """Calls `hook(backend)` once the backend called `name` is registered: now if it already is, else then.
+
+    Lets other layers attach per-library behaviour (such as pytree registration) without importing the library.
+    """
+    for backend in BACKENDS:
+        if backend.name == name:
+            hook(backend)
+            return
+    _load_hooks.setdefault(name, []).append(hook)
 
 
 def register_lazy_backend(module_prefix: str, import_path: str) -> None:
@@ -783,6 +803,9 @@ def convert(native: Any, backend: Backend | str | None = None, use_dlpack: bool 
     if source is target:
         return native
     if use_dlpack and source.supports('to_dlpack') and target.supports('from_dlpack'):
-        return target.from_dlpack(source.to_dlpack(native))
+        try:
+            return target.from_dlpack(source.to_dlpack(native))
+        except (BufferError, RuntimeError):  # e.g. data on a device the target library cannot reach
+            pass
     return target.as_tensor(source.numpy(native))
 

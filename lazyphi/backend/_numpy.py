@@ -4,6 +4,7 @@ Most table entries are NumPy functions themselves; the functions below adapt Num
 backend signature differs. SciPy is imported only when one of its functions is first called.
 """
 
+import hashlib
 import itertools
 import os
 import platform
@@ -62,6 +63,16 @@ def _as_tensor(x: Any, convert_external: bool = True) -> Any:
     if kind == 'c':
         return array.astype(_complex_dtype(), copy=False)
     return array
+
+
+def _content_hash(x: Any) -> str:
+    """A digest of the dtype, shape and bytes of `x`; other backends hash their data as NumPy arrays through this."""
+    array = np.asarray(x, order='C')
+    if array.dtype.kind == 'O':
+        raise TypeError("Object arrays have no content hash: their bytes are addresses, not values")
+    digest = hashlib.blake2b(f'{array.dtype.str}{array.shape}'.encode(), digest_size=16)
+    digest.update(array)
+    return digest.hexdigest()
 
 
 def _dtype(x: Any) -> DType:
@@ -320,6 +331,7 @@ class NumPyBackend(Backend):
         'as_tensor': _as_tensor,
         'is_available': lambda tensor: True,
         'numpy': np.asarray,
+        'content_hash': _content_hash,
         'copy': lambda tensor, only_mutable=False: np.array(tensor, copy=True),
         'to_dlpack': np.asarray,  # any array implementing __dlpack__
         'from_dlpack': np.from_dlpack,

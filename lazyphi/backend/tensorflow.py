@@ -1,0 +1,187 @@
+"""The TensorFlow backend: `tf.Tensor` and `tf.Variable` values; NumPy arrays and Python numbers are converted on use.
+
+Importing this module imports TensorFlow and registers `TENSORFLOW`. lazyphi imports it the first time
+`choose_backend()` meets a TensorFlow value or the backend is asked for by name, so `import lazyphi` never
+loads TensorFlow.
+
+Results have the data types `NUMPY` gives. TensorFlow does not promote mixed operand types, so element-wise
+entries first cast their operands to the types NumPy's ufunc would pick (`ufunc.resolve_dtypes`), and reductions
+accumulate small integers in 64 bits as NumPy does. What TensorFlow lacks (quantiles, sorted `unique`,
+histograms, FFTs over arbitrary axes, edge and periodic padding, ...) is composed of TensorFlow operations in
+`_tensorflow_ops`; no operation passes data through NumPy except `numpy_call`, whose purpose that is.
+"""
+
+import os
+
+# TensorFlow's C++ code logs INFO lines (CPU instruction sets, oneDNN) when imported; keep a user's own setting.
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '1')
+
+import platform
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
+
+import tensorflow as tf
+
+from . import _tensorflow_ops as ops
+from ._backend import Backend, LazyFunction, register_backend
+from ._device import ComputeDevice, cpu_memory
+from ._tensorflow_types import NATIVE, bind_default_device, to_native
+
+
+class TensorFlowBackend(Backend):
+    """Backend for TensorFlow tensors and variables, accepting NumPy arrays and Python numbers as well.
+
+    New tensors (creation, random values, conversions) are placed on the default device; other operations run
+    where TensorFlow places them (next to their inputs, or on the first GPU).
+    """
+
+    OPS: ClassVar[dict[str, Callable | LazyFunction]] = ops.OPS
+
+    def __init__(self) -> None:
+        devices = []
+        for physical in tf.config.list_physical_devices():
+            if physical.device_type not in ('CPU', 'GPU', 'TPU'):
+                continue
+            ref = physical.name.replace('/physical_device:', '/device:')
+            if physical.device_type == 'CPU':
+                devices.append(ComputeDevice(self, ref.rpartition('/device:')[2], 'CPU', cpu_memory(),
+                                             os.cpu_count() or -1,
+                                             f"TensorFlow {tf.__version__} on {platform.machine() or 'unknown'}", ref))
+            else:  # TensorFlow reports neither the total memory nor the core count of accelerators
+                details = tf.config.experimental.get_device_details(physical)
+                capability = details.get('compute_capability')
+                description = details.get('device_name', physical.device_type) + (
+                    f" (compute capability {capability[0]}.{capability[1]})" if capability else '')
+                devices.append(ComputeDevice(self, ref.rpartition('/device:')[2], physical.device_type, -1, -1,
+                                             description, ref))
+        # TensorFlow itself prefers the first GPU; the default device agrees with it
+        default = next((d for d in devices if d.device_type == 'GPU'), devices[0])
+        super().__init__('tensorflow', devices, default)
+        bind_default_device(self.get_default_device)
+        self._device_by_name: dict[str, ComputeDevice] = {}
+
+    def get_device(self, tensor: Any) -> ComputeDevice:
+        """The device holding `tensor`; the default device for values not yet placed (numbers, graph tensors)."""
+        name = getattr(tensor, 'device', '') if isinstance(tensor, NATIVE) else ''
+        if not name:
+            return self.get_default_device()
+        device = self._device_by_name.get(name)
+        if device is None:
+            spec = tf.DeviceSpec.from_string(name)
+            device = self.get_device_by_ref(f'/device:{spec.device_type}:{spec.device_index or 0}')
+            self._device_by_name[name] = device
+        return device
+
+    def allocate_on_device(self, tensor: Any, device: ComputeDevice) -> Any:
+        """A copy of `tensor` on `device` (`tensor` itself if it is there already)."""
+        if device.backend is not self:
+            raise ValueError(f"Device '{device.name}' belongs to backend {device.backend.name}, not tensorflow")
+        if isinstance(tensor, NATIVE) and self.get_device(tensor) == device:
+            return tensor
+        with tf.device(device.ref):
+            return tf.identity(tensor)
+
+    # --- compilation, differentiation and control flow ---
+
+    def jit_compile(self, f: Callable) -> Callable:
+        """`f` traced into a TensorFlow graph (`tf.function`) on its first call per input signature.
+
+        AutoGraph is off: `f` runs as written while tracing, so control flow that depends on tensor values must
+        use `while_loop` (or TensorFlow's own functions).
+        """
+        return tf.function(f, autograph=False)
+
+    def jacobian(self, f: Callable, wrt: Sequence[int], get_output: bool, is_f_scalar: bool) -> Callable:
+        """Returns `g(*args)` computing the derivatives of `f`'s first output with respect to `args[i]`, `i in wrt`.
+
+        Args:
+            f: Returns `(loss, output)`: the value to differentiate and a tuple of further outputs.
+            wrt: Indices of the arguments to differentiate by; integer and boolean arguments become floats.
+            get_output: Whether `g` returns `(*output, *gradients)` rather than the gradients alone.
+            is_f_scalar: Whether `loss` is a scalar. Otherwise the gradients have `loss`'s axes first (Jacobians).
+        """
+        def gradient_of_f(*args: Any) -> tuple:
+            args = [self._differentiable(a) if i in wrt else a for i, a in enumerate(args)]
+            sources = [args[i] for i in wrt]
+            with tf.GradientTape(watch_accessed_variables=False) as tape:
+                for source in sources:
+                    tape.watch(source)
+                loss, output = f(*args)
+            scalar = is_f_scalar or (isinstance(loss, NATIVE) and loss.shape.rank == 0) or not isinstance(loss, NATIVE)
+            differentiate = tape.gradient if scalar else tape.jacobian
+            gradients = tuple(differentiate(loss, sources, unconnected_gradients=tf.UnconnectedGradients.ZERO))
+            if not get_output:
+                return gradients
+            return (*(output if isinstance(output, tuple | list) else (output,)), *gradients)
+        gradient_of_f.__name__ = f"gradient_of_{getattr(f, '__name__', 'f')}"
+        return gradient_of_f
+
+    def _differentiable(self, value: Any) -> Any:
+        value = to_native(value)
+        return self.to_float(value) if self.dtype(value).kind in (bool, int) else value
+
+    def jit_compile_grad(self, f: Callable, wrt: Sequence[int], get_output: bool, is_f_scalar: bool) -> Callable:
+        """`jacobian(f, ...)` traced into a TensorFlow graph."""
+        return self.jit_compile(self.jacobian(f, wrt, get_output, is_f_scalar))
+
+    def custom_gradient(self, f: Callable, gradient: Callable, get_external_cache: Callable | None = None,
+                        on_call_skipped: Callable | None = None) -> Callable:
+        """Returns `f` with backpropagation through `gradient(x, y, dy) -> dx` (`tf.custom_gradient`).
+
+        `x` is the tuple of inputs, `y` the output of `f` and `dy` its cotangent (a tuple if `f` returns one);
+        `dx` holds one gradient per input. The returned function takes positional arguments only.
+        """
+        @tf.custom_gradient
+        def with_custom_gradient(*x: Any) -> tuple:
+            y = f(*x)
+
+            def backward(*dy: Any) -> tuple:
+                dx = gradient(x, y, tuple(dy) if isinstance(y, tuple | list) else dy[0])
+                return tuple(dx)
+            return y, backward
+        return with_custom_gradient
+
+    def while_loop(self, loop: Callable, values: tuple, max_iter: int | Sequence[int] | None) -> Any:
+        """Runs `values = loop(*values)` while any of `values[0]` is true, at most `max_iter` times (`tf.while_loop`).
+
+        Same results as `Backend.while_loop`, in eager mode and inside `jit_compile`: with a sequence `max_iter`,
+        the values after each of those iteration counts are stacked along a new first axis (the first iteration
+        runs unconditionally; checkpoints after the loop ended hold the final values). `max_iter=None` loops until
+        the condition fails. No gradients flow through the loop.
+        """
+        values = tuple(self.stop_gradient_tree(values))
+
+        def body(*v: Any) -> tuple:
+            return tuple(loop(*v))
+
+        def run(v: tuple, iterations: int | None) -> tuple:
+            return tuple(tf.while_loop(ops.any_true, body, v, maximum_iterations=iterations))
+        if max_iter is None or isinstance(max_iter, int):
+            return self.stop_gradient_tree(run(values, max_iter))
+        trajectory, done = [], 0
+        for checkpoint in sorted(max_iter):
+            if checkpoint > done == 0:
+                values, done = body(*values), 1
+            if checkpoint > done:
+                values, done = run(values, checkpoint - done), checkpoint
+            trajectory.append(values)
+        return self.stop_gradient_tree(self.stack_leaves(trajectory))
+
+    def vectorized_call(self, f: Callable, *args: Any, output_dtypes: Any = None, **aux_args: Any) -> Any:
+        """`f` mapped over the first axis of `args` with `tf.vectorized_map`; arguments of size 1 there broadcast."""
+        size = self.determine_size(args, 0)
+        mapped = [i for i, a in enumerate(args) if self.staticshape(a)[0] == size]
+        fixed = [a[0] if i not in mapped else None for i, a in enumerate(args)]
+
+        def call_for_entry(entries: tuple) -> Any:
+            call_args = list(fixed)
+            for i, entry in zip(mapped, entries, strict=True):
+                call_args[i] = entry
+            return f(*call_args, **aux_args)
+        return tf.vectorized_map(call_for_entry, tuple(to_native(args[i]) for i in mapped))
+
+
+TENSORFLOW = TensorFlowBackend()
+"""The backend for TensorFlow tensors."""
+
+register_backend(TENSORFLOW)
