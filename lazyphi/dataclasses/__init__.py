@@ -1,0 +1,25 @@
+"""Dataclasses of named-dim tensors: cached properties that survive copies, slicing, equality, pytrees.
+
+Decorate a (preferably frozen) dataclass whose fields hold Tensors; expensive results become
+`@cached_property` members. `replace` and `copy_and_mutate` keep each cached value whose inputs
+did not change (found by analysing the property's code), the tree functions of `lazyphi.math`
+(`stack`, `slice`, ...) carry cached Tensors along, and `sliceable` adds tensor-like slicing.
+"""
+
+from ..math._fields import config_fields, data_fields, non_data_fields, special_fields
+from ._cached import cached_properties, cached_property, cached_property_names, cached_values
+from ._checked import checked
+from ._deps import ALL, DirectDependencies, direct_dependencies, explain_dependencies, property_dependencies
+from ._mutate import copy_and_mutate
+from ._ops import copy, data_eq, dataclass_repr, equal, replace
+from ._pytree import data_field, static_field
+from ._sliceable import getitem, sliceable
+from ._state import from_state_dict, state_dict, to_backend, to_device
+
+__all__ = [
+    'ALL', 'DirectDependencies',
+    'cached_properties', 'cached_property', 'cached_property_names', 'cached_values', 'checked', 'config_fields',
+    'copy', 'copy_and_mutate', 'data_eq', 'data_field', 'data_fields', 'dataclass_repr', 'direct_dependencies',
+    'equal', 'explain_dependencies', 'from_state_dict', 'getitem', 'non_data_fields', 'property_dependencies',
+    'replace', 'sliceable', 'special_fields', 'state_dict', 'static_field', 'to_backend', 'to_device',
+]

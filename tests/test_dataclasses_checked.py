@@ -1,0 +1,172 @@
+"""@checked: Annotated dims and dtypes of dataclass fields are validated when an instance is made."""
+
+import dataclasses
+from typing import Annotated
+
+import numpy as np
+import pytest
+
+from lazyphi import math
+from lazyphi.backend import DType
+from lazyphi.dataclasses._checked import AnnotationMismatch, AnnotationTypeMismatch, check_fields, checked
+from lazyphi.math import Tensor, batch, channel, instance, spatial
+
+EVENTS = []
+
+
+@checked
+@dataclasses.dataclass(frozen=True)
+class Grid:
+    values: Annotated[Tensor, spatial('x,y'), channel(vector='x,y'), float]
+    mask: Annotated[Tensor | None, 'x:s,y:s', bool] = None
+    note: str = ''
+
+
+@checked
+@dataclasses.dataclass(frozen=True)
+class Sized:
+    samples: Annotated[Tensor, instance(points=3), DType(float, 64)]
+    weights: Annotated[Tensor, 'points:i', int] | None = None  # Optional[Annotated[...]]
+
+    def __post_init__(self):
+        # runs after the check, so it may rely on the declared dims
+        EVENTS.append(self.samples.shape.get_size('points'))
+
+
+def grid(*dims, dtype=None) -> Tensor:
+    return math.zeros(*dims, dtype=dtype)
+
+
+GOOD = (spatial(x=4, y=3), channel(vector='x,y'))
+
+
+@pytest.mark.parametrize('dims', [
+    GOOD,
+    (batch(b=2), *GOOD),  # extra batch dims are allowed
+    (channel(vector='x,y'), batch(runs=5), spatial(y=3, x=4)),  # by name, in any order
+])
+def test_accepted_shapes(dims):
+    assert Grid(grid(*dims)).values.shape.rank == len(math.merge_shapes(*dims))
+
+
+def test_optional_fields_accept_none_and_check_values():
+    assert Grid(grid(*GOOD), mask=None).mask is None
+    assert Grid(grid(*GOOD), mask=grid(spatial(x=4, y=3), dtype=bool)).mask.dtype.kind is bool
+    with pytest.raises(AnnotationTypeMismatch, match=r"Grid\.mask must be a Tensor .* of kind bool.*or None"):
+        Grid(grid(*GOOD), mask=grid(spatial(x=4, y=3)))
+    assert Sized(math.tensor(np.zeros(3), instance('points')), weights=None).weights is None
+
+
+@pytest.mark.parametrize('dims, dtype, error, problem', [
+    ((spatial(x=4), channel(vector='x,y')), None, AnnotationMismatch, "dim 'y' is missing"),
+    ((spatial(x=4), instance(y=3), channel(vector='x,y')), None, AnnotationMismatch,
+     "dim 'y' is instance, not spatial"),
+    ((*GOOD, spatial(z=2)), None, AnnotationMismatch, r"dims \('z',\) are not declared"),
+    ((*GOOD, instance(points=2)), None, AnnotationMismatch, r"dims \('points',\) are not declared"),
+    ((spatial(x=4, y=3), channel(vector='a,b')), None, AnnotationMismatch,
+     r"dim 'vector' has labels \('a', 'b'\), not \('x', 'y'\)"),
+    ((spatial(x=4, y=3), channel(vector=3)), None, AnnotationMismatch, "dim 'vector' has size 3, not 2"),
+    (GOOD, int, AnnotationTypeMismatch, 'got dtype int'),
+    (GOOD, complex, AnnotationTypeMismatch, 'got dtype complex'),
+])
+def test_rejected_values_name_field_expectation_and_value(dims, dtype, error, problem):
+    with pytest.raises(error, match=problem) as info:
+        Grid(grid(*dims, dtype=dtype))
+    message = str(info.value)
+    assert message.startswith('Grid.values must be a Tensor with dims (xˢ, yˢ, vectorᶜ=x,y) of kind float, '
+                              'plus any batch dims, but got ')
+    assert isinstance(info.value, ValueError)
+
+
+def test_wrong_value_type_is_a_type_error_and_a_value_error():
+    with pytest.raises(AnnotationTypeMismatch, match=r"Grid\.values must be a Tensor .* but got 1\.5 of type float"
+                       ) as info:
+        Grid(1.5)
+    assert isinstance(info.value, TypeError) and isinstance(info.value, ValueError)
+    with pytest.raises(AnnotationTypeMismatch, match=r"Grid\.values .* but got None"):
+        Grid(None)  # not optional
+
+
+def test_sizes_and_exact_dtypes():
+    good = math.tensor(np.zeros(3), instance('points'))
+    assert good.dtype == DType(float, 64)
+    EVENTS.clear()
+    Sized(good)
+    assert EVENTS == [3]
+    with pytest.raises(AnnotationMismatch, match="dim 'points' has size 4, not 3"):
+        Sized(math.tensor(np.zeros(4), instance('points')))
+    assert EVENTS == [3]  # __post_init__ did not run on the rejected value
+    with pytest.raises(AnnotationTypeMismatch, match=r'must be a Tensor with dims \(pointsⁱ=3\) of dtype float64.*'
+                                                     r'got dtype float32'):
+        Sized(math.tensor(np.zeros(3, dtype=np.float32), instance('points')))
+    with pytest.raises(AnnotationTypeMismatch, match=r'Sized\.weights .* of kind int.*got dtype float64'):
+        Sized(good, weights=good)
+
+
+def test_replace_validates_but_slicing_does_not():
+    value = Grid(grid(batch(b=2), *GOOD))
+    with pytest.raises(AnnotationMismatch):
+        dataclasses.replace(value, values=grid(spatial(x=4)))
+    sliced = math.slice(value, {'x': 0})  # tree functions copy without __init__
+    assert 'x' not in sliced.values.shape
+
+
+def test_class_without_post_init_and_subclasses_are_checked():
+    @checked
+    @dataclasses.dataclass
+    class Base:
+        values: Annotated[Tensor, 'x:s']
+
+    @dataclasses.dataclass
+    class Child(Base):
+        extra: Annotated[Tensor, 'vector:c'] = None
+
+    Base(grid(spatial(x=2)))
+    with pytest.raises(AnnotationMismatch, match=r"Base\.values .* dim 'x' is missing"):
+        Base(grid(spatial(y=2)))
+    with pytest.raises(AnnotationMismatch, match=r"Child\.extra .*dim 'vector' is missing"):
+        Child(grid(spatial(x=2)), grid(spatial(x=2)))
+
+    class PlainChild(Base):
+        pass
+
+    with pytest.raises(AnnotationMismatch, match=r"PlainChild\.values"):
+        PlainChild(grid(spatial(y=2)))
+
+
+def test_unchecked_fields_and_non_tensor_bases():
+    @dataclasses.dataclass(frozen=True)
+    class Line:
+        values: Tensor
+
+    @checked
+    @dataclasses.dataclass(frozen=True)
+    class Mixed:
+        anything: Tensor  # no metadata: not checked
+        inner: Annotated[Line, 'x:s']  # any shaped class: its type and shape are checked
+
+    Mixed(3, Line(grid(batch(b=2), spatial(x=4))))
+    with pytest.raises(AnnotationMismatch, match=r"Mixed\.inner must be a Line with dims \(xˢ\).*dim 'x' is missing"):
+        Mixed(3, Line(grid(spatial(y=4))))
+    with pytest.raises(AnnotationTypeMismatch, match=r"Mixed\.inner must be a Line .* of type Grid"):
+        Mixed(3, Grid(grid(*GOOD)))
+
+
+def test_checked_needs_a_dataclass_and_valid_specs():
+    with pytest.raises(TypeError, match='Put it above @dataclass'):
+        checked(int)
+
+    @checked
+    @dataclasses.dataclass
+    class BadSpec:
+        values: Annotated[Tensor, 'x:q']
+
+    with pytest.raises(TypeError, match=r"BadSpec\.values: the annotation metadata 'x:q' is no dim spec"):
+        BadSpec(grid(spatial(x=2)))
+
+
+def test_check_fields_can_be_called_directly():
+    value = Grid(grid(*GOOD))
+    object.__setattr__(value, 'values', grid(spatial(x=1)))
+    with pytest.raises(AnnotationMismatch):
+        check_fields(value)
