@@ -1,0 +1,532 @@
+"""Planning `parallel_compute`: which properties run where, split along which dims, in which blocks.
+
+`plan(instance, properties, ...)` decides everything before anything runs, without touching data:
+it analyses which fields and cached values each property reads, traces each property on tracers
+to find the dims it mixes (its `requires`), groups properties into stages in dependency order, and
+cuts each stage into blocks of whole chunks along one of its parallel dims. The resulting `Plan`
+renders as text and as HTML.
+"""
+
+from __future__ import annotations
+
+import copy
+import html
+import math as pymath
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ..dataclasses import ALL, cached_property_names, direct_dependencies
+from ..dataclasses._cached import CACHED_PROPERTY_TYPES
+from ..math import Shape, ShapeDtype, Tensor, batch
+from ..math._fields import config_fields, data_fields
+from ..math._shape import EMPTY_SHAPE, resolve_dims
+from ..math._tensor import REDUCE
+from ..math._tree import shape as tree_shape
+from ..math._tree import tree_map
+from ._property import INFER, MIXED
+from ._tracer import PerElement, Trace, TraceAborted, Tracer, tracer_for
+
+CHUNK_BYTES = 32 * 2 ** 20  # target size of one storage chunk along the parallel dims
+MIN_CHUNKS = 16  # a parallel dim with at least this many elements is cut into at least this many chunks
+BLOCKS_PER_WORKER = 2
+DECOMPOSABLE = {'sum': 'sum', 'prod': 'prod', 'max': 'max', 'min': 'min', 'any': 'any', 'all': 'all',
+                'finite_sum': 'sum', 'finite_max': 'max', 'finite_min': 'min'}  # partial op -> combine op
+
+
+@dataclass(frozen=True)
+class Fallback:
+    """The tracer could not follow a property: the operation and why; the property kept those dims whole."""
+
+    operation: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f'{self.operation}: {self.reason}'
+
+
+@dataclass
+class PropertyPlan:
+    """How one property is computed."""
+
+    name: str
+    requires: frozenset  # parallel dims that must stay whole
+    mode: str  # 'block': once per block; 'element': once per element of the block; 'mixed': partials + combine
+    output: object  # tree of ShapeDtype, or None when unknown
+    fields: frozenset  # data fields read (all of them when the analysis was unsure)
+    cached: frozenset  # other cached / parallel properties read
+    fallbacks: tuple = ()
+    per_element_reason: str | None = None
+    trace: Trace | None = field(default=None, repr=False)
+    partials: tuple = ()  # MIXED: (node index, combine op) of the reductions split across blocks
+
+
+@dataclass
+class Block:
+    """A contiguous range along the stage's block dim: `start:stop`, covering whole chunks."""
+
+    index: int
+    start: int
+    stop: int
+
+    @property
+    def size(self) -> int:
+        return self.stop - self.start
+
+
+@dataclass
+class Stage:
+    """Properties computed together, split along `split_dims` (a host stage when there are none)."""
+
+    index: int
+    properties: list
+    split_dims: Shape
+    block_dim: str | None = None
+    chunk_size: int = 0
+    blocks: list = field(default_factory=list)
+    fields: frozenset = frozenset()
+    cached_inputs: frozenset = frozenset()
+
+    @property
+    def host(self) -> bool:
+        return not self.split_dims
+
+    @property
+    def combine(self) -> bool:
+        return any(p.mode == 'mixed' for p in self.properties)
+
+
+@dataclass
+class Plan:
+    """What `parallel_compute` will do; print it, or show it in a notebook."""
+
+    cls: type
+    requested: tuple
+    parallel_dims: Shape
+    stages: list
+    done: tuple
+    notes: list
+    max_workers: int
+    block_size: int | None
+    memory_limit: float | None = None
+    cache_dir: str | None = None
+    keep_intermediate: bool = False
+
+    @property
+    def properties(self) -> dict:
+        return {p.name: p for s in self.stages for p in s.properties}
+
+    @property
+    def fallbacks(self) -> list:
+        return [(p.name, f) for p in self.properties.values() for f in p.fallbacks]
+
+    def __str__(self) -> str:
+        lines = [f'Plan for {self.cls.__name__}: {", ".join(self.requested)} over {self.parallel_dims or "no dims"} '
+                 f'({self.max_workers} workers)']
+        lines += [f'  note: {n}' for n in self.notes]
+        if self.done:
+            lines.append(f'  already cached: {", ".join(self.done)}')
+        for s in self.stages:
+            where = 'host' if s.host else f'split along {s.split_dims}'
+            blocks = '' if s.host else (f', {len(s.blocks)} blocks of {_block_sizes(s.blocks)} along '
+                                        f'{s.block_dim!r} (chunks of {s.chunk_size})')
+            lines.append(f'  stage {s.index}: {where}{blocks}{", then combine on host" if s.combine else ""}')
+            lines.append(f'    reads fields {sorted(s.fields)}' + (f' and cached {sorted(s.cached_inputs)}'
+                                                                     if s.cached_inputs else ''))
+            for p in s.properties:
+                out = _describe_output(p.output)
+                lines.append(f'    {p.name}: {p.mode}, requires {sorted(p.requires) or "nothing"}, out {out}')
+                lines += [f'      fallback: {f}' for f in p.fallbacks]
+                if p.per_element_reason:
+                    lines.append(f'      per element: {p.per_element_reason}')
+        return '\n'.join(lines)
+
+    __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        rows = []
+        for s in self.stages:
+            where = 'host' if s.host else html.escape(str(s.split_dims))
+            blocks = '' if s.host else f'{len(s.blocks)} × {html.escape(_block_sizes(s.blocks))} on {s.block_dim}'
+            for i, p in enumerate(s.properties):
+                notes = '; '.join(html.escape(str(f)) for f in p.fallbacks) or html.escape(p.per_element_reason or '')
+                stage_cells = (f'<td rowspan="{len(s.properties)}">{s.index}</td><td rowspan="{len(s.properties)}">'
+                               f'{where}</td><td rowspan="{len(s.properties)}">{blocks}</td>') if i == 0 else ''
+                rows.append(f'<tr>{stage_cells}<td><b>{html.escape(p.name)}</b></td><td>{p.mode}</td>'
+                            f'<td>{html.escape(", ".join(sorted(p.requires)) or "—")}</td>'
+                            f'<td>{html.escape(_describe_output(p.output))}</td><td>{notes}</td></tr>')
+        head = ''.join(f'<th>{h}</th>' for h in ('stage', 'split along', 'blocks', 'property', 'mode', 'requires',
+                                                  'output', 'fallbacks / notes'))
+        notes = ''.join(f'<li>{html.escape(n)}</li>' for n in self.notes)
+        return (f'<div><b>Plan for {html.escape(self.cls.__name__)}</b> over '
+                f'{html.escape(str(self.parallel_dims))}, {self.max_workers} workers<ul>{notes}</ul>'
+                f'<table><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>')
+
+
+def _block_sizes(blocks: Sequence[Block]) -> str:
+    sizes = sorted({b.size for b in blocks})
+    return '/'.join(str(s) for s in sizes)
+
+
+def _describe_output(output) -> str:
+    if output is None:
+        return 'unknown'
+    if isinstance(output, ShapeDtype):
+        return repr(output)
+    if isinstance(output, (tuple, list)):
+        return '(' + ', '.join(_describe_output(o) for o in output) + ')'
+    if isinstance(output, dict):
+        return '{' + ', '.join(f'{k}: {_describe_output(v)}' for k, v in output.items()) + '}'
+    return repr(output)
+
+
+def property_name(prop) -> str:
+    """The attribute name of a cached or parallel property given as `Cls.prop`, or the name itself."""
+    if isinstance(prop, str):
+        return prop
+    if isinstance(prop, CACHED_PROPERTY_TYPES) and prop.attrname:
+        return prop.attrname
+    raise TypeError(f'parallel_compute takes properties as Cls.prop of a @cached_property or @parallel_property '
+                    f'(or their names); got {prop!r}')
+
+
+def plan(instance, properties: Sequence, parallel_dims=batch, max_workers: int | None = None,
+         memory_limit: float | None = None, cache_dir: str | None = None, keep_intermediate: bool = False, *,
+         scheduler=None, block_size: int | None = None, progress=None) -> Plan:
+    """Decide how `parallel_compute` with the same arguments would compute `properties`; runs nothing.
+
+    Raises:
+        TypeError: `instance` has no `__dict__`, or a property is not a cached or parallel property.
+        ValueError: `memory_limit` without `cache_dir`, or a bad `block_size` / `max_workers`.
+    """
+    cls = type(instance)
+    if not hasattr(instance, '__dict__'):
+        raise TypeError(f'parallel_compute needs an instance with a __dict__ to cache results in; '
+                        f'{cls.__name__} defines __slots__ without __dict__')
+    if memory_limit is not None and cache_dir is None:
+        raise ValueError(f'memory_limit={memory_limit!r} needs cache_dir, the directory where outputs beyond the '
+                         f'limit are written')
+    if block_size is not None and (not isinstance(block_size, int) or block_size < 1):
+        raise ValueError(f'block_size must be a positive int (elements per block), got {block_size!r}')
+    workers = _worker_count(max_workers)
+    names = tuple(property_name(p) for p in properties)
+    known = cached_property_names(cls)
+    for n in names:
+        if n not in known:
+            raise TypeError(f'{cls.__name__}.{n} is not a @cached_property or @parallel_property; those of '
+                            f'{cls.__name__} are {list(known)}')
+    notes = []
+    instance_shape = tree_shape(instance)
+    dims = instance_shape.only(resolve_dims(parallel_dims, instance_shape))
+    if not dims:
+        notes.append(f'the instance has no dims matching parallel_dims={_filter_repr(parallel_dims)} '
+                     f'(its shape is {instance_shape}): everything runs on the host')
+    order = _dependency_order(instance, cls, names)
+    done = tuple(n for n in order if n in instance.__dict__)
+    plans: dict[str, PropertyPlan] = {}
+    for name in order:
+        if name not in done:
+            plans[name] = _plan_property(instance, cls, name, dims, plans)
+    stages = _stages(instance, [plans[n] for n in order if n in plans], dims, instance_shape, workers, block_size)
+    return Plan(cls, names, dims, stages, done, notes, workers, block_size, memory_limit, cache_dir,
+                keep_intermediate)
+
+
+def _filter_repr(dims) -> str:
+    return getattr(dims, '__name__', repr(dims))
+
+
+def _worker_count(max_workers) -> int:
+    if max_workers is None:
+        import os
+        return os.cpu_count() or 1
+    if not isinstance(max_workers, int) or max_workers < 1:
+        raise ValueError(f'max_workers must be a positive int or None (all CPUs), got {max_workers!r}')
+    return max_workers
+
+
+def _reads(cls: type, name: str, field_names: frozenset) -> tuple[frozenset, frozenset, bool]:
+    """(data fields read, cached properties read, unsure) for one property."""
+    deps = direct_dependencies(cls, name)
+    if deps is ALL:
+        return field_names, frozenset(), True
+    cached = frozenset(deps.cached) & frozenset(cached_property_names(cls))
+    return frozenset(deps.attributes) & field_names, cached, False
+
+
+def _dependency_order(instance, cls: type, names: tuple) -> list:
+    """The requested properties and every cached property they read, dependencies first."""
+    field_names = frozenset(f.name for f in data_fields(instance))
+    order, visiting = [], set()
+
+    def visit(n):
+        if n in order:
+            return
+        if n in visiting:
+            raise ValueError(f'The cached properties of {cls.__name__} read each other in a cycle through {n!r}')
+        visiting.add(n)
+        for dep in sorted(_reads(cls, n, field_names)[1]):
+            visit(dep)
+        visiting.discard(n)
+        order.append(n)
+    for n in names:
+        visit(n)
+    return order
+
+
+def _plan_property(instance, cls: type, name: str, dims: Shape, plans: dict) -> PropertyPlan:
+    descriptor = _descriptor(cls, name)
+    field_names = frozenset(f.name for f in data_fields(instance))
+    fields, cached, unsure = _reads(cls, name, field_names)
+    parallel = frozenset(dims.names)
+    declared = getattr(descriptor, 'requires', INFER)
+    out = getattr(descriptor, 'out', INFER)
+    fallbacks = []
+    if unsure:
+        fallbacks.append(Fallback('dependency analysis', 'the code may read any field (self escapes the analysis); '
+                                  'all fields are sent to its tasks'))
+    trace, free, reason = _trace_property(instance, cls, name, descriptor, parallel, plans)
+    if trace.fallback is not None:
+        fallbacks.append(Fallback(*trace.fallback))
+    if declared is INFER or declared is MIXED:
+        if trace.fallback is not None:
+            requires = parallel - free
+        else:
+            requires = trace.requires
+    else:
+        requires = frozenset(resolve_dims(declared, tree_shape(instance))) & parallel
+        if trace.fallback is None:
+            requires |= trace.requires & (parallel - free)
+    split = parallel - requires
+    if free:
+        mode = 'element'
+    elif trace.fallback is not None:
+        mode = 'element' if split else 'block'
+    else:
+        mode = 'block'
+    partials = ()
+    if declared is MIXED and trace.complete:
+        partials = _mixed_partials(trace, parallel)
+        if partials is None:
+            fallbacks.append(Fallback('MIXED', 'a reduction over a parallel dim cannot be split into partial '
+                                      'results; the property keeps those dims whole'))
+            partials = ()
+        elif partials:
+            mode, requires = 'mixed', frozenset()
+    output = out if out is not INFER else _output_placeholders(trace, free, dims)
+    return PropertyPlan(name, requires, mode, output, fields, cached, tuple(fallbacks), reason, trace, partials)
+
+
+def _descriptor(cls: type, name: str):
+    for klass in cls.__mro__:
+        if name in vars(klass):
+            return vars(klass)[name]
+    raise TypeError(f'{cls.__name__} has no property {name!r}')
+
+
+def _trace_property(instance, cls, name, descriptor, parallel: frozenset, plans: dict):
+    """Trace a property (cached per class, property, parallel dims and input shapes and dtypes).
+
+    Returns (trace, free dims, reason for per-element evaluation or None).
+    """
+    key = (cls, name, parallel, _signature(instance, cls, plans))
+    if key not in _TRACES:
+        if len(_TRACES) >= _TRACE_CACHE_SIZE:
+            _TRACES.pop(next(iter(_TRACES)))
+        _TRACES[key] = _run_trace(instance, cls, descriptor, parallel, plans)
+    return _TRACES[key]
+
+
+_TRACES: dict = {}
+_TRACE_CACHE_SIZE = 512
+
+
+def _signature(instance, cls: type, plans: dict) -> tuple:
+    """Shapes and dtypes of everything a trace reads: data fields, cached values and planned outputs."""
+    def describe(value):
+        found = []
+        tree_map(lambda t: found.append((t.shape, t.dtype)) or t, value)
+        return tuple(found)
+    cached = cached_property_names(cls)
+    fields = tuple((f.name, describe(getattr(instance, f.name))) for f in data_fields(instance))
+    values = tuple((n, describe(v)) for n, v in instance.__dict__.items() if n in cached)
+    planned = tuple((n, _describe_output(p.output)) for n, p in plans.items())
+    config = tuple((f.name, _hashable(getattr(instance, f.name))) for f in config_fields(instance))
+    return fields, values, planned, config
+
+
+def _hashable(value):
+    try:
+        hash(value)
+        return value
+    except TypeError:
+        return repr(value)
+
+
+def _run_trace(instance, cls, descriptor, parallel: frozenset, plans: dict):
+    """Trace on the whole instance, then element-wise along the dims a data-dependent conversion proved free."""
+    free = frozenset()
+    reason = None
+    func = descriptor.func
+    for _ in range(len(parallel) + 1):
+        trace = Trace(parallel - free)
+        try:
+            traced = _traced_instance(instance, cls, trace, free, plans)
+            trace.output = func(traced)
+            return trace, free, reason
+        except PerElement as signal:
+            free |= signal.dims
+            reason = f'{signal.operation} of a value with {sorted(signal.dims)} proves element-wise evaluation'
+        except TraceAborted as abort:
+            trace.fallback = (abort.operation, abort.reason)
+            return trace, free, reason
+        except Exception as err:
+            trace.fallback = (type(err).__name__, f'{err} (raised by the property while tracing)')
+            return trace, free, reason
+    return trace, free, reason
+
+
+def _traced_instance(instance, cls: type, trace: Trace, free: frozenset, plans: dict):
+    """A shallow copy of `instance` whose tensors are tracers of `trace` (without the dims in `free`)."""
+    clone = copy.copy(instance)
+    for n in cached_property_names(cls):
+        clone.__dict__.pop(n, None)
+
+    def to_tracer(t: Tensor) -> Tracer:
+        if free & set(t.shape.names):
+            t = _Abstract(t.shape.without(tuple(free)), t.dtype)
+        return tracer_for(trace, t)
+    for f in data_fields(instance):
+        object.__setattr__(clone, f.name, tree_map(to_tracer, getattr(instance, f.name)))
+    for n, value in instance.__dict__.items():
+        if n in cached_property_names(cls):
+            clone.__dict__[n] = tree_map(to_tracer, value)
+    for n, p in plans.items():
+        if p.output is None:
+            continue
+        clone.__dict__[n] = _placeholders_to_tracers(p.output, trace, free)
+    return clone
+
+
+class _Abstract:
+    """Shape and dtype of a value, for making tracers."""
+
+    def __init__(self, shape: Shape, dtype):
+        self.shape = shape
+        self.dtype = dtype
+
+
+def _placeholders_to_tracers(output, trace: Trace, free: frozenset):
+    if isinstance(output, ShapeDtype):
+        from ..backend import DType
+        return tracer_for(trace, _Abstract(output.shape.without(tuple(free)), DType.as_dtype(output.dtype)))
+    if isinstance(output, (tuple, list)):
+        return type(output)(_placeholders_to_tracers(o, trace, free) for o in output)
+    if isinstance(output, dict):
+        return {k: _placeholders_to_tracers(v, trace, free) for k, v in output.items()}
+    return output
+
+
+def _output_placeholders(trace: Trace, free: frozenset, dims: Shape):
+    """The traced output as `ShapeDtype`s, with the per-element dims put back; None if unknown."""
+    if trace.fallback is not None:
+        return None
+    extra = dims.only(tuple(free)) if free else EMPTY_SHAPE
+
+    def convert(value):
+        if isinstance(value, Tensor):
+            return ShapeDtype(value.shape & extra, value.dtype)
+        if isinstance(value, (tuple, list)):
+            return type(value)(convert(v) for v in value)
+        if isinstance(value, dict):
+            return {k: convert(v) for k, v in value.items()}
+        return value
+    return convert(trace.output)
+
+
+def _mixed_partials(trace: Trace, parallel: frozenset):
+    """The reductions over parallel dims to split, as (node index, combine op); None if one cannot be split."""
+    partials = []
+    for i, node in enumerate(trace.nodes):
+        if node.op.category == REDUCE and set(node.params[0]) & parallel:
+            combine = DECOMPOSABLE.get(node.op.name)
+            if combine is None:
+                return None
+            partials.append((i, combine))
+    return tuple(partials)
+
+
+def _stages(instance, props: list, dims: Shape, instance_shape: Shape, workers: int, block_size) -> list:
+    """Group properties (in dependency order) into stages of equal split dims, then cut blocks."""
+    stage_of: dict[str, int] = {}
+    split_of = {p.name: frozenset(dims.names) - p.requires for p in props}
+    for p in props:
+        index = 0
+        for dep in p.cached:
+            if dep in stage_of:
+                index = max(index, stage_of[dep] + (0 if split_of[dep] == split_of[p.name] else 1))
+        stage_of[p.name] = index
+    groups: dict[tuple, list] = {}
+    for p in props:
+        groups.setdefault((stage_of[p.name], tuple(sorted(split_of[p.name]))), []).append(p)
+    stages = []
+    for (_, split), members in sorted(groups.items(), key=lambda kv: (kv[0][0], -len(kv[0][1]), kv[0][1])):
+        split_dims = dims.only(split)
+        stage = Stage(len(stages), members, split_dims)
+        stage.fields = frozenset().union(*[p.fields for p in members])
+        stage.cached_inputs = frozenset().union(*[p.cached for p in members]) - {p.name for p in members}
+        if split_dims:
+            _cut_blocks(stage, instance, workers, block_size)
+        stages.append(stage)
+    return stages
+
+
+def _cut_blocks(stage: Stage, instance, workers: int, block_size) -> None:
+    """Cut the stage into blocks of whole chunks along its largest split dim."""
+    dim = max(stage.split_dims.names, key=lambda n: (stage.split_dims.get_size(n), n))
+    n = stage.split_dims.get_size(dim)
+    per_element = _bytes_per_element(stage, instance, dim, n)
+    chunk = max(1, min(CHUNK_BYTES // max(per_element, 1), pymath.ceil(n / MIN_CHUNKS) if n >= MIN_CHUNKS else n))
+    if block_size is not None:
+        chunk = min(chunk, block_size)
+        per_block = max(chunk, block_size // chunk * chunk)
+    else:
+        chunks = pymath.ceil(n / chunk)
+        blocks = min(chunks, workers * BLOCKS_PER_WORKER)
+        per_block = pymath.ceil(chunks / blocks) * chunk
+    stage.block_dim = dim
+    stage.chunk_size = chunk
+    stage.blocks = [Block(i, start, min(start + per_block, n)) for i, start in enumerate(range(0, n, per_block))]
+
+
+def _bytes_per_element(stage: Stage, instance, dim: str, n: int) -> int:
+    """Bytes of the stage's outputs per element along `dim` (inputs when outputs are unknown)."""
+    total = 0
+    for p in stage.properties:
+        leaves = _leaves(p.output) if p.output is not None else []
+        if not leaves:
+            leaves = [ShapeDtype(t.shape, t.dtype) for f in p.fields
+                      for t in _tensors(getattr(instance, f))]
+        for leaf in leaves:
+            volume = leaf.shape.volume or 1
+            itemsize = getattr(leaf.dtype, 'itemsize', 4) or 4
+            total += volume * itemsize // (n if dim in leaf.shape.names else 1)
+    return max(total, 1)
+
+
+def _leaves(output) -> list:
+    if isinstance(output, ShapeDtype):
+        return [output]
+    if isinstance(output, (tuple, list)):
+        return [leaf for o in output for leaf in _leaves(o)]
+    if isinstance(output, dict):
+        return [leaf for o in output.values() for leaf in _leaves(o)]
+    return []
+
+
+def _tensors(value) -> list:
+    found = []
+    tree_map(lambda t: found.append(t) or t, value)
+    return found
+
+
+

@@ -1,0 +1,268 @@
+"""The tracer: a tensor kind carrying shape and dtype only, recording every operation applied to it.
+
+`trace_call(fn, args, parallel_dims)` runs `fn` on tracers and returns a `Trace`: which dims
+the computation mixes across (so it cannot be split along them), the output's shapes and
+dtypes, and — where the computation converts a value to Python data — which parallel dims
+that proves to be evaluated element by element. Every operation of `lazyphi.math` reaches the
+tracer through the one dispatch path, by category; an operation of unknown category, or a
+conversion that needs data the trace does not have, ends the trace with a recorded fallback.
+The trace is a replayable program: `Trace.replay` runs the recorded nodes on real tensors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..backend import NUMPY, Backend, DType, combine_types
+from ..math import Shape, Tensor
+from ..math._kinds import stacked_shape
+from ..math._shape import merge_shapes
+from ..math._tensor import (
+    CONCAT,
+    ELEMENTWISE,
+    FFT,
+    GATHER,
+    GATHER_TENSOR,
+    REDUCE,
+    RENAME,
+    RESHAPE,
+    STACK,
+    Dense,
+    Op,
+    dispatch,
+)
+
+
+class TraceAborted(Exception):
+    """The trace cannot continue: an operation needs data, or is of a kind the tracer does not know."""
+
+    def __init__(self, operation: str, reason: str):
+        super().__init__(f'{operation}: {reason}')
+        self.operation = operation
+        self.reason = reason
+
+
+class PerElement(Exception):
+    """A data-dependent conversion of a value carrying parallel dims: the code runs element by element along them."""
+
+    def __init__(self, operation: str, dims: frozenset):
+        super().__init__(f'{operation} of a value with parallel dims {sorted(dims)}')
+        self.operation = operation
+        self.dims = dims
+
+
+@dataclass
+class Node:
+    """One recorded operation: `op` applied to `inputs` (node ids, or constant tensors) with `params`."""
+
+    op: Op
+    inputs: tuple
+    params: tuple
+    shape: Shape
+    dtype: DType
+
+
+@dataclass
+class Trace:
+    """What a traced call did: its nodes, the dims it mixes, its outputs, and how it ended."""
+
+    parallel_dims: frozenset
+    nodes: list = field(default_factory=list)
+    mixed: set = field(default_factory=set)  # dims some operation combines across
+    output: object = None  # the returned tree, with tracers standing for node outputs
+    per_element: frozenset = frozenset()  # parallel dims proven free by a data-dependent conversion
+    fallback: tuple | None = None  # (operation, reason) when the trace was aborted
+
+    @property
+    def complete(self) -> bool:
+        return self.fallback is None and not self.per_element
+
+    @property
+    def requires(self) -> frozenset:
+        """Parallel dims the traced code cannot be split along."""
+        return frozenset(self.mixed) & self.parallel_dims
+
+    @property
+    def operations(self) -> tuple:
+        return tuple(n.op.name for n in self.nodes)
+
+    def record(self, op: Op, tensors: Sequence[Tensor], params: tuple, shape: Shape, dtype: DType) -> Tracer:
+        inputs = tuple(t._node if isinstance(t, Tracer) and t._trace is self else t for t in tensors)
+        self.nodes.append(Node(op, inputs, params, shape, dtype))
+        return Tracer(self, len(self.nodes) - 1, shape, dtype)
+
+    def replay(self, values: dict, until: int | None = None) -> list:
+        """Run the recorded nodes on real tensors; `values` maps the input node ids to their tensors."""
+        results = dict(values)
+        for i, node in enumerate(self.nodes[:until]):
+            if i in results:
+                continue
+            args = [results[x] if isinstance(x, int) else x for x in node.inputs]
+            results[i] = dispatch(node.op, args, node.params)
+        return results
+
+
+class Tracer(Tensor):
+    """A tensor of known shape and dtype but no values, standing for node `node` of a `Trace`."""
+
+    __slots__ = ('_dtype', '_node', '_shape', '_trace')
+    _kind_priority = 1000
+
+    def __init__(self, trace: Trace, node: int, shape: Shape, dtype: DType):
+        self._trace = trace
+        self._node = node
+        self._shape = shape
+        self._dtype = dtype
+
+    @property
+    def shape(self) -> Shape:
+        return self._shape
+
+    @property
+    def dtype(self) -> DType:
+        return self._dtype
+
+    @property
+    def backend(self) -> Backend:
+        return NUMPY
+
+    @property
+    def available(self) -> bool:
+        return False
+
+    def _dense(self) -> Dense:
+        raise self._conversion('materialising the values')
+
+    def native(self, order=None, force_expand: bool = True):
+        raise self._conversion('native()')
+
+    def numpy(self, order=None):
+        raise self._conversion('numpy()')
+
+    def __len__(self) -> int:
+        if self._shape.rank == 1 and not self._parallel_dims():
+            return self._shape.sizes[0]
+        raise self._conversion('len()')
+
+    def __iter__(self):
+        raise self._conversion('iteration')
+
+    def _single_value(self, what: str):
+        raise self._conversion(f'{what}()')
+
+    def _parallel_dims(self) -> frozenset:
+        return frozenset(self._shape.names) & self._trace.parallel_dims
+
+    def _conversion(self, what: str) -> Exception:
+        dims = self._parallel_dims()
+        if dims:
+            return PerElement(what, dims)
+        return TraceAborted(what, f'needs the data of a value of shape {self._shape}, which tracing does not have')
+
+    def __reduce__(self):
+        raise TypeError('A tracer stands for a value being traced; it cannot be pickled')
+
+    @classmethod
+    def __handle__(cls, op: Op, tensors: Sequence[Tensor], params: tuple):
+        trace = next(t._trace for t in tensors if isinstance(t, Tracer))
+        rule = _RULES.get(op.category)
+        if rule is None:
+            raise TraceAborted(op.name, f"operations of category '{op.category}' are not known to the tracer")
+        shape, mixed = rule(tensors, params)
+        trace.mixed.update(mixed)
+        return trace.record(op, tensors, params, shape, _result_dtype(op, tensors, params))
+
+
+def _merge_rule(tensors, params):
+    return merge_shapes(*[t.shape for t in tensors]), ()
+
+
+def _reduce_rule(tensors, params):
+    (dims,) = params
+    return tensors[0].shape.without(dims), dims
+
+
+def _gather_rule(tensors, params):
+    (selection,) = params
+    mixed = tuple(d for d, s in selection.items() if s != slice(None))
+    return tensors[0].shape.after_gather(selection), mixed
+
+
+def _rename_rule(tensors, params):
+    old, new = params
+    return tensors[0].shape.replace(old, new), old
+
+
+def _reshape_rule(tensors, params):
+    _, result = params
+    before = tensors[0].shape
+    kept = {(n, s) for n, s in zip(result.names, result.sizes, strict=True)}
+    mixed = tuple(n for n, s in zip(before.names, before.sizes, strict=True) if (n, s) not in kept)
+    return result, mixed + tuple(n for n in result.names if n not in before.names)
+
+
+def _gather_tensor_rule(tensors, params):
+    (dim,) = params
+    t, index = tensors
+    return merge_shapes(t.shape.without(dim), index.shape), (dim,)
+
+
+def _stack_rule(tensors, params):
+    (dim,) = params
+    return stacked_shape([t.shape for t in tensors], dim), ()
+
+
+def _concat_rule(tensors, params):
+    dim, result = params
+    return result, (dim,)
+
+
+def _fft_rule(tensors, params):
+    (dims,) = params
+    return tensors[0].shape, dims
+
+
+_RULES: dict[str, Callable] = {
+    ELEMENTWISE: _merge_rule, REDUCE: _reduce_rule, GATHER: _gather_rule, RENAME: _rename_rule,
+    RESHAPE: _reshape_rule, GATHER_TENSOR: _gather_tensor_rule, STACK: _stack_rule, CONCAT: _concat_rule,
+    FFT: _fft_rule,
+}
+_SAME_DTYPE = {GATHER, RENAME, RESHAPE, GATHER_TENSOR}
+
+
+def _result_dtype(op: Op, tensors: Sequence[Tensor], params: tuple) -> DType:
+    """The dtype `op` gives, found by running it on one-element stand-ins of the inputs' dtypes."""
+    if op.category in _SAME_DTYPE:
+        return tensors[0].dtype
+    if op.category == CONCAT:
+        return combine_types(*[t.dtype for t in tensors])
+    with np.errstate(all='ignore'):
+        return dispatch(op, [_probe(t) for t in tensors], params).dtype
+
+
+def _probe(t: Tensor) -> Dense:
+    """A tensor of ones with the dims of `t`, each of size 1, and `t`'s dtype."""
+    dtype = np.dtype(_numpy_name(t.dtype))
+    names = t.shape.names
+    sizes = (1,) * len(names)
+    return Dense(np.ones(sizes, dtype), Shape(sizes, names, t.shape.types, (None,) * len(names)), NUMPY)
+
+
+def _numpy_name(dtype: DType) -> str:
+    return 'bool' if dtype.kind is bool else f'{dtype.kind.__name__}{dtype.bits}'
+
+
+def tracer_for(trace: Trace, value: Tensor) -> Tracer:
+    """A new input tracer of `trace` standing for the tensor `value` (which is not read)."""
+    trace.nodes.append(Node(_INPUT, (), (), value.shape, value.dtype))
+    return Tracer(trace, len(trace.nodes) - 1, value.shape, value.dtype)
+
+
+def _input_placeholder(tensors, *params):
+    raise TraceAborted('input', 'an input node has no implementation; replay needs its value')
+
+
+_INPUT = Op('input', 'input', _input_placeholder)

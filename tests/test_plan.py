@@ -1,0 +1,319 @@
+"""Planning parallel_compute: the stages, blocks, modes and fallbacks a plan holds — not only values."""
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from lazyphi import math
+from lazyphi.dataclasses import cached_property
+from lazyphi.math import Tensor, batch, channel, spatial
+from lazyphi.parallel import INFER, MIXED, ParallelPropertyNotComputed, parallel_property, plan
+
+DATA = math.random_normal(batch(example=64), spatial(x=16, y=16))
+
+
+def outside_function(value: float) -> float:
+    return value * 2
+
+
+@dataclass(frozen=True)
+class Tutorial:
+    data: Tensor
+
+    @cached_property
+    def scaled(self) -> float:  # an outside function on float(self.data): per element, never an error
+        return outside_function(float(math.mean(self.data)))
+
+    @cached_property
+    def plus(self) -> Tensor:
+        return self.data + 1
+
+    @cached_property
+    def plus_twice(self) -> Tensor:
+        return self.plus * 2
+
+    @parallel_property(requires=batch)
+    def batch_mean(self) -> Tensor:
+        return math.mean(self.plus, batch)
+
+    @cached_property
+    def normalized(self) -> Tensor:
+        return self.plus - self.batch_mean
+
+    @parallel_property(requires=spatial, out=(batch(example=64) & spatial(x=16, y=16)) * complex)
+    def spectrum(self) -> Tensor:
+        return math.fft(self.data)
+
+    @cached_property
+    def stacked(self) -> Tensor:
+        return math.stack([self.data, -self.data], channel('sign'))
+
+    @parallel_property(requires=MIXED)
+    def total(self) -> Tensor:
+        return math.sum(self.data * 2, 'example,x,y')
+
+
+@dataclass(frozen=True)
+class Julia:
+    c: Tensor
+    steps: int = 30
+
+    @functools.cached_property
+    def escape(self) -> Tensor:
+        z0 = math.meshgrid(x=8, y=8) / 4 - 1
+        z = math.vec(x=z0.vector['x'], y=z0.vector['y'])
+        final = math.iterate(lambda z: math.vec(x=z.vector['x'] ** 2 - z.vector['y'] ** 2 + self.c,
+                                                 y=2 * z.vector['x'] * z.vector['y']), self.steps, z)
+        return math.sum(final ** 2, 'vector')
+
+
+def stage_of(p, name):
+    return next(s for s in p.stages if name in [q.name for q in s.properties])
+
+
+def test_float_of_batched_data_plans_per_element_evaluation():
+    p = plan(Tutorial(DATA), [Tutorial.scaled])
+    (stage,) = p.stages
+    assert stage.split_dims == batch(example=64)
+    assert p.properties['scaled'].mode == 'element'
+    assert 'float()' in p.properties['scaled'].per_element_reason
+
+
+def test_two_dependent_cached_properties_share_one_parallel_stage():
+    p = plan(Tutorial(DATA), [Tutorial.plus_twice])
+    (stage,) = p.stages
+    assert [q.name for q in stage.properties] == ['plus', 'plus_twice']
+    assert {q.mode for q in stage.properties} == {'block'}
+    assert stage.fields == {'data'}
+    assert not p.fallbacks
+
+
+def test_mean_with_requires_batch_is_a_host_stage_and_the_normalised_result_a_parallel_one_after_it():
+    p = plan(Tutorial(DATA), [Tutorial.normalized])
+    assert [([q.name for q in s.properties], s.host) for s in p.stages] == [
+        (['plus'], False), (['batch_mean'], True), (['normalized'], False)]
+    assert p.stages[2].cached_inputs == {'plus', 'batch_mean'}
+    assert p.properties['batch_mean'].requires == {'example'}
+
+
+def test_fft_with_requires_spatial_runs_once_per_block_without_fallbacks():
+    p = plan(Tutorial(DATA), [Tutorial.spectrum])
+    (stage,) = p.stages
+    assert not stage.host and len(stage.blocks) >= 2
+    assert p.properties['spectrum'].mode == 'block'
+    assert p.properties['spectrum'].output.dtype is complex
+    assert not p.fallbacks
+
+
+def test_julia_set_on_iterate_with_a_lambda_is_traced_without_fallbacks():
+    j = Julia(math.linspace(-1, 1, batch(c=32)))
+    p = plan(j, [Julia.escape])
+    (stage,) = p.stages
+    assert stage.split_dims == batch(c=32)
+    prop = p.properties['escape']
+    assert prop.mode == 'block' and not prop.fallbacks
+    assert prop.output.shape == batch(c=32) & spatial(x=8, y=8)
+
+
+@pytest.mark.parametrize('name', ['stacked', 'plus'])
+def test_stack_and_plus_one_are_parallel_block_stages(name):
+    p = plan(Tutorial(DATA), [name])
+    assert p.properties[name].mode == 'block'
+    assert not p.stages[-1].host
+    assert not p.fallbacks
+
+
+def test_mixed_sum_is_one_parallel_stage_with_partials_and_a_combine():
+    p = plan(Tutorial(DATA), [Tutorial.total])
+    (stage,) = p.stages
+    assert len(stage.blocks) >= 2 and stage.combine
+    prop = p.properties['total']
+    assert prop.mode == 'mixed'
+    assert [combine for _, combine in prop.partials] == ['sum']
+
+
+def test_blocks_are_whole_chunks_and_cover_the_dim():
+    p = plan(Tutorial(DATA), [Tutorial.plus], max_workers=2)
+    (stage,) = p.stages
+    assert stage.blocks[0].start == 0 and stage.blocks[-1].stop == 64
+    assert all(b.size % stage.chunk_size == 0 for b in stage.blocks[:-1])
+    assert len(stage.blocks) == 4  # 2 blocks per worker
+    one = plan(Tutorial(DATA), [Tutorial.plus], block_size=1)
+    assert len(one.stages[0].blocks) == 64
+
+
+def test_planning_never_runs_a_property_on_real_data():
+    calls = []
+
+    @dataclass(frozen=True)
+    class Counting:
+        data: Tensor
+
+        @cached_property
+        def value(self) -> Tensor:
+            calls.append(self.data.available)
+            return self.data * 2
+
+    plan(Counting(DATA), [Counting.value])
+    assert calls and not any(calls)  # traced on tracers only
+
+
+def test_traces_are_cached_per_class_property_and_input_shapes():
+    calls = []
+
+    @dataclass(frozen=True)
+    class Counting:
+        data: Tensor
+
+        @cached_property
+        def value(self) -> Tensor:
+            calls.append(1)
+            return self.data * 2
+
+    plan(Counting(DATA), [Counting.value])
+    plan(Counting(DATA * 3), [Counting.value])
+    assert len(calls) == 1
+    plan(Counting(math.random_normal(batch(example=4))), [Counting.value])
+    assert len(calls) == 2
+
+
+def test_already_cached_properties_are_not_planned():
+    t = Tutorial(DATA)
+    _ = t.plus
+    p = plan(t, [Tutorial.plus_twice])
+    assert p.done == ('plus',)
+    assert [q.name for s in p.stages for q in s.properties] == ['plus_twice']
+
+
+def test_absent_parallel_dims_plan_everything_on_the_host_and_say_so():
+    p = plan(Tutorial(math.random_normal(spatial(x=4))), [Tutorial.plus])
+    assert all(s.host for s in p.stages)
+    assert 'everything runs on the host' in p.notes[0]
+
+
+def test_plan_renders_as_text_and_html():
+    p = plan(Tutorial(DATA), [Tutorial.normalized, Tutorial.scaled])
+    text = str(p)
+    assert 'stage 1: host' in text and 'batch_mean' in text and 'per element' in text
+    page = p._repr_html_()
+    assert page.startswith('<div>') and '<table>' in page and 'normalized' in page
+
+
+def test_errors_name_the_bad_value():
+    with pytest.raises(TypeError, match=r"Tutorial.data is not a @cached_property"):
+        plan(Tutorial(DATA), ['data'])
+    with pytest.raises(TypeError, match=r'Cls\.prop'):
+        plan(Tutorial(DATA), [42])
+    with pytest.raises(ValueError, match='memory_limit=100 needs cache_dir'):
+        plan(Tutorial(DATA), [Tutorial.plus], memory_limit=100)
+    with pytest.raises(ValueError, match=r'block_size must be a positive int'):
+        plan(Tutorial(DATA), [Tutorial.plus], block_size=0)
+
+    @dataclass(frozen=True, slots=True)
+    class Slotted:
+        data: Tensor
+    with pytest.raises(TypeError, match='__slots__'):
+        plan(Slotted(DATA), [])
+
+
+def test_parallel_property_on_direct_eval():
+    t = Tutorial(DATA)
+    with pytest.raises(ParallelPropertyNotComputed, match=r"Tutorial.batch_mean .* parallel_compute"):
+        _ = t.batch_mean
+    assert isinstance(t.plus, Tensor)  # cached_property computes in place
+
+    @dataclass(frozen=True)
+    class Host:
+        data: Tensor
+
+        @parallel_property(on_direct_eval='host-compute')
+        def doubled(self) -> Tensor:
+            return self.data * 2
+    math.assert_close(Host(DATA).doubled, DATA * 2)
+    with pytest.raises(ValueError, match="on_direct_eval must be one of"):
+        parallel_property(on_direct_eval='later')
+    with pytest.raises(TypeError, match='placeholders'):
+        parallel_property(out=3)
+
+
+def test_out_placeholders_and_infer():
+    prop = parallel_property(lambda self: None, out=(spatial(x=2), {'a': batch(b=3) * int}))
+    assert prop.out[0].dtype is float and prop.out[1]['a'].dtype is int
+    assert parallel_property(lambda self: None).out is INFER
+
+
+# --- every public operation is traced or listed as a fallback ---------------------------------
+
+X = spatial('x')
+OPERATIONS = {
+    'abs': lambda t: math.abs(t), 'sign': math.sign, 'round': math.round, 'ceil': math.ceil, 'floor': math.floor,
+    'sqrt': math.sqrt, 'exp': math.exp, 'log': math.log, 'log2': math.log2, 'log10': math.log10,
+    'sin': math.sin, 'cos': math.cos, 'tan': math.tan, 'arcsin': math.arcsin, 'arccos': math.arccos,
+    'arctan': math.arctan, 'sinh': math.sinh, 'cosh': math.cosh, 'tanh': math.tanh, 'arcsinh': math.arcsinh,
+    'arccosh': math.arccosh, 'arctanh': math.arctanh, 'sigmoid': math.sigmoid, 'is_nan': math.is_nan,
+    'is_finite': math.is_finite, 'is_inf': math.is_inf, 'real': math.real, 'imag': math.imag,
+    'conjugate': math.conjugate, 'arctan2': lambda t: math.arctan2(t, 1), 'maximum': lambda t: math.maximum(t, 0),
+    'minimum': lambda t: math.minimum(t, 0), 'clip': lambda t: math.clip(t, 0, 1),
+    'where': lambda t: math.where(t > 0, t, 0), 'cast': lambda t: math.cast(t, int), 'to_float': math.to_float,
+    'to_int32': math.to_int32, 'to_int64': math.to_int64, 'to_complex': math.to_complex,
+    'sum': lambda t: math.sum(t, 'example'), 'prod': lambda t: math.prod(t, 'x'), 'mean': math.mean,
+    'std': math.std, 'max': math.max, 'min': math.min, 'any': lambda t: math.any(t > 0),
+    'all': lambda t: math.all(t > 0), 'finite_sum': math.finite_sum, 'finite_mean': math.finite_mean,
+    'finite_max': math.finite_max, 'finite_min': math.finite_min, 'fft': math.fft, 'ifft': math.ifft,
+    'stack': lambda t: math.stack([t, t], channel('c')), 'concat': lambda t: math.concat([t, t], 'x'),
+    'unstack': lambda t: math.unstack(t, 'x')[0], 'expand': lambda t: math.expand(t, channel(c=3)),
+    'rename_dims': lambda t: math.rename_dims(t, 'x', 'u'), 'slice': lambda t: math.slice(t, {'x': 0}),
+    'pack_dims': lambda t: math.pack_dims(t, 'x,y', math.instance('p')),
+    'unpack_dim': lambda t: math.unpack_dim(t, 'x', spatial(a=4, b=4)), 'flatten': math.flatten,
+    'transpose': lambda t: math.transpose(t, 'y,x,example'), 'iterate': lambda t: math.iterate(lambda v: v * 2, 3, t),
+    'zeros_like': math.zeros_like, 'ones_like': math.ones_like, 'shape': lambda t: t + math.shape(t).get_size('x'),
+    'linspace': lambda t: t + math.linspace(0, 1, spatial(x=16)), 'arange': lambda t: t + math.arange(spatial(x=16)),
+    'gather': lambda t: t[{'x': math.wrap(np.array([0, 3]), math.instance('i'))}],
+    'slicing': lambda t: t.x[1:3], 'operators': lambda t: (t * 2 - 1) / 3 % 2 ** t // 1,
+    'comparisons': lambda t: (t < 0) | (t >= 1) & ~(t == 0.5),
+    'assert_close': lambda t: math.assert_close(t, t),
+}
+FALLBACKS = {
+    'assert_close': 'numpy()',  # compares values: data-dependent conversion, per element
+}
+NOT_OPERATIONS = {  # names in lazyphi.math that construct values or describe shapes, not operations on tensors
+    'BATCH', 'CHANNEL', 'DUAL', 'EMPTY_SHAPE', 'INSTANCE', 'PI', 'SPATIAL', 'DimView', 'Expanded', 'NonUniform',
+    'Shape', 'ShapeDtype', 'Stacked', 'Tensor', 'batch', 'channel', 'dual', 'instance', 'spatial', 'concat_shapes',
+    'merge_shapes', 'non_batch', 'non_channel', 'non_dual', 'non_instance', 'non_spatial', 'primal', 'tensor', 'wrap',
+    'vec', 'zeros', 'ones', 'meshgrid', 'random_normal', 'random_uniform', 'get_precision', 'precision',
+    'set_global_precision', 'config_fields', 'data_fields', 'non_data_fields', 'special_fields', 'abs_', 'all_',
+    'any_', 'max_', 'min_', 'round_', 'sum_', 'slice_', 'conj',
+}
+
+
+def test_every_public_math_operation_is_covered_here():
+    missing = set(math.__all__) - NOT_OPERATIONS - set(OPERATIONS)
+    assert not missing, f'operations without a tracing case: {sorted(missing)}'
+
+
+@pytest.mark.parametrize('name', sorted(OPERATIONS))
+def test_operation_is_traced_or_a_listed_fallback(name):
+    op = OPERATIONS[name]
+
+    @dataclass(frozen=True)
+    class Probe:
+        data: Tensor
+
+        @cached_property
+        def value(self):
+            return op(self.data)
+
+    p = plan(Probe(DATA), [Probe.value])
+    prop = p.properties['value']
+    if name in FALLBACKS:
+        assert FALLBACKS[name] in (prop.per_element_reason or '') + ' '.join(str(f) for f in prop.fallbacks)
+    else:
+        assert not prop.fallbacks and prop.mode == 'block', f'{name}: {prop}'
+        assert prop.output is not None
+        with np.errstate(all='ignore'):  # invalid values (log of negatives) only matter for the shape check
+            expected = op(DATA)
+        assert prop.output.shape == expected.shape and prop.output.dtype == expected.dtype
+        reduces_example = name in ('sum', 'transpose', 'flatten') and 'example' not in expected.shape
+        assert ('example' in prop.requires) == reduces_example
