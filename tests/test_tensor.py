@@ -17,7 +17,6 @@ from lazyphi.backend import DType, default_backend
 from lazyphi.math import Expanded, Stacked, Tensor, batch, channel, instance, spatial
 from lazyphi.math._tensor import Dense
 
-
 pytestmark = pytest.mark.usefixtures('backend')
 
 
