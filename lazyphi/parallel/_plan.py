@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import copy
 import html
+import importlib
 import math as pymath
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ..backend import DType
 from ..dataclasses import ALL, cached_property_names, direct_dependencies
 from ..dataclasses._cached import CACHED_PROPERTY_TYPES
 from ..math import Shape, ShapeDtype, Tensor, batch
@@ -110,6 +112,34 @@ class Plan:
     memory_limit: float | None = None
     cache_dir: str | None = None
     keep_intermediate: bool = False
+    instance: object = field(default=None, repr=False)
+    elapsed: float | None = None  # seconds the run took, once it ran
+    compiled: object = field(default=None, repr=False)  # the Dask graph, built on first use
+
+    # --- the Dask collection protocol: dask.compute(plan), dask.persist(plan), Client.compute(plan) ---
+    def __dask_graph__(self):
+        return _engine().compiled(self).graph
+
+    def __dask_keys__(self):
+        return [_engine().compiled(self).result_key]
+
+    def __dask_layers__(self):
+        return (_engine().compiled(self).result_key,)
+
+    def __dask_tokenize__(self):
+        return _engine().compiled(self).token
+
+    __dask_optimize__ = None  # the graph is built final: no Dask optimisation pass
+
+    def __dask_postcompute__(self):
+        return _engine().finish, (self,)
+
+    def __dask_postpersist__(self):
+        return _engine().rebuild, (self,)
+
+    @staticmethod
+    def __dask_scheduler__(graph, keys, **kwargs):
+        return _engine().default_get(graph, keys, **kwargs)
 
     @property
     def properties(self) -> dict:
@@ -160,6 +190,11 @@ class Plan:
         return (f'<div><b>Plan for {html.escape(self.cls.__name__)}</b> over '
                 f'{html.escape(str(self.parallel_dims))}, {self.max_workers} workers<ul>{notes}</ul>'
                 f'<table><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>')
+
+
+def _engine():
+    """The Dask engine, imported on first use so that planning never loads Dask."""
+    return importlib.import_module('lazyphi.parallel._engine')
 
 
 def _block_sizes(blocks: Sequence[Block]) -> str:
@@ -228,7 +263,7 @@ def plan(instance, properties: Sequence, parallel_dims=batch, max_workers: int |
             plans[name] = _plan_property(instance, cls, name, dims, plans)
     stages = _stages(instance, [plans[n] for n in order if n in plans], dims, instance_shape, workers, block_size)
     return Plan(cls, names, dims, stages, done, notes, workers, block_size, memory_limit, cache_dir,
-                keep_intermediate)
+                keep_intermediate, instance)
 
 
 def _filter_repr(dims) -> str:
@@ -391,19 +426,22 @@ def _traced_instance(instance, cls: type, trace: Trace, free: frozenset, plans: 
     for n in cached_property_names(cls):
         clone.__dict__.pop(n, None)
 
-    def to_tracer(t: Tensor) -> Tracer:
-        if free & set(t.shape.names):
-            t = _Abstract(t.shape.without(tuple(free)), t.dtype)
-        return tracer_for(trace, t)
+    def tracers(value, origin: str, name: str):
+        leaf = iter(range(1 << 30))
+
+        def to_tracer(t: Tensor) -> Tracer:
+            if free & set(t.shape.names):
+                t = _Abstract(t.shape.without(tuple(free)), t.dtype)
+            return tracer_for(trace, t, (origin, name, next(leaf)))
+        return tree_map(to_tracer, value, leaf_types=(Tensor, _Abstract))
     for f in data_fields(instance):
-        object.__setattr__(clone, f.name, tree_map(to_tracer, getattr(instance, f.name)))
+        object.__setattr__(clone, f.name, tracers(getattr(instance, f.name), 'field', f.name))
     for n, value in instance.__dict__.items():
         if n in cached_property_names(cls):
-            clone.__dict__[n] = tree_map(to_tracer, value)
+            clone.__dict__[n] = tracers(value, 'cached', n)
     for n, p in plans.items():
-        if p.output is None:
-            continue
-        clone.__dict__[n] = _placeholders_to_tracers(p.output, trace, free)
+        if p.output is not None:
+            clone.__dict__[n] = tracers(_placeholders_to_abstract(p.output, free), 'cached', n)
     return clone
 
 
@@ -415,14 +453,14 @@ class _Abstract:
         self.dtype = dtype
 
 
-def _placeholders_to_tracers(output, trace: Trace, free: frozenset):
+def _placeholders_to_abstract(output, free: frozenset):
+    """`ShapeDtype` placeholders as tensor-like stand-ins (without the dims in `free`) that tree_map visits."""
     if isinstance(output, ShapeDtype):
-        from ..backend import DType
-        return tracer_for(trace, _Abstract(output.shape.without(tuple(free)), DType.as_dtype(output.dtype)))
+        return _Abstract(output.shape.without(tuple(free)), DType.as_dtype(output.dtype))
     if isinstance(output, (tuple, list)):
-        return type(output)(_placeholders_to_tracers(o, trace, free) for o in output)
+        return type(output)(_placeholders_to_abstract(o, free) for o in output)
     if isinstance(output, dict):
-        return {k: _placeholders_to_tracers(v, trace, free) for k, v in output.items()}
+        return {k: _placeholders_to_abstract(v, free) for k, v in output.items()}
     return output
 
 
@@ -444,14 +482,27 @@ def _output_placeholders(trace: Trace, free: frozenset, dims: Shape):
 
 
 def _mixed_partials(trace: Trace, parallel: frozenset):
-    """The reductions over parallel dims to split, as (node index, combine op); None if one cannot be split."""
+    """The reductions over parallel dims to split, as (node index, combine op).
+
+    None when the split is impossible: a reduction that has no partial form, or an output that
+    still needs per-element values after the reductions (such as `x - sum(x)`).
+    """
     partials = []
+    per_block = []  # whether each node's value is only available per block
     for i, node in enumerate(trace.nodes):
+        upstream = any(per_block[x] for x in node.inputs if isinstance(x, int))
         if node.op.category == REDUCE and set(node.params[0]) & parallel:
             combine = DECOMPOSABLE.get(node.op.name)
-            if combine is None:
+            if combine is None or not upstream:
                 return None
             partials.append((i, combine))
+            per_block.append(False)
+        else:
+            per_block.append(upstream or not node.inputs)
+    outputs = []
+    tree_map(lambda t: outputs.append(t) or t, trace.output, leaf_types=Tracer)
+    if any(per_block[t._node] for t in outputs):
+        return None
     return tuple(partials)
 
 

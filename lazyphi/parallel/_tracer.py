@@ -86,6 +86,11 @@ class Trace:
         return frozenset(self.mixed) & self.parallel_dims
 
     @property
+    def inputs(self) -> dict:
+        """Input node index -> the source given when its tracer was made."""
+        return {i: n.params[0] for i, n in enumerate(self.nodes) if n.op is _INPUT}
+
+    @property
     def operations(self) -> tuple:
         return tuple(n.op.name for n in self.nodes)
 
@@ -94,11 +99,17 @@ class Trace:
         self.nodes.append(Node(op, inputs, params, shape, dtype))
         return Tracer(self, len(self.nodes) - 1, shape, dtype)
 
-    def replay(self, values: dict, until: int | None = None) -> list:
-        """Run the recorded nodes on real tensors; `values` maps the input node ids to their tensors."""
+    def replay(self, values: dict, only: set | None = None) -> dict:
+        """Run the recorded nodes on real tensors; `values` maps node ids (inputs at least) to tensors.
+
+        With `only`, just those nodes run (they must not need others); otherwise every node whose
+        inputs are available.
+        """
         results = dict(values)
-        for i, node in enumerate(self.nodes[:until]):
-            if i in results:
+        for i, node in enumerate(self.nodes):
+            if i in results or (only is not None and i not in only):
+                continue
+            if any(isinstance(x, int) and x not in results for x in node.inputs) or node.op is _INPUT:
                 continue
             args = [results[x] if isinstance(x, int) else x for x in node.inputs]
             results[i] = dispatch(node.op, args, node.params)
@@ -255,9 +266,12 @@ def _numpy_name(dtype: DType) -> str:
     return 'bool' if dtype.kind is bool else f'{dtype.kind.__name__}{dtype.bits}'
 
 
-def tracer_for(trace: Trace, value: Tensor) -> Tracer:
-    """A new input tracer of `trace` standing for the tensor `value` (which is not read)."""
-    trace.nodes.append(Node(_INPUT, (), (), value.shape, value.dtype))
+def tracer_for(trace: Trace, value: Tensor, source=None) -> Tracer:
+    """A new input tracer of `trace` standing for the tensor `value` (which is not read).
+
+    `source` says where replaying finds the real value (see `Trace.inputs`).
+    """
+    trace.nodes.append(Node(_INPUT, (), (source,), value.shape, value.dtype))
     return Tracer(trace, len(trace.nodes) - 1, value.shape, value.dtype)
 
 

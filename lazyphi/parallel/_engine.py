@@ -1,0 +1,354 @@
+"""Running a `Plan` on Dask: one graph of task-spec nodes per call, on any Dask scheduler.
+
+This is the only module of lazyphi besides the scheduler helpers that imports Dask; it is
+loaded the first time `parallel_compute` runs or a plan is handed to Dask.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import inspect
+import time
+import traceback
+from collections.abc import Callable, Sequence
+
+from dask.base import tokenize
+from dask.system import CPU_COUNT
+from dask.task_spec import DataNode, Task, TaskRef
+
+from .. import math
+from ..backend import backend_by_name, default_backend, get_precision, precision
+from ..dataclasses import cached_property_names
+from ..math import Tensor, batch, concat, stack
+from ..math._fields import config_fields, data_fields
+from ..math._tree import shape as tree_shape
+from ..math._tree import slice_, tree_map
+from ._plan import Plan, Stage, _descriptor, plan
+from ._schedulers import run_graph
+from ._tracer import Tracer
+
+FORMAT_VERSION = 1
+
+
+class PropertyFailed(RuntimeError):
+    """A property raised while `parallel_compute` ran it; the message holds the original traceback."""
+
+
+def parallel_compute(instance, properties: Sequence, parallel_dims=batch, max_workers: int | None = None,
+                     memory_limit: float | None = None, cache_dir: str | None = None, keep_intermediate: bool = False,
+                     *, scheduler=None, block_size: int | None = None, progress: bool | None = None) -> Plan:
+    """Compute cached and parallel properties of `instance` in parallel, with Dask.
+
+    The computation is planned (`lazyphi.parallel.plan`), compiled into one Dask graph and run
+    on `scheduler`: 'threads', 'sync', 'processes', a `distributed.Client`, any Dask scheduler
+    callable, or by default the active `distributed` client, else threads. Results go into the
+    instance's property cache; read them as attributes afterwards.
+
+    Returns:
+        The plan that ran (print it to see what ran where).
+    """
+    if cache_dir is not None:
+        raise NotImplementedError('cache_dir and memory_limit (the Zarr disk cache) are not implemented yet; '
+                                  'run without them to keep results in memory')
+    p = plan(instance, properties, parallel_dims, max_workers, memory_limit, cache_dir, keep_intermediate,
+             scheduler=scheduler, block_size=block_size, progress=progress)
+    started = time.perf_counter()
+    graph = compiled(p)
+    results = run_graph(graph.graph, [graph.result_key], scheduler, p.max_workers, progress)[0]
+    finish([results], p)
+    p.elapsed = time.perf_counter() - started
+    return p
+
+
+def compiled(p: Plan) -> CompiledPlan:
+    """The plan's graph, compiled once."""
+    if p.compiled is None:
+        p.compiled = compile_plan(p, p.instance)
+    return p.compiled
+
+
+def finish(results: list, p: Plan) -> dict:
+    """Store computed values in the instance (requested, persistent, and intermediates when asked); return them."""
+    (values,) = results
+    cls = type(p.instance)
+    kept = {}
+    for name, value in values.items():
+        if name in p.requested or p.keep_intermediate or getattr(_descriptor(cls, name), 'persistent', False):
+            p.instance.__dict__[name] = value
+            kept[name] = value
+    return kept
+
+
+def rebuild(graph: dict, p: Plan, *, rename=None) -> Plan:
+    """The plan after dask.persist: same plan, its graph holding the persisted result."""
+    clone = copy.copy(p)
+    clone.compiled = CompiledPlan(dict(graph), p.compiled.result_key, p.compiled.token)
+    return clone
+
+
+def default_get(graph, keys, **kwargs):
+    """The scheduler Dask uses for a plan when none is configured: the active client, else threads."""
+    return run_graph(graph, keys, None, kwargs.pop('num_workers', None) or _cpu_count(), None)
+
+
+def _cpu_count() -> int:
+    return CPU_COUNT
+
+
+class CompiledPlan:
+    """The Dask graph of one plan: a plain mapping of task-spec nodes and the key of its result."""
+
+    def __init__(self, graph: dict, result_key, token: str):
+        self.graph = graph
+        self.result_key = result_key
+        self.token = token
+
+
+def compile_plan(p: Plan, instance) -> CompiledPlan:
+    """One graph for the whole plan: field nodes, per-block tasks, assembly per stage, one result node."""
+    token = plan_token(p, instance)
+    settings = (get_precision(), default_backend().name)
+    graph = {}
+    template_key = f'template-{token}'
+    graph[template_key] = DataNode(template_key, _template(instance))
+    field_keys = {}
+    for f in data_fields(instance):
+        key = f'field-{f.name}-{token}'
+        graph[key] = DataNode(key, getattr(instance, f.name))
+        field_keys[f.name] = key
+    for n in p.done:
+        key = f'cached-{n}-{token}'
+        graph[key] = DataNode(key, instance.__dict__[n])
+        field_keys[n] = key
+    assembled = {}  # property name -> key of the task holding its full value (a dict entry)
+    block_outputs = {}  # property name -> (stage, list of block keys)
+    for stage in p.stages:
+        names = [q.name for q in stage.properties]
+        if stage.host:
+            key = f'host-{stage.index}-{"-".join(names)}-{token}'
+            inputs = {**{f: TaskRef(field_keys[f]) for f in stage.fields},
+                      **{c: _full_ref(c, assembled, field_keys) for c in stage.cached_inputs}}
+            graph[key] = Task(key, run_stage, TaskRef(template_key), _stage_spec(stage), None, settings, tuple(inputs),
+                              *inputs.values())
+            for n in names:
+                assembled[n] = key
+            continue
+        block_keys = []
+        name = f'{"-".join(names)}-{token}'
+        for block in stage.blocks:
+            inputs = {}
+            for f in stage.fields:
+                inputs[f] = _block_ref(graph, f, field_keys[f], stage, block, token)
+            for c in stage.cached_inputs:
+                inputs[c] = _cached_block_ref(graph, c, stage, block, block_outputs, assembled, field_keys, token)
+            key = (name, block.index)
+            graph[key] = Task(key, run_stage, TaskRef(template_key), _stage_spec(stage),
+                              (stage.block_dim, block.start, block.stop), settings, tuple(inputs), *inputs.values())
+            block_keys.append(key)
+        assemble_key = f'assemble-{stage.index}-{token}'
+        graph[assemble_key] = Task(assemble_key, assemble_stage, _stage_spec(stage), stage.block_dim, settings,
+                                   *[TaskRef(k) for k in block_keys])
+        for n in names:
+            assembled[n] = assemble_key
+            block_outputs[n] = (stage, block_keys)
+    result_key = f'result-{token}'
+    graph[result_key] = Task(result_key, collect_results, tuple(assembled), *[TaskRef(k) for k in assembled.values()])
+    return CompiledPlan(graph, result_key, token)
+
+
+def _full_ref(name: str, assembled: dict, field_keys: dict):
+    if name in assembled:
+        return Task(None, _pick, TaskRef(assembled[name]), name)
+    return TaskRef(field_keys[name])
+
+
+def _block_ref(graph: dict, field: str, source_key: str, stage: Stage, block, token: str):
+    key = (f'slice-{field}-{stage.index}-{token}', block.index)
+    if key not in graph:
+        graph[key] = Task(key, slice_block, TaskRef(source_key), stage.block_dim, block.start, block.stop)
+    return TaskRef(key)
+
+
+def _cached_block_ref(graph, name, stage: Stage, block, block_outputs, assembled, field_keys, token):
+    if name in block_outputs:
+        source_stage, keys = block_outputs[name]
+        if source_stage.block_dim == stage.block_dim and _same_grid(source_stage, stage):
+            return Task(None, _pick, TaskRef(keys[block.index]), name)
+    key = (f'slice-{name}-{stage.index}-{token}', block.index)
+    if key not in graph:
+        graph[key] = Task(key, slice_block, _full_ref(name, assembled, field_keys), stage.block_dim, block.start,
+                          block.stop)
+    return TaskRef(key)
+
+
+def _same_grid(a: Stage, b: Stage) -> bool:
+    return [(x.start, x.stop) for x in a.blocks] == [(x.start, x.stop) for x in b.blocks]
+
+
+def _pick(values: dict, name: str):
+    return values[name]
+
+
+def _template(instance):
+    """A copy of `instance` without data or cached values: what every task builds its instance from."""
+    template = copy.copy(instance)
+    for n in cached_property_names(type(instance)):
+        template.__dict__.pop(n, None)
+    for f in data_fields(instance):
+        object.__setattr__(template, f.name, None)
+    return template
+
+
+def _stage_spec(stage: Stage) -> tuple:
+    """What a task needs to know about the stage's properties: (name, mode, split dims, partials, trace)."""
+    return tuple((q.name, q.mode, tuple(stage.split_dims.names), q.partials, q.trace if q.mode == 'mixed' else None)
+                 for q in stage.properties)
+
+
+def slice_block(value, dim: str, start: int, stop: int):
+    """The part of `value` (a tree) along `dim` from `start` to `stop`."""
+    return slice_(value, {dim: slice(start, stop)})
+
+
+def run_stage(template, spec: tuple, block, settings: tuple, names: tuple, *values) -> dict:
+    """Compute the stage's properties on one block (or, for a host stage, on the whole instance).
+
+    `names` name the fields and cached values given in `values`.
+    """
+    bits, backend_name = settings
+    with precision(bits), backend_by_name(backend_name):
+        instance = copy.copy(template)
+        cached = cached_property_names(type(template))
+        for name, value in zip(names, values, strict=True):
+            if name in cached:
+                instance.__dict__[name] = value
+            else:
+                object.__setattr__(instance, name, value)
+        results = {}
+        for name, mode, split, partials, trace in spec:
+            func = _descriptor(type(instance), name).func
+            try:
+                if mode == 'mixed':
+                    value = _partials(trace, partials, instance)
+                elif mode == 'element' and split:
+                    value = _per_element(func, instance, split)
+                else:
+                    value = func(instance)
+            except Exception as err:
+                where = 'on the host' if block is None else f'on block {block[0]}[{block[1]}:{block[2]}]'
+                raise PropertyFailed(f'{type(template).__name__}.{name} raised {type(err).__name__} {where}: {err}\n'
+                                     f'Original traceback:\n{traceback.format_exc()}') from err
+            instance.__dict__[name] = value
+            results[name] = value
+        return results
+
+
+def _per_element(func: Callable, instance, dims: tuple):
+    """Evaluate `func` on each element along `dims` (instances without those dims) and stack the results."""
+    dim = tree_shape(instance)[dims[0]]
+    parts = []
+    for i in range(dim.size):
+        element = slice_(instance, {dim.name: i})
+        parts.append(_per_element(func, element, dims[1:]) if len(dims) > 1 else func(element))
+    return stack(parts, dim)
+
+
+def _partials(trace, partials: tuple, instance) -> dict:
+    """MIXED: replay the trace on the block's values up to its split reductions; return their partial results."""
+    needed = _upstream(trace, [i for i, _ in partials])
+    values = {}
+    leaves = {}
+    for node, (origin, name, index) in trace.inputs.items():
+        if node not in needed:
+            continue
+        if (origin, name) not in leaves:
+            found = []
+            source = getattr(instance, name) if origin == 'field' else instance.__dict__[name]
+            tree_map(lambda t, found=found: found.append(t) or t, source)
+            leaves[origin, name] = found
+        values[node] = leaves[origin, name][index]
+    results = trace.replay(values, only=needed)
+    return {i: results[i] for i, _ in partials}
+
+
+def _upstream(trace, nodes: list) -> set:
+    """The nodes `nodes` depend on, themselves included."""
+    needed, todo = set(), list(nodes)
+    while todo:
+        i = todo.pop()
+        if i not in needed:
+            needed.add(i)
+            todo.extend(x for x in trace.nodes[i].inputs if isinstance(x, int))
+    return needed
+
+
+def assemble_stage(spec: tuple, dim: str, settings: tuple, *blocks: dict) -> dict:
+    """Join the block outputs of each property along the block dim (and combine MIXED partials)."""
+    bits, backend_name = settings
+    with precision(bits), backend_by_name(backend_name):
+        result = {}
+        for name, mode, _, partials, trace in spec:
+            outputs = [b[name] for b in blocks]
+            if mode == 'mixed':
+                result[name] = _combine(trace, partials, outputs)
+            else:
+                result[name] = _join(outputs, dim)
+        return result
+
+
+def _join(outputs: list, dim: str):
+    first = outputs[0]
+    if len(outputs) == 1:
+        return first
+    if isinstance(first, Tensor):
+        return concat(outputs, dim) if dim in first.shape.names else first
+    if isinstance(first, (tuple, list)):
+        return type(first)(_join([o[i] for o in outputs], dim) for i in range(len(first)))
+    if isinstance(first, dict):
+        return {k: _join([o[k] for o in outputs], dim) for k in first}
+    return concat(outputs, dim)
+
+
+COMBINE = {'sum': math.sum_, 'prod': math.prod, 'max': math.max_, 'min': math.min_, 'any': math.any_,
+           'all': math.all_}
+BLOCKS_DIM = batch('blocks_')
+
+
+def _combine(trace, partials: tuple, outputs: list):
+    """Reduce the blocks' partial results with each reduction's combine op, then finish the trace on the host."""
+    combined = {node: COMBINE[op](stack([o[node] for o in outputs], BLOCKS_DIM), BLOCKS_DIM) for node, op in partials}
+    results = trace.replay(combined)
+    return tree_map(lambda t: results[t._node], trace.output, leaf_types=Tracer)
+
+
+def collect_results(names: tuple, *stage_results: dict) -> dict:
+    """The value of each property from the result dict of the stage that computed it."""
+    return {name: values[name] for name, values in zip(names, stage_results, strict=True)}
+
+
+def plan_token(p: Plan, instance) -> str:
+    """A deterministic key of everything that determines the results."""
+    cls = type(instance)
+    return tokenize(FORMAT_VERSION, cls.__module__, cls.__qualname__, _class_code(cls),
+                    {f.name: getattr(instance, f.name) for f in data_fields(instance)},
+                    {n: instance.__dict__[n] for n in p.done},
+                    _config(instance), str(p), get_precision(), default_backend().name)
+
+
+def _config(instance) -> tuple:
+    return tuple((f.name, repr(getattr(instance, f.name))) for f in config_fields(instance))
+
+
+@functools.lru_cache(maxsize=256)
+def _class_code(cls: type) -> str:
+    """The source of the class (properties and every helper method), or its functions' bytecode without source."""
+    try:
+        return inspect.getsource(cls)
+    except (OSError, TypeError):
+        code = []
+        for name, value in sorted(vars(cls).items()):
+            func = getattr(value, 'func', getattr(value, 'fget', value))
+            if hasattr(func, '__code__'):
+                code.append((name, func.__code__.co_code, repr(func.__code__.co_consts)))
+        return repr(code)

@@ -1,0 +1,107 @@
+"""Choosing and running a Dask scheduler for a graph; lazyphi never starts a cluster on its own."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import multiprocessing
+import sys
+import threading
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+
+import dask.local
+import dask.multiprocessing
+import dask.threaded
+from dask.diagnostics import ProgressBar
+
+LOG = logging.getLogger('lazyphi')
+SCHEDULER_NAMES = ('threads', 'sync', 'processes')
+PROGRESS_AFTER = 1.0  # seconds before a local progress bar appears
+
+_pool_lock = threading.Lock()
+_pool: ProcessPoolExecutor | None = None
+_pool_workers = 0
+_announced: set = set()
+
+
+def active_client():
+    """The current `distributed` client, if `distributed` is in use and one is active; else None."""
+    if 'distributed' not in sys.modules:
+        return None
+    from distributed import default_client
+    try:
+        return default_client()
+    except ValueError:
+        return None
+
+
+def _is_client(scheduler) -> bool:
+    return type(scheduler).__module__.startswith('distributed') and hasattr(scheduler, 'get')
+
+
+def run_graph(graph: dict, keys: list, scheduler, max_workers: int, progress: bool | None) -> list:
+    """Compute `keys` of `graph` on `scheduler` (see `parallel_compute`), showing progress unless told not to."""
+    client = scheduler if _is_client(scheduler) else active_client() if scheduler is None else None
+    if client is not None:
+        return _run_on_client(client, graph, keys, progress)
+    bar = ProgressBar(minimum=PROGRESS_AFTER) if progress is not False else contextlib.nullcontext()
+    if scheduler is None or scheduler == 'threads':
+        with bar:
+            return dask.threaded.get(graph, keys, num_workers=max_workers)
+    if scheduler == 'sync':
+        with bar:
+            return dask.local.get_sync(graph, keys)
+    if scheduler == 'processes':
+        return _run_on_processes(graph, keys, max_workers, bar)
+    if callable(scheduler):
+        with bar:
+            return scheduler(graph, keys)
+    raise ValueError(f'scheduler must be one of {SCHEDULER_NAMES}, a distributed.Client, a Dask scheduler function '
+                     f'get(graph, keys), or None (the active distributed client, else threads); got {scheduler!r}')
+
+
+def _run_on_client(client, graph: dict, keys: list, progress: bool | None) -> list:
+    if id(client) not in _announced and progress is not False:
+        _announced.add(id(client))
+        print(f'lazyphi: running on {client.scheduler.address if client.scheduler else client}; '
+              f'dashboard: {client.dashboard_link}')
+    futures = client.get(graph, keys, sync=False)
+    if progress is not False:
+        from distributed import progress as show_progress
+        show_progress(futures)
+    return client.gather(futures)
+
+
+def process_pool(max_workers: int) -> ProcessPoolExecutor:
+    """The spawn-based process pool, created once and reused while `max_workers` stays the same."""
+    global _pool, _pool_workers
+    with _pool_lock:
+        if _pool is None or _pool_workers != max_workers:
+            if _pool is not None:
+                _pool.shutdown(wait=False, cancel_futures=True)
+            _pool = ProcessPoolExecutor(max_workers, mp_context=multiprocessing.get_context('spawn'))
+            _pool_workers = max_workers
+        return _pool
+
+
+def discard_pool() -> None:
+    """Shut the process pool down (a lost worker breaks it); the next call makes a new one."""
+    global _pool
+    with _pool_lock:
+        if _pool is not None:
+            _pool.shutdown(wait=False, cancel_futures=True)
+            _pool = None
+
+
+def _run_on_processes(graph: dict, keys: list, max_workers: int, bar) -> list:
+    for attempt in range(2):
+        try:
+            with bar:
+                return dask.multiprocessing.get(graph, keys, pool=process_pool(max_workers))
+        except BrokenProcessPool:
+            discard_pool()
+            if attempt:
+                raise
+            LOG.warning('A worker process was lost; running the lost work again once on a new pool')
+    raise AssertionError('unreachable')

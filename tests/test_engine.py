@@ -1,0 +1,192 @@
+"""parallel_compute on Dask: results, caching rules, schedulers, the collection protocol and failures."""
+
+import os
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
+
+import dask
+import numpy as np
+import pytest
+
+from lazyphi import math
+from lazyphi.dataclasses import cached_property
+from lazyphi.math import Tensor, batch, spatial
+from lazyphi.parallel import MIXED, PropertyFailed, parallel_compute, parallel_property, plan
+
+DATA = math.random_normal(batch(example=24), spatial(x=8, y=8))
+CALLS = []
+
+
+@dataclass(frozen=True)
+class Model:
+    data: Tensor
+    offset: float = 1.0
+
+    @cached_property
+    def plus(self) -> Tensor:
+        CALLS.append('plus')
+        return self.data + self.offset
+
+    @parallel_property(requires=batch, persistent=True)
+    def batch_mean(self) -> Tensor:
+        return math.mean(self.plus, batch)
+
+    @cached_property
+    def normalized(self) -> Tensor:
+        return self.plus - self.batch_mean
+
+    @parallel_property(requires=spatial)
+    def spectrum(self) -> Tensor:
+        return math.fft(self.data)
+
+    @cached_property
+    def scaled(self) -> float:
+        return float(math.mean(self.data)) * 2
+
+    @parallel_property(requires=MIXED)
+    def total(self) -> Tensor:
+        return math.sum(self.data * 2, 'example,x,y')
+
+
+def host_values():
+    plus = DATA + 1.0
+    mean = math.mean(plus, batch)
+    return {'plus': plus, 'batch_mean': mean, 'normalized': plus - mean, 'spectrum': math.fft(DATA),
+            'total': math.sum(DATA * 2, 'example,x,y'),
+            'scaled': math.stack([float(math.mean(DATA.example[i])) * 2 for i in range(24)], batch(example=24))}
+
+
+@pytest.mark.parametrize('scheduler', ['sync', 'threads'])
+def test_results_equal_host_computation(scheduler):
+    m = Model(DATA)
+    parallel_compute(m, [Model.normalized, Model.spectrum, Model.scaled, Model.total], scheduler=scheduler,
+                     progress=False)
+    expected = host_values()
+    for name in ('normalized', 'spectrum', 'scaled'):
+        np.testing.assert_array_equal(m.__dict__[name].numpy(expected[name].shape.names),
+                                      expected[name].numpy(expected[name].shape.names), err_msg=name)
+    math.assert_close(m.total, expected['total'], rel_tolerance=1e-5)  # MIXED splits the float sum
+
+
+def test_intermediates_are_dropped_unless_kept_or_persistent():
+    m = Model(DATA)
+    parallel_compute(m, [Model.normalized], scheduler='sync', progress=False)
+    assert 'normalized' in m.__dict__ and 'batch_mean' in m.__dict__  # persistent
+    assert 'plus' not in m.__dict__
+    k = Model(DATA)
+    parallel_compute(k, [Model.normalized], scheduler='sync', keep_intermediate=True, progress=False)
+    assert 'plus' in k.__dict__
+
+
+def test_properties_already_cached_are_not_recomputed():
+    m = Model(DATA)
+    _ = m.plus
+    CALLS.clear()
+    parallel_compute(m, [Model.plus, Model.normalized], scheduler='sync', progress=False)
+    assert CALLS == []
+
+
+def test_plan_is_a_dask_collection():
+    m = Model(DATA)
+    p = plan(m, [Model.spectrum])
+    (values,) = dask.compute(p, scheduler='sync')
+    math.assert_close(values['spectrum'], math.fft(DATA))
+    assert 'spectrum' in m.__dict__
+    assert dask.base.tokenize(p) == dask.base.tokenize(plan(Model(DATA), [Model.spectrum]))
+    assert dask.base.tokenize(p) != dask.base.tokenize(plan(Model(DATA, offset=2.0), [Model.spectrum]))
+    persisted = dask.persist(plan(Model(DATA), [Model.spectrum]), scheduler='sync')[0]
+    (again,) = dask.compute(persisted, scheduler='sync')
+    math.assert_close(again['spectrum'], math.fft(DATA))
+
+
+def test_building_the_graph_computes_nothing():
+    def refuse(graph, keys, **kwargs):
+        raise AssertionError('the graph was run')
+    m = Model(DATA)
+    p = plan(m, [Model.normalized])
+    graph = p.__dask_graph__()
+    assert any('normalized' in str(k) for k in graph)
+    fields = [k for k in graph if str(k).startswith('field-data')]
+    assert len(fields) == 1  # one node for a field every block needs
+    with dask.config.set(scheduler=refuse), pytest.raises(AssertionError, match='was run'):
+        dask.compute(p)
+    assert 'normalized' not in m.__dict__
+
+
+def test_failure_names_property_and_block():
+    @dataclass(frozen=True)
+    class Failing:
+        data: Tensor
+
+        @cached_property
+        def broken(self) -> Tensor:
+            if float(math.max(self.data)) > 1e9:
+                return self.data
+            raise ValueError('bad input')
+
+    f = Failing(math.random_normal(batch(b=8)))
+    with pytest.raises(PropertyFailed, match=r"Failing.broken raised ValueError on block b\[0:\d\]: bad input") as info:
+        parallel_compute(f, [Failing.broken], scheduler='sync', progress=False)
+    assert 'Original traceback' in str(info.value) and "raise ValueError('bad input')" in str(info.value)
+    assert 'broken' not in f.__dict__
+
+
+def test_unknown_scheduler_is_an_error():
+    with pytest.raises(ValueError, match="scheduler must be one of"):
+        parallel_compute(Model(DATA), [Model.plus], scheduler='gpu', progress=False)
+
+
+def test_disk_cache_arguments_are_not_silently_ignored(tmp_path):
+    with pytest.raises(NotImplementedError, match='cache_dir'):
+        parallel_compute(Model(DATA), [Model.plus], cache_dir=str(tmp_path), progress=False)
+
+
+MAIN_SCRIPT = textwrap.dedent('''
+    from dataclasses import dataclass
+    import numpy as np
+    from lazyphi import math
+    from lazyphi.dataclasses import cached_property
+    from lazyphi.math import Tensor, batch, spatial
+    from lazyphi.parallel import parallel_compute
+
+    def helper(x):
+        return x * 3
+
+    @dataclass(frozen=True)
+    class Notebook:
+        data: Tensor
+
+        @cached_property
+        def tripled(self) -> Tensor:
+            return helper(self.data)
+
+    if __name__ == '__main__':
+        {setup}
+        data = math.random_normal(batch(b=6), spatial(x=4))
+        n = Notebook(data)
+        parallel_compute(n, [Notebook.tripled], scheduler={scheduler}, max_workers=2, progress=False)
+        np.testing.assert_allclose(n.tripled.numpy('b,x'), data.numpy('b,x') * 3)
+        print('OK')
+        {teardown}
+''')
+SETUPS = {
+    'processes': ('pass', "'processes'", 'pass'),
+    'cluster': ('from distributed import Client, LocalCluster; cluster = LocalCluster(n_workers=2, '
+                'threads_per_worker=1, processes=True, dashboard_address=None); client = Client(cluster)',
+                'client', 'client.close(); cluster.close()'),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('scheduler', sorted(SETUPS))
+def test_main_module_classes_and_helpers_reach_workers(tmp_path, scheduler):
+    setup, name, teardown = SETUPS[scheduler]
+    path = tmp_path / 'notebook_like.py'
+    path.write_text(MAIN_SCRIPT.format(setup=setup, scheduler=name, teardown=teardown))
+    env = {**os.environ, 'PYTHONWARNINGS': 'ignore'}
+    result = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300, env=env,
+                            cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert 'OK' in result.stdout
