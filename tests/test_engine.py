@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from lazyphi import math
+from lazyphi.backend import DType
 from lazyphi.dataclasses import cached_property
 from lazyphi.math import Tensor, batch, spatial
 from lazyphi.parallel import MIXED, PropertyFailed, parallel_compute, parallel_property, plan
@@ -160,7 +161,13 @@ MAIN_SCRIPT = textwrap.dedent('''
 
         @cached_property
         def tripled(self) -> Tensor:
+            import os
+            if KILL and self.data.available and not os.path.exists(KILL):  # the first task kills its worker
+                open(KILL, 'w').close()
+                os._exit(1)
             return helper(self.data)
+
+    KILL = None
 
     if __name__ == '__main__':
         {setup}
@@ -173,6 +180,10 @@ MAIN_SCRIPT = textwrap.dedent('''
 ''')
 SETUPS = {
     'processes': ('pass', "'processes'", 'pass'),
+    'cluster, a worker killed mid-run': (
+        'from distributed import Client, LocalCluster; cluster = LocalCluster(n_workers=2, threads_per_worker=1, '
+        'processes=True, dashboard_address=None); client = Client(cluster); import os, tempfile; '
+        'KILL = os.path.join(tempfile.mkdtemp(), "killed")', 'client', 'client.close(); cluster.close()'),
     'cluster': ('from distributed import Client, LocalCluster; cluster = LocalCluster(n_workers=2, '
                 'threads_per_worker=1, processes=True, dashboard_address=None); client = Client(cluster)',
                 'client', 'client.close(); cluster.close()'),
@@ -190,3 +201,43 @@ def test_main_module_classes_and_helpers_reach_workers(tmp_path, scheduler):
                             cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert 'OK' in result.stdout
+
+
+def test_precision_and_backend_are_captured_when_planning_and_reapplied_in_tasks():
+    @dataclass(frozen=True)
+    class Precise:
+        data: Tensor
+
+        @cached_property
+        def scaled(self) -> Tensor:
+            return self.data * math.tensor(0.5)  # a new float tensor: takes the precision of the context
+
+    with math.precision(64):
+        p = Precise(DATA)
+        parallel_compute(p, [Precise.scaled], scheduler='threads', max_workers=2, progress=False)
+    assert p.scaled.dtype == DType(float, 64)
+
+
+@dataclass(frozen=True)
+class Fragile:
+    """Kills the worker process that first computes it (the marker file remembers), then works."""
+
+    data: Tensor
+    marker: str
+
+    @cached_property
+    def doubled(self) -> Tensor:
+        if self.data.available and not os.path.exists(self.marker):  # tracing runs this on tracers first
+            with open(self.marker, 'w'):
+                pass
+            os._exit(1)
+        return self.data * 2
+
+
+@pytest.mark.slow
+def test_lost_process_worker_reruns_the_lost_work_once(tmp_path, caplog):
+    f = Fragile(DATA, str(tmp_path / 'killed'))
+    parallel_compute(f, [Fragile.doubled], scheduler='processes', max_workers=2, progress=False)
+    math.assert_close(f.doubled, DATA * 2)
+    assert os.path.exists(f.marker)
+    assert 'worker process was lost' in caplog.text

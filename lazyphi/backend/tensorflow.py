@@ -5,10 +5,16 @@ Importing this module imports TensorFlow and registers `TENSORFLOW`. lazyphi imp
 loads TensorFlow.
 
 Results have the data types `NUMPY` gives. TensorFlow does not promote mixed operand types, so element-wise
-entries first cast their operands to the types NumPy's ufunc would pick (`ufunc.resolve_dtypes`), and reductions
-accumulate small integers in 64 bits as NumPy does. What TensorFlow lacks (quantiles, sorted `unique`,
-histograms, FFTs over arbitrary axes, edge and periodic padding, ...) is composed of TensorFlow operations in
-`_tensorflow_ops`; no operation passes data through NumPy except `numpy_call`, whose purpose that is.
+entries first cast their operands to the types NumPy's ufunc would pick (`ufunc.resolve_dtypes`, see
+`_tensorflow_types`), and reductions accumulate small integers in 64 bits as NumPy does. What TensorFlow lacks
+(quantiles, sorted `unique`, histograms, FFTs over arbitrary axes, edge and periodic padding, ...) is composed of
+TensorFlow operations in the operation table (`_tensorflow_ops`); no operation passes data through NumPy except
+`numpy_call`, whose purpose that is. Left out, as in the NumPy backend: sparse matrices, linear solvers and
+`minimize`; also `hessian`.
+
+Beyond NumPy: `jit_compile` (`tf.function`), gradients (`jacobian` with `tf.GradientTape`, `custom_gradient`,
+`stop_gradient`), `while_loop` (`tf.while_loop`, also in compiled functions), `vectorized_call`
+(`tf.vectorized_map`) and `numpy_call` (`tf.numpy_function`).
 """
 
 import os
@@ -28,6 +34,20 @@ from ._device import ComputeDevice, cpu_memory
 from ._tensorflow_types import NATIVE, bind_default_device, to_native
 
 
+def _compute_device(backend: Backend, physical: Any) -> ComputeDevice:
+    """The `ComputeDevice` of a `tf.config.PhysicalDevice`; its ref is the name `tf.device()` takes."""
+    ref = physical.name.replace('/physical_device:', '/device:')
+    name = ref.rpartition('/device:')[2]  # such as 'GPU:0'
+    if physical.device_type == 'CPU':
+        return ComputeDevice(backend, name, 'CPU', cpu_memory(), os.cpu_count() or -1,
+                             f"TensorFlow {tf.__version__} on {platform.machine() or 'unknown machine'}", ref)
+    details = tf.config.experimental.get_device_details(physical)
+    capability = details.get('compute_capability')
+    description = details.get('device_name', physical.device_type) + (
+        f" (compute capability {capability[0]}.{capability[1]})" if capability else '')
+    return ComputeDevice(backend, name, physical.device_type, -1, -1, description, ref)  # TF reports neither
+
+
 class TensorFlowBackend(Backend):
     """Backend for TensorFlow tensors and variables, accepting NumPy arrays and Python numbers as well.
 
@@ -38,23 +58,9 @@ class TensorFlowBackend(Backend):
     OPS: ClassVar[dict[str, Callable | LazyFunction]] = ops.OPS
 
     def __init__(self) -> None:
-        devices = []
-        for physical in tf.config.list_physical_devices():
-            if physical.device_type not in ('CPU', 'GPU', 'TPU'):
-                continue
-            ref = physical.name.replace('/physical_device:', '/device:')
-            if physical.device_type == 'CPU':
-                devices.append(ComputeDevice(self, ref.rpartition('/device:')[2], 'CPU', cpu_memory(),
-                                             os.cpu_count() or -1,
-                                             f"TensorFlow {tf.__version__} on {platform.machine() or 'unknown'}", ref))
-            else:  # TensorFlow reports neither the total memory nor the core count of accelerators
-                details = tf.config.experimental.get_device_details(physical)
-                capability = details.get('compute_capability')
-                description = details.get('device_name', physical.device_type) + (
-                    f" (compute capability {capability[0]}.{capability[1]})" if capability else '')
-                devices.append(ComputeDevice(self, ref.rpartition('/device:')[2], physical.device_type, -1, -1,
-                                             description, ref))
-        # TensorFlow itself prefers the first GPU; the default device agrees with it
+        devices = [_compute_device(self, physical) for physical in tf.config.list_physical_devices()
+                   if physical.device_type in ('CPU', 'GPU', 'TPU')]
+        # TensorFlow places operations on the first GPU if there is one; the default device agrees
         default = next((d for d in devices if d.device_type == 'GPU'), devices[0])
         super().__init__('tensorflow', devices, default)
         bind_default_device(self.get_default_device)
@@ -107,7 +113,7 @@ class TensorFlowBackend(Backend):
                 for source in sources:
                     tape.watch(source)
                 loss, output = f(*args)
-            scalar = is_f_scalar or (isinstance(loss, NATIVE) and loss.shape.rank == 0) or not isinstance(loss, NATIVE)
+            scalar = is_f_scalar or not isinstance(loss, NATIVE) or loss.shape.rank == 0
             differentiate = tape.gradient if scalar else tape.jacobian
             gradients = tuple(differentiate(loss, sources, unconnected_gradients=tf.UnconnectedGradients.ZERO))
             if not get_output:
