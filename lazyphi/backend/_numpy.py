@@ -49,6 +49,15 @@ def _complex_dtype() -> np.dtype:
     return _COMPLEX_BY_PRECISION[get_precision()]
 
 
+def _reshape(x, shape):
+    # the array method skips np.reshape's dispatch layer, a third of the cost on small arrays
+    return x.reshape(shape) if isinstance(x, np.ndarray) else np.reshape(x, shape)
+
+
+def _transpose(x, axes):
+    return x.transpose(axes) if isinstance(x, np.ndarray) else np.transpose(x, axes)
+
+
 def _as_tensor(x: Any, convert_external: bool = True) -> Any:
     """Converts `x` to a NumPy array or scalar; floating-point values take the current precision."""
     if isinstance(x, _NATIVE):
@@ -358,9 +367,9 @@ class NumPyBackend(Backend):
         'linspace': lambda start, stop, number: np.linspace(start, stop, number, dtype=_float_dtype()),
         'meshgrid': lambda *coordinates: np.meshgrid(*coordinates, indexing='ij'),
         # --- shape ---
-        'reshape': np.reshape,
+        'reshape': _reshape,
         'broadcast_to': np.broadcast_to,
-        'transpose': np.transpose,
+        'transpose': _transpose,
         'stack': np.stack,
         'concat': np.concatenate,
         'flip': np.flip,

@@ -481,10 +481,11 @@ def _dense_elementwise(fn_name: str) -> Callable:
 
 def auto_cast(backend: Backend, natives: list) -> list:
     """Cast natives of different dtypes to their common type, floats in the current precision."""
-    dtypes = [backend.dtype(n) for n in natives]
-    first = dtypes[0]
-    if all(d == first for d in dtypes):
+    dtype = backend.dtype
+    first = dtype(natives[0])
+    if all(dtype(n) == first for n in natives[1:]):
         return natives
+    dtypes = [dtype(n) for n in natives]
     kinds = {d.kind for d in dtypes}
     if len(kinds) == 1 and first.kind in (int, bool):
         return natives  # the library's own integer promotion is exact
