@@ -28,3 +28,23 @@ class LabelNotFound(_ReadableKeyError):
 
 class NotAvailable(RuntimeError):
     """A value's data is not available in this context (for example while tracing)."""
+
+
+class ManifestDamaged(OSError):
+    """The manifest (`lazyphi.json`) of a disk-cache group is missing, unreadable or invalid."""
+
+
+class CacheDirNotShared(OSError):
+    """Some Dask workers cannot see the `cache_dir` the host writes to."""
+
+
+class ResultNotFound(_ReadableKeyError):
+    """No result with the given key exists in a cache directory."""
+
+
+class ChunkMissing(OSError):
+    """A chunk of a disk-cached result has no completion record: the computation writing it did not finish."""
+
+
+class ChunkDamaged(OSError):
+    """A chunk of a disk-cached result is recorded as complete but its data cannot be decoded."""

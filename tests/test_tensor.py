@@ -444,3 +444,19 @@ def test_dim_not_found_in_native_order():
     t = wrap(arr(2, 3), spatial('x,y'))
     with pytest.raises(DimNotFound, match="missing \\('y',\\)"):
         t.native('x')
+
+
+def test_dask_token_is_equal_across_backends_and_kinds():
+    data = arr(3, 2)
+    here = wrap(data, spatial('x'), channel('c'))
+    on_numpy = math.wrap(data, spatial('x'), channel('c'))
+    assert here.__dask_tokenize__() == on_numpy.__dask_tokenize__()
+    lazy = math.expand(wrap(arr(2), channel('c')), spatial(x=3))
+    assert lazy.__dask_tokenize__() == lazy._dense().__dask_tokenize__()
+
+
+def test_stacking_tensors_of_different_backends_converts_to_one():
+    numpy_part = math.wrap(arr(3), spatial('x'))
+    native_part = wrap(arr(3, seed=1), spatial('x'))
+    stacked = math.stack([native_part, numpy_part], batch('b'))
+    np.testing.assert_allclose(stacked.numpy('b,x'), np.stack([arr(3, seed=1), arr(3)]))

@@ -50,8 +50,8 @@ def _dense_stack(ts: Sequence[Dense], dim: Shape) -> Tensor:
     if not shape.is_uniform:
         return Stacked(ts, dim)
     first = ts[0]._shape
-    if all(t._shape == first for t in ts):  # fast path: identical layouts stack without any alignment
-        backend = common_backend(ts)
+    backend = ts[0]._backend
+    if all(t._shape == first and t._backend is backend for t in ts):  # identical layouts stack without alignment
         inner = shape.without(dim.name)
         if inner.names == first.names:
             return Dense(backend.stack([t._native for t in ts], shape.index(dim.name)), shape, backend)

@@ -60,6 +60,7 @@ class PropertyPlan:
     per_element_reason: str | None = None
     trace: Trace | None = field(default=None, repr=False)
     partials: tuple = ()  # MIXED: (node index, combine op) of the reductions split across blocks
+    disk: bool = False  # the output is written to the Zarr cache and comes back as a disk-backed tensor
 
 
 @dataclass
@@ -164,7 +165,8 @@ class Plan:
                                                                      if s.cached_inputs else ''))
             for p in s.properties:
                 out = _describe_output(p.output)
-                lines.append(f'    {p.name}: {p.mode}, requires {sorted(p.requires) or "nothing"}, out {out}')
+                where = ', to disk' if p.disk else ''
+                lines.append(f'    {p.name}: {p.mode}, requires {sorted(p.requires) or "nothing"}, out {out}{where}')
                 lines += [f'      fallback: {f}' for f in p.fallbacks]
                 if p.per_element_reason:
                     lines.append(f'      per element: {p.per_element_reason}')
@@ -262,8 +264,38 @@ def plan(instance, properties: Sequence, parallel_dims=batch, max_workers: int |
         if name not in done:
             plans[name] = _plan_property(instance, cls, name, dims, plans)
     stages = _stages(instance, [plans[n] for n in order if n in plans], dims, instance_shape, workers, block_size)
+    if cache_dir is not None:
+        _choose_disk_outputs(plans, names, memory_limit, notes)
     return Plan(cls, names, dims, stages, done, notes, workers, block_size, memory_limit, cache_dir,
                 keep_intermediate, instance)
+
+
+def _choose_disk_outputs(plans: dict, requested: tuple, memory_limit, notes: list) -> None:
+    """Mark which outputs go to Zarr: every requested one, and others largest first until the rest fits the limit.
+
+    Only single-Tensor outputs of known shape can go to disk; the others stay in memory (noted).
+    """
+    storable = {n: p for n, p in plans.items() if isinstance(p.output, ShapeDtype) and p.output.shape.rank}
+    for n in plans:
+        if n not in storable and (n in requested or memory_limit is not None):
+            notes.append(f'{n} stays in memory: only tensor outputs of known shape go to the disk cache')
+    for n in requested:
+        if n in storable:
+            storable[n].disk = True
+    if memory_limit is None:
+        return
+    sizes = {n: _nbytes(p.output) for n, p in storable.items()}
+    in_memory = sum(sizes[n] for n, p in storable.items() if not p.disk)
+    for n in sorted(sizes, key=lambda k: -sizes[k]):
+        if in_memory <= memory_limit:
+            break
+        if not storable[n].disk:
+            storable[n].disk = True
+            in_memory -= sizes[n]
+
+
+def _nbytes(placeholder: ShapeDtype) -> int:
+    return (placeholder.shape.volume or 0) * DType.as_dtype(placeholder.dtype).itemsize
 
 
 def _filter_repr(dims) -> str:
