@@ -285,6 +285,7 @@ NOT_OPERATIONS = {  # names in lazyphi.math that construct values or describe sh
     'vec', 'zeros', 'ones', 'meshgrid', 'random_normal', 'random_uniform', 'get_precision', 'precision',
     'set_global_precision', 'config_fields', 'data_fields', 'non_data_fields', 'special_fields', 'abs_', 'all_',
     'any_', 'max_', 'min_', 'round_', 'sum_', 'slice_', 'conj',
+    'jit_compile', 'gradient',  # transforms of functions, run by the backend's compiler or autodiff, not traced
 }
 
 
