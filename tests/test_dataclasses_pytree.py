@@ -304,3 +304,19 @@ def test_torch_numpy_natives_become_torch_tensors_after_mapping(torch_pytree):
     p = particles(np.asarray)
     mapped = torch_pytree.tree_map(lambda leaf: torch.tensor(np.array(leaf)), p)
     assert mapped.position.backend.name == 'torch'
+
+
+def test_torch_func_grad_accepts_a_dataclass(torch_pytree):
+    import torch
+    import torch.func
+
+    p = particles(lambda a: torch.as_tensor(a, dtype=torch.float64))
+
+    def kinetic(q: Particles) -> torch.Tensor:
+        return (q.velocity.native('b,vector') ** 2).sum() / 2
+
+    grads = torch.func.grad(kinetic)(p)
+    assert isinstance(grads, Particles) and grads.velocity.backend.name == 'torch'
+    np.testing.assert_allclose(grads.velocity.numpy('b,vector'), p.velocity.numpy('b,vector'))
+    np.testing.assert_allclose(grads.position.numpy('b,vector'), 0)
+    assert 'speed' not in grads.__dict__  # no cached value carries a transform's tensors
