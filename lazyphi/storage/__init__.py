@@ -1,0 +1,38 @@
+"""The disk cache: results in Zarr v3 groups, disk-backed tensors over them, and the memory they load into.
+
+The only layer importing Zarr, and only when a name that needs it is first used (PEP 562): the
+format helpers, the memory cache and `lazyphi.cache` work without it. `import lazyphi` does not
+import this package. Dask and xarray are imported only by `DiskTensor.to_dask()` / `to_xarray()`.
+"""
+
+import importlib
+
+from .._errors import CacheDirNotShared, ChunkDamaged, ChunkMissing, ManifestDamaged
+from ._memory import (
+    clear_memory_cache,
+    current_load_backend,
+    load_cache_as,
+    on_load_into_memory,
+    set_cache_ttl,
+    worker_load_backend,
+)
+from ._results import ArraySpec, block_complete, complete_chunks, read_manifest
+
+# names whose modules import Zarr -> those modules
+_LAZY = {'DiskTensor': '._disk', 'disk_tensor': '._disk', 'get_cache_files': '._disk',
+         'prepare_result': '._write', 'write_block': '._write', 'check_cache_dir_visible': '._write'}
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'lazyphi.storage' has no attribute {name!r}")
+    return getattr(importlib.import_module(module, __name__), name)
+
+
+__all__ = [
+    'ArraySpec', 'CacheDirNotShared', 'ChunkDamaged', 'ChunkMissing', 'DiskTensor', 'ManifestDamaged',
+    'block_complete', 'check_cache_dir_visible', 'clear_memory_cache', 'complete_chunks', 'current_load_backend',
+    'disk_tensor', 'get_cache_files', 'load_cache_as', 'on_load_into_memory', 'prepare_result', 'read_manifest',
+    'set_cache_ttl', 'worker_load_backend', 'write_block',
+]

@@ -1,0 +1,483 @@
+"""Disk-backed tensors: named-dim views of a selection of one Zarr array of a disk-cached result.
+
+A `DiskTensor` holds where its array lies, what the manifest says about it (dims, dtype, chunk
+shape, source backend) and a selection per stored axis. Slicing and renaming compose into a new
+view and read nothing; every other operation loads the values it needs through `_dense()`, which
+reads only the chunks the selection touches, after checking their completion records, and keeps the
+loaded values in the time-to-live memory cache of `_memory.py`. Pickling a `DiskTensor` gives these
+fields only (a few hundred bytes), never a Zarr object, so it travels to workers and later runs
+without loading anything.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib
+import itertools
+import math
+import os
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import numpy as np
+import zarr
+from zarr.storage import LocalStore
+
+from .._errors import ChunkDamaged, ChunkMissing, DimNotFound
+from ..backend import NUMPY, Backend, DType, backend_by_name, convert
+from ..math._kinds import Expanded, Stacked
+from ..math._shape import Shape
+from ..math._tensor import CONCAT, GATHER, RENAME, Dense, Op, Tensor, read_only_native
+from ._memory import MEMORY, current_load_backend, notify_loaded
+from ._results import ArraySpec, read_manifest, record_name, records_dir
+
+Selection = int | range | tuple  # of one stored axis: an index, a range of indices, or a tuple of indices
+_RECORD_STATS_UP_TO = 16  # chunks checked by one stat each; more are checked against one directory listing
+
+
+class DiskArray(NamedTuple):
+    """One stored array as the manifest describes it; everything a DiskTensor holds besides its view."""
+
+    store: str  # directory of the result's Zarr group
+    array: str  # name of the array in the group
+    key: str  # the result's key, from the manifest
+    created: str  # when the result was created (ISO-8601), from the manifest
+    shape: Shape  # the full stored shape: dims in axis order, types, labels, sizes
+    dtype: str  # str(DType)
+    backend: str  # name of the backend the values were computed with
+    chunks: tuple  # the Zarr chunk shape
+    format: int  # version of the disk format
+
+    @property
+    def path(self) -> str:
+        return os.path.join(self.store, self.array)
+
+
+class DiskTensor(Tensor):
+    """A tensor whose values lie in a Zarr array written by lazyphi, loaded only when an operation needs them.
+
+    Create one with `disk_tensor(group, name, selection)`. Slicing (`t.x[3]`, `t[{'b': slice(2, 5)}]`) and
+    renaming give new DiskTensors without reading; concatenating consecutive slices of one array along a
+    dim gives one DiskTensor over their union. Every other use loads the selected values (only the chunks
+    they lie in), converted to the backend of `load_cache_as` or else the one they were computed with.
+    """
+
+    __slots__ = ('_dtype', '_info', '_selection', '_shape')
+    _kind_priority = 5
+
+    def __init__(self, info: DiskArray, selection: tuple, shape: Shape):
+        self._info = info
+        self._selection = selection  # one entry per stored axis: int (axis dropped), range or tuple of ints
+        self._shape = shape  # the view's shape: the axes not selected by an int, in order, possibly renamed
+        self._dtype = DType.as_dtype(info.dtype)
+
+    # --- the kind protocol ---------------------------------------------------------------------
+    @property
+    def shape(self) -> Shape:
+        return self._shape
+
+    @property
+    def dtype(self) -> DType:
+        return self._dtype
+
+    @property
+    def backend(self) -> Backend:
+        """The backend loaded values are converted to: that of `load_cache_as`, else the source backend."""
+        return current_load_backend() or _source_backend(self._info)
+
+    @property
+    def available(self) -> bool:
+        """Whether the values are in the memory cache now (they are loaded on use otherwise)."""
+        return MEMORY.holds(self._memory_key(self.backend))
+
+    def _dense(self) -> Dense:
+        backend = self.backend
+        native, loaded = MEMORY.get_or_load(self._memory_key(backend), lambda: self._load(backend))
+        if loaded:
+            notify_loaded(self)
+        return Dense(native, self._shape, backend)
+
+    def _memory_key(self, backend: Backend) -> tuple:
+        info = self._info
+        return info.store, info.array, info.created, self._selection, backend.name
+
+    def _load(self, backend: Backend):
+        values = read_selection(self._info, self._selection)
+        return read_only_native(values) if backend is NUMPY else convert(values, backend)
+
+    @classmethod
+    def __handle__(cls, op: Op, tensors: Sequence[Tensor], params: tuple):
+        category = op.category
+        if category == GATHER and type(tensors[0]) is DiskTensor:
+            return tensors[0]._select(params[0])
+        if category == RENAME and type(tensors[0]) is DiskTensor:
+            old, new = params
+            t = tensors[0]
+            return DiskTensor(t._info, t._selection, t._shape.replace(old, new))
+        if category == CONCAT:
+            return _concat(tensors, *params)
+        return NotImplemented
+
+    # --- what it refers to -------------------------------------------------------------------------
+    @property
+    def store(self) -> str:
+        """Directory of the result's Zarr group."""
+        return self._info.store
+
+    @property
+    def array_name(self) -> str:
+        """Name of the array within the group."""
+        return self._info.array
+
+    @property
+    def path(self) -> str:
+        """Directory of the Zarr array."""
+        return self._info.path
+
+    @property
+    def array_shape(self) -> Shape:
+        """The full stored shape, before the selection."""
+        return self._info.shape
+
+    @property
+    def chunks(self) -> tuple:
+        """The Zarr chunk shape of the array."""
+        return self._info.chunks
+
+    @property
+    def source_backend(self) -> str:
+        """Name of the backend the values were computed with."""
+        return self._info.backend
+
+    @property
+    def format_version(self) -> int:
+        return self._info.format
+
+    @property
+    def selection(self) -> dict:
+        """{stored dim: int | slice | tuple of ints} applied to the full array; unselected dims are left out."""
+        full = self._info.shape
+        return {name: _public(sel) for name, sel, size in zip(full.names, self._selection, full.sizes, strict=True)
+                if sel != range(size)}
+
+    def _select(self, selection: dict) -> DiskTensor:
+        axes = self._view_axes()
+        composed = list(self._selection)
+        for dim, sel in selection.items():
+            axis = axes[self._shape.index(dim)]
+            current = composed[axis]
+            composed[axis] = tuple(current[i] for i in sel) if isinstance(sel, tuple) else current[sel]
+        return DiskTensor(self._info, tuple(composed), self._shape.after_gather(selection))
+
+    def _view_axes(self) -> tuple:
+        """The stored axis of each dim of the view."""
+        return tuple(i for i, sel in enumerate(self._selection) if not isinstance(sel, int))
+
+    # --- printing, pickling, tokenizing ------------------------------------------------------------
+    def __repr__(self) -> str:
+        selected = ', '.join(f'{name}={_selection_text(sel)}' for name, sel in self.selection.items())
+        return f"DiskTensor{self._shape} {self._dtype} at {self.path}{f'[{selected}]' if selected else ''}"
+
+    def __reduce__(self):
+        return DiskTensor, (self._info, self._selection, self._shape)
+
+    def __dask_tokenize__(self):
+        info, shape = self._info, self._shape
+        return ('DiskTensor', info.store, info.array, info.key, info.created, _selection_token(self._selection),
+                shape.names, shape.types, shape.labels)
+
+    # --- out-of-core access ------------------------------------------------------------------------
+    def to_dask(self):
+        """The values as a lazy `dask.array.Array` in the view's dim order, chunked as stored.
+
+        Computing it reads each chunk on its own and checks its completion record first.
+        """
+        da = _optional('dask.array', 'DiskTensor.to_dask()', 'dask[array]')
+        from dask.base import tokenize
+
+        info = self._info
+        full = da.from_array(_ChunkReader(info), chunks=info.chunks, lock=False, asarray=False,
+                             name='lazyphi-disk-' + tokenize(info.store, info.array, info.key, info.created),
+                             meta=np.empty((0,) * len(info.chunks), np.dtype(info.dtype)))
+        index, lists = [], []
+        for sel in self._selection:
+            if isinstance(sel, tuple):
+                lists.append((sum(not isinstance(i, int) for i in index), list(sel)))
+                index.append(slice(None))
+            else:
+                index.append(sel if isinstance(sel, int) else _public(sel))
+        result = full[tuple(index)]
+        for axis, indices in lists:  # Dask takes one list of indices at a time
+            result = result[(slice(None),) * axis + (indices,)]
+        return result
+
+    def to_xarray(self):
+        """The values as a lazy `xarray.DataArray` over `to_dask()`, with the view's dim names and labels as coords."""
+        xr = _optional('xarray', 'DiskTensor.to_xarray()', 'xarray')
+        shape = self._shape
+        coords = {name: list(labels) for name, labels in zip(shape.names, shape.labels, strict=True)
+                  if labels is not None}
+        return xr.DataArray(self.to_dask(), dims=shape.names, coords=coords, name=self._info.array)
+
+
+def disk_tensor(group: str, name: str, selection: dict | None = None) -> DiskTensor:
+    """A DiskTensor over array `name` of the result in directory `group`; reads the manifest only.
+
+    Args:
+        group: directory of the result (`<cache_dir>/<key>`).
+        name: the array (property output) within it.
+        selection: {stored dim: int | slice | label | tuple of those} applied to the full array.
+
+    Raises:
+        FileNotFoundError: `group` does not exist.
+        ManifestDamaged: `group` holds no valid lazyphi manifest.
+        ValueError: the result has no array `name`.
+        DimNotFound: `selection` names a dim the array lacks.
+    """
+    store = os.path.abspath(os.fspath(group))
+    manifest = read_manifest(store)
+    arrays = manifest['arrays']
+    if name not in arrays:
+        raise ValueError(f'The result {store!r} has no array {name!r}; its arrays are {sorted(arrays)}')
+    entry = arrays[name]
+    spec = ArraySpec.from_manifest(entry)
+    info = DiskArray(store, name, manifest['key'], manifest['created'], spec.shape, str(spec.dtype), spec.backend,
+                     tuple(entry['chunks']), manifest['format'])
+    tensor = DiskTensor(info, tuple(range(size) for size in spec.shape.sizes), spec.shape)
+    if selection:
+        unknown = [d for d in selection if (d.name if isinstance(d, Shape) else d) not in spec.shape.names]
+        if unknown:
+            raise DimNotFound(f'disk_tensor(): selection names {unknown}, which array {name!r} of shape '
+                              f'{spec.shape} lacks')
+        tensor = tensor[selection]
+    return tensor
+
+
+# --- selections ----------------------------------------------------------------------------------------
+
+def _public(sel: Selection):
+    """A stored selection as the user writes it: int, slice or tuple of ints."""
+    if not isinstance(sel, range):
+        return sel
+    if sel.step > 0:
+        return slice(sel.start, sel.stop, None if sel.step == 1 else sel.step)
+    return slice(sel.start, sel.stop if sel.stop >= 0 else None, sel.step)
+
+
+def _selection_text(sel) -> str:
+    if isinstance(sel, slice):
+        text = f"{'' if sel.start is None else sel.start}:{'' if sel.stop is None else sel.stop}"
+        return text if sel.step is None else f'{text}:{sel.step}'
+    return str(sel)
+
+
+def _selection_token(selection: tuple) -> tuple:
+    return tuple(('range', s.start, s.stop, s.step) if isinstance(s, range) else s for s in selection)
+
+
+def _join(a: range | tuple, b: range | tuple) -> range | tuple:
+    """The indices of `a` followed by those of `b`: a range where they continue one another, else a tuple."""
+    if not a:
+        return b
+    if not b:
+        return a
+    if isinstance(a, range) and isinstance(b, range):
+        step = a.step if len(a) > 1 else b.step if len(b) > 1 else b[0] - a[-1]
+        if step and (len(a) == 1 or a.step == step) and (len(b) == 1 or b.step == step) and b[0] == a[-1] + step:
+            return range(a[0], b[-1] + (1 if step > 0 else -1), step)
+    return tuple(a) + tuple(b)
+
+
+def _concat(tensors: Sequence[Tensor], dim: str, result: Shape):
+    """One DiskTensor for `tensors` joined along `dim`, if all are views of one array differing only along it."""
+    first = tensors[0]
+    if not all(type(t) is DiskTensor for t in tensors) or set(result.names) != set(first._shape.names):
+        return NotImplemented
+    position = first._shape.index(dim)
+    axis = first._view_axes()[position]
+    rest = first._shape.without(dim)
+    joined = first._selection[axis]
+    for t in tensors[1:]:
+        if (t._info != first._info or dim not in t._shape or t._shape.index(dim) != position
+                or t._shape.without(dim) != rest or t._shape.get_type(dim) != first._shape.get_type(dim)
+                or any(s != f for i, (s, f) in enumerate(zip(t._selection, first._selection, strict=True))
+                       if i != axis)):
+            return NotImplemented
+        joined = _join(joined, t._selection[axis])
+    selection = (*first._selection[:axis], joined, *first._selection[axis + 1:])
+    return DiskTensor(first._info, selection, first._shape.replace(dim, result[dim]))
+
+
+# --- reading -------------------------------------------------------------------------------------------
+
+def read_selection(info: DiskArray, selection: tuple) -> np.ndarray:
+    """The values of `selection` (one int, range or tuple per stored axis) as a new NumPy array.
+
+    Reads only the chunks the selection touches, after checking that each has its completion record.
+
+    Raises:
+        ChunkMissing: a touched chunk has no completion record.
+        ChunkDamaged: a touched chunk's data cannot be decoded, or the array cannot be opened.
+    """
+    sizes = tuple(len(sel) for sel in selection if not isinstance(sel, int))
+    chunk_ids = [_chunk_ids(sel, chunk) for sel, chunk in zip(selection, info.chunks, strict=True)]
+    if not all(chunk_ids):  # an empty selection along some axis
+        return np.empty(sizes, np.dtype(info.dtype))
+    _check_records(info, chunk_ids)
+    array = _open_array(info)
+    index = tuple(_zarr_index(sel) for sel in selection)
+    try:
+        values = array.get_orthogonal_selection(index)
+    except Exception:
+        _raise_if_damaged(info, array, chunk_ids)
+        raise  # no single chunk fails on its own: not a damaged chunk
+    return np.asarray(values).reshape(sizes)
+
+
+def _chunk_ids(sel: Selection, chunk: int) -> tuple:
+    """Grid positions along one axis of the chunks holding the selected indices, ascending."""
+    if isinstance(sel, int):
+        return (sel // chunk,)
+    if isinstance(sel, range) and abs(sel.step) <= chunk:
+        if not sel:
+            return ()
+        return tuple(range(min(sel[0], sel[-1]) // chunk, max(sel[0], sel[-1]) // chunk + 1))
+    return tuple(sorted({i // chunk for i in sel}))
+
+
+def _zarr_index(sel: Selection):
+    if isinstance(sel, int):
+        return sel
+    if isinstance(sel, range) and sel.step > 0:
+        return slice(sel.start, sel.stop, sel.step)
+    return np.asarray(sel, dtype=np.intp)  # Zarr reads unordered and repeated indices chunk by chunk
+
+
+def _check_records(info: DiskArray, chunk_ids: list) -> None:
+    records = records_dir(info.store, info.array)
+    count = math.prod(len(ids) for ids in chunk_ids)
+    needed = itertools.product(*chunk_ids)
+    if count <= _RECORD_STATS_UP_TO:
+        missing = [i for i in needed if not os.path.exists(os.path.join(records, record_name(i)))]
+    else:
+        try:
+            present = set(os.listdir(records))
+        except FileNotFoundError:
+            present = set()
+        missing = [i for i in needed if record_name(i) not in present]
+    if missing:
+        several = f' (and {len(missing) - 1} more of the {count} chunks this read needs)' if len(missing) > 1 else ''
+        error = ChunkMissing(
+            f'Chunk {record_name(missing[0])}{several} of array {info.array!r} in the disk cache {info.store!r} is '
+            f'missing: it has no completion record in {records!r}, so the computation writing it did not finish. '
+            f'Running the computation again with the same cache_dir completes it.')
+        error.store, error.array, error.chunk = info.store, info.array, missing[0]
+        raise error
+
+
+def _raise_if_damaged(info: DiskArray, array, chunk_ids: list) -> None:
+    """Read the touched chunks one by one and raise ChunkDamaged for the first that cannot be decoded."""
+    for index in itertools.product(*chunk_ids):
+        try:
+            array.get_block_selection(index)
+        except Exception as err:
+            record = os.path.join(records_dir(info.store, info.array), record_name(index))
+            error = ChunkDamaged(
+                f'Chunk {record_name(index)} of array {info.array!r} in the disk cache {info.store!r} is damaged: '
+                f'its data cannot be decoded ({type(err).__name__}: {err}). Delete its completion record '
+                f'{record!r} and run the computation again with the same cache_dir to rewrite it.')
+            error.store, error.array, error.chunk = info.store, info.array, index
+            raise error from err
+
+
+def _open_array(info: DiskArray):
+    try:
+        return _open_zarr_array(info.store, info.array, info.created)
+    except Exception as err:
+        error = ChunkDamaged(f'Array {info.array!r} of the disk cache {info.store!r} cannot be opened '
+                             f'({type(err).__name__}: {err}); the result is damaged. Delete it and compute it again.')
+        error.store, error.array, error.chunk = info.store, info.array, None
+        raise error from err
+
+
+@functools.lru_cache(maxsize=64)
+def _open_zarr_array(store: str, array: str, created: str):
+    """The opened Zarr array; `created` tells a result computed again at the same place from the old one."""
+    return zarr.open_array(LocalStore(store, read_only=True), path=array, mode='r', zarr_format=3)
+
+
+def _source_backend(info: DiskArray) -> Backend:
+    try:
+        return backend_by_name(info.backend)
+    except ValueError as err:
+        raise ValueError(f'Array {info.array!r} in {info.store!r} was computed with backend {info.backend!r}, '
+                         f"which cannot be loaded here ({err}). Load it as another backend: "
+                         f"`with load_cache_as('numpy'): ...`") from err
+
+
+class _ChunkReader:
+    """A whole stored array as an array-like for `dask.array.from_array`; every read checks its records."""
+
+    __slots__ = ('_info', 'dtype', 'ndim', 'shape')
+
+    def __init__(self, info: DiskArray):
+        self._info = info
+        self.shape = info.shape.sizes
+        self.ndim = len(self.shape)
+        self.dtype = np.dtype(info.dtype)
+
+    def __getitem__(self, index) -> np.ndarray:
+        index = index if isinstance(index, tuple) else (index,)
+        index = index + (slice(None),) * (self.ndim - len(index))
+        return read_selection(self._info, tuple(range(size)[i] for i, size in zip(index, self.shape, strict=True)))
+
+    def __reduce__(self):
+        return _ChunkReader, (self._info,)
+
+
+def _optional(module: str, what: str, requirement: str):
+    try:
+        return importlib.import_module(module)
+    except ImportError as err:
+        raise ImportError(f'{what} needs {module.split(".")[0]}, which is not installed: pip install '
+                          f'"{requirement}"') from err
+
+
+# --- files in trees ----------------------------------------------------------------------------------------
+
+def get_cache_files(obj) -> set[str]:
+    """The directories of every Zarr array referenced by disk-backed tensors in `obj`.
+
+    Args:
+        obj: a Tensor, or a tuple, list, set, dict or dataclass instance holding them (nested in any way);
+            for dataclass instances both the fields and the values cached in `__dict__` are searched.
+
+    Returns:
+        Paths `<cache_dir>/<key>/<array>`, one per array referenced.
+    """
+    files: set[str] = set()
+    _collect(obj, files, set())
+    return files
+
+
+def _collect(obj, files: set, seen: set) -> None:
+    if isinstance(obj, DiskTensor):
+        files.add(obj.path)
+    elif isinstance(obj, Stacked):
+        for part in obj.parts:
+            _collect(part, files, seen)
+    elif isinstance(obj, Expanded):
+        _collect(obj._inner, files, seen)
+    elif isinstance(obj, (Tensor, str, bytes, int, float, complex)) or obj is None or id(obj) in seen:
+        return
+    elif isinstance(obj, (tuple, list, set, frozenset, dict)):
+        seen.add(id(obj))
+        for item in obj.values() if isinstance(obj, dict) else obj:
+            _collect(item, files, seen)
+    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        seen.add(id(obj))
+        for field in dataclasses.fields(obj):
+            _collect(getattr(obj, field.name, None), files, seen)
+        for value in getattr(obj, '__dict__', {}).values():  # cached property values, and fields again
+            _collect(value, files, seen)

@@ -1,0 +1,406 @@
+"""The disk-cache format apart from the array data: manifests, completion records and temporary files.
+
+A result is a directory `<cache_dir>/<key>/` holding a Zarr group, the manifest `lazyphi.json`, one
+Zarr array per output and, beside each array `<name>`, a directory `<name>.done/` with one empty file
+per complete chunk, named by the chunk's grid index joined with '.' (`3.0.0`). Nothing here imports
+Zarr: listing, checking completion and deleting results cost a few file-system calls.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math as pymath
+import operator
+import os
+import re
+import shutil
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from .._errors import ManifestDamaged
+from ..backend import DType
+from ..math import Shape
+from ..math._shape import DIM_TYPES
+
+FORMAT = 1
+MANIFEST = 'lazyphi.json'
+RECORDS_SUFFIX = '.done'
+COMPRESSORS = (None, 'zstd')
+STORABLE_KINDS = (bool, int, float, complex)
+# A temporary file or directory older than this is left over from a killed writer: a live writer keeps
+# touching its file, and Zarr renames a chunk's temporary file as soon as its bytes are written.
+STALE_AFTER_SECONDS = 60.0
+# Zarr's LocalStore writes `<chunk>.<uuid hex>.partial` and renames it; lazyphi's own temporaries end alike.
+_TEMPORARY = re.compile(r'\.[0-9a-f]{32}\.partial$')
+_RESERVED = ('zarr.json', MANIFEST)
+
+
+@dataclass(frozen=True)
+class ArraySpec:
+    """One Zarr array of a result: shape with dim names, types, sizes and labels, dtype and chunking.
+
+    Args:
+        shape: the full shape; every size an int.
+        dtype: the element type (bool, int, float or complex).
+        backend: name of the backend the values come from ('numpy', 'torch', 'jax', 'tensorflow').
+        block_dim: the dim the array is written along in blocks.
+        chunk: chunk length along `block_dim`; every other dim is one chunk.
+        compressor: None (uncompressed, the default) or 'zstd'. Kept in Zarr's metadata only.
+    """
+
+    shape: Shape
+    dtype: DType
+    backend: str
+    block_dim: str
+    chunk: int
+    compressor: str | None = None
+
+    def __post_init__(self):
+        if not isinstance(self.shape, Shape):
+            raise TypeError(f'ArraySpec.shape must be a lazyphi Shape, got {self.shape!r}')
+        bad = [f'{n}={s!r}' for n, s in zip(self.shape.names, self.shape.sizes, strict=True)
+               if type(s) is not int or s < 0]
+        if bad:
+            raise ValueError(f'ArraySpec.shape must have int sizes; {self.shape} has {", ".join(bad)}')
+        object.__setattr__(self, 'dtype', DType.as_dtype(self.dtype))
+        if self.dtype.kind not in STORABLE_KINDS:
+            raise ValueError(f'The disk cache stores bool, int, float and complex values, not {self.dtype}')
+        if not isinstance(self.backend, str) or not self.backend:
+            raise ValueError(f"ArraySpec.backend must be a backend name like 'numpy', got {self.backend!r}")
+        if self.block_dim not in self.shape.names:
+            raise ValueError(f'ArraySpec.block_dim {self.block_dim!r} is not a dim of {self.shape}')
+        if type(self.chunk) is not int or self.chunk < 1:
+            raise ValueError(f'ArraySpec.chunk must be a positive int (elements along {self.block_dim!r}), '
+                             f'got {self.chunk!r}')
+        if self.compressor not in COMPRESSORS:
+            raise ValueError(f'ArraySpec.compressor must be one of {COMPRESSORS}, got {self.compressor!r}')
+
+    @property
+    def axis(self) -> int:
+        """Position of `block_dim` among the array's axes."""
+        return self.shape.names.index(self.block_dim)
+
+    @property
+    def chunks(self) -> tuple[int, ...]:
+        """The Zarr chunk shape: `chunk` along `block_dim`, every other dim whole (at least 1)."""
+        return tuple(self.chunk if n == self.block_dim else max(s, 1)
+                     for n, s in zip(self.shape.names, self.shape.sizes, strict=True))
+
+    @property
+    def grid(self) -> tuple[int, ...]:
+        """Number of chunks along each axis."""
+        return tuple(pymath.ceil(s / c) for s, c in zip(self.shape.sizes, self.chunks, strict=True))
+
+    def manifest_entry(self) -> dict:
+        """This array as its entry in the manifest's `arrays`."""
+        return {'dims': list(self.shape.names), 'types': list(self.shape.types),
+                'labels': [None if lab is None else list(lab) for lab in self.shape.labels],
+                'sizes': list(self.shape.sizes), 'dtype': str(self.dtype), 'backend': self.backend,
+                'chunks': list(self.chunks), 'block_dim': self.block_dim}
+
+    @classmethod
+    def from_manifest(cls, entry: Mapping) -> ArraySpec:
+        """The spec of a validated manifest entry (the compressor is not recorded there: None)."""
+        labels = tuple(None if lab is None else tuple(lab) for lab in entry['labels'])
+        shape = Shape(tuple(entry['sizes']), tuple(entry['dims']), tuple(entry['types']), labels)
+        chunk = entry['chunks'][entry['dims'].index(entry['block_dim'])]
+        return cls(shape, DType.as_dtype(entry['dtype']), entry['backend'], entry['block_dim'], chunk)
+
+
+def check_name(name: str, what: str) -> None:
+    """Raise ValueError unless `name` can be a file name inside a cache directory or group."""
+    if (not isinstance(name, str) or not name or name.startswith('.') or '/' in name or '\\' in name
+            or name in _RESERVED or name.endswith(RECORDS_SUFFIX) or _TEMPORARY.search(name)):
+        raise ValueError(f"{what} {name!r} cannot name a file in the disk cache: use a non-empty name without "
+                         f"'/', not starting with '.', not ending in {RECORDS_SUFFIX!r} and not one of {_RESERVED}")
+
+
+def class_path(cls: type) -> str:
+    """`module:QualName` of a class, as the manifest records it."""
+    return f'{cls.__module__}:{cls.__qualname__}'
+
+
+def new_manifest(key: str, cls: type, arrays: Mapping[str, ArraySpec]) -> dict:
+    """The manifest of a result computed now."""
+    return {'format': FORMAT, 'key': key, 'class': class_path(cls),
+            'created': datetime.now(UTC).isoformat(timespec='seconds'),
+            'arrays': {name: spec.manifest_entry() for name, spec in sorted(arrays.items())}}
+
+
+def write_manifest(group: str, manifest: dict) -> None:
+    """Write `lazyphi.json` atomically: a temporary file, then `os.replace`."""
+    temporary = os.path.join(group, f'lazyphi.{uuid.uuid4().hex}.partial')
+    with open(temporary, 'w', encoding='utf-8') as f:
+        json.dump(manifest, f, indent=1)
+    os.replace(temporary, os.path.join(group, MANIFEST))
+
+
+def read_manifest(group: str) -> dict:
+    """The validated manifest of the result in directory `group`.
+
+    Raises:
+        FileNotFoundError: `group` does not exist.
+        ManifestDamaged: the manifest is missing, not JSON, of another format or inconsistent.
+    """
+    if not os.path.exists(group):
+        raise FileNotFoundError(f'No lazyphi result at {group!r}: the directory does not exist')
+    if not os.path.isdir(group):
+        raise ManifestDamaged(f'{group!r} is not a lazyphi result: it is a file, not a directory')
+    path = os.path.join(group, MANIFEST)
+    try:
+        with open(path, 'rb') as f:
+            manifest = json.loads(f.read())
+    except FileNotFoundError:
+        raise ManifestDamaged(f'{group!r} is not a lazyphi result: it has no {MANIFEST}') from None
+    except (OSError, ValueError) as err:
+        raise ManifestDamaged(f'The manifest {path!r} cannot be read: {err}. Delete the result '
+                              f'(lazyphi.cache.delete_result) and compute it again') from err
+    problem = _manifest_problem(manifest, os.path.basename(os.path.normpath(group)))
+    if problem:
+        raise ManifestDamaged(f'The manifest {path!r} is invalid: {problem}. Delete the result '
+                              f'(lazyphi.cache.delete_result) and compute it again')
+    return manifest
+
+
+def _manifest_problem(manifest, key: str) -> str | None:
+    """What is wrong with a parsed manifest, or None."""
+    if not isinstance(manifest, dict):
+        return f'expected a JSON object, found {type(manifest).__name__}'
+    missing = {'format', 'key', 'class', 'created', 'arrays'} - set(manifest)
+    if missing:
+        return f'missing entries {sorted(missing)}'
+    if manifest['format'] != FORMAT:
+        return f'it has format {manifest["format"]!r}; this lazyphi reads format {FORMAT}'
+    if manifest['key'] != key:
+        return f'it names key {manifest["key"]!r} but lies in directory {key!r}'
+    if not isinstance(manifest['class'], str) or ':' not in manifest['class']:
+        return f"'class' must be 'module:QualName', found {manifest['class']!r}"
+    try:
+        created = datetime.fromisoformat(manifest['created'])
+    except (TypeError, ValueError):
+        return f"'created' must be an ISO-8601 time, found {manifest['created']!r}"
+    if created.tzinfo is None:
+        return f"'created' must carry its time zone (UTC), found {manifest['created']!r}"
+    if not isinstance(manifest['arrays'], dict):
+        return "'arrays' must be a JSON object"
+    for name, entry in manifest['arrays'].items():
+        problem = _entry_problem(entry)
+        if problem:
+            return f'array {name!r}: {problem}'
+    return None
+
+
+def _entry_problem(entry) -> str | None:
+    fields = ('dims', 'types', 'labels', 'sizes', 'dtype', 'backend', 'chunks', 'block_dim')
+    if not isinstance(entry, dict) or set(entry) != set(fields):
+        return f'expected an object with exactly {list(fields)}'
+    lists = [entry[f] for f in ('dims', 'types', 'labels', 'sizes', 'chunks')]
+    if not all(isinstance(v, list) for v in lists) or len({len(v) for v in lists}) != 1:
+        return 'dims, types, labels, sizes and chunks must be lists of equal length'
+    if not all(isinstance(d, str) and d for d in entry['dims']) or len(set(entry['dims'])) != len(entry['dims']):
+        return f'dims must be distinct names, found {entry["dims"]}'
+    if not all(t in DIM_TYPES for t in entry['types']):
+        return f'types must be among {DIM_TYPES}, found {entry["types"]}'
+    if not all(type(s) is int and s >= 0 for s in entry['sizes']):
+        return f'sizes must be ints >= 0, found {entry["sizes"]}'
+    for lab, size in zip(entry['labels'], entry['sizes'], strict=True):
+        if lab is not None and (not isinstance(lab, list) or len(lab) != size
+                                or not all(isinstance(s, str) for s in lab)):
+            return f'labels must be null or one str per item, found {entry["labels"]}'
+    if entry['block_dim'] not in entry['dims']:
+        return f'block_dim {entry["block_dim"]!r} is not among dims {entry["dims"]}'
+    try:
+        spec = ArraySpec.from_manifest(entry)
+    except (TypeError, ValueError) as err:
+        return str(err)
+    if list(spec.chunks) != entry['chunks']:
+        return (f'chunks {entry["chunks"]} must be whole along every dim but {entry["block_dim"]!r} '
+                f'(expected {list(spec.chunks)})')
+    if str(spec.dtype) != entry['dtype']:
+        return f'dtype {entry["dtype"]!r} is not written the way lazyphi writes it ({spec.dtype})'
+    return None
+
+
+def manifest_differences(existing: dict, wanted: dict) -> list[str]:
+    """How an existing manifest disagrees with the one a computation would write (its time aside)."""
+    found = []
+    for entry in ('format', 'key', 'class'):
+        if existing[entry] != wanted[entry]:
+            found.append(f'{entry} is {existing[entry]!r} on disk, {wanted[entry]!r} now')
+    old, new = existing['arrays'], wanted['arrays']
+    if set(old) != set(new):
+        found.append(f'arrays are {sorted(old)} on disk, {sorted(new)} now')
+    for name in sorted(set(old) & set(new)):
+        for entry in new[name]:
+            if old[name][entry] != new[name][entry]:
+                found.append(f'array {name!r}: {entry} is {old[name][entry]!r} on disk, {new[name][entry]!r} now')
+    return found
+
+
+def array_specs(manifest: dict) -> dict[str, ArraySpec]:
+    """The arrays of a validated manifest as specs."""
+    return {name: ArraySpec.from_manifest(entry) for name, entry in manifest['arrays'].items()}
+
+
+def array_spec(group: str, name: str) -> ArraySpec:
+    """The spec of array `name` of the result in `group`; ValueError naming the arrays there if absent."""
+    arrays = read_manifest(group)['arrays']
+    if name not in arrays:
+        raise ValueError(f'The result {group!r} has no array {name!r}; its arrays are {sorted(arrays)}')
+    return ArraySpec.from_manifest(arrays[name])
+
+
+# --- completion records ---------------------------------------------------------------------------
+
+def records_dir(group: str, name: str) -> str:
+    """The directory holding the completion records of array `name`."""
+    return os.path.join(group, name + RECORDS_SUFFIX)
+
+
+def record_name(index: tuple[int, ...]) -> str:
+    """File name of the record of the chunk at grid position `index`."""
+    return '.'.join(map(str, index))
+
+
+def check_range(spec: ArraySpec, name: str, block_dim: str, start, stop) -> tuple[int, int]:
+    """`start, stop` as ints; ValueError unless they lie within the array along its block dim."""
+    if block_dim != spec.block_dim:
+        raise ValueError(f'Array {name!r} is written in blocks along {spec.block_dim!r}, not {block_dim!r}')
+    size = spec.shape.get_size(block_dim)
+    try:
+        start, stop = operator.index(start), operator.index(stop)
+    except TypeError:
+        raise TypeError(f'A block range needs int bounds, got {start!r}:{stop!r} along {block_dim!r}') from None
+    if not 0 <= start <= stop <= size:
+        raise ValueError(f'Range {start}:{stop} along {block_dim!r} is outside array {name!r} of size {size}')
+    return start, stop
+
+
+def chunk_indices(spec: ArraySpec, start: int, stop: int) -> list[tuple[int, ...]]:
+    """Grid indices of every chunk that holds part of `start:stop` along the block dim."""
+    first, end = start // spec.chunk, pymath.ceil(stop / spec.chunk)
+    ranges = [range(first, end) if i == spec.axis else range(g) for i, g in enumerate(spec.grid)]
+    return list(itertools.product(*ranges))
+
+
+def complete_chunks(group: str, name: str) -> set[tuple[int, ...]]:
+    """Grid indices of the chunks of array `name` whose data is complete (their record exists)."""
+    return _recorded(group, name, array_spec(group, name))
+
+
+def _recorded(group: str, name: str, spec: ArraySpec) -> set[tuple[int, ...]]:
+    try:
+        entries = os.listdir(records_dir(group, name))
+    except FileNotFoundError:
+        return set()
+    grid = spec.grid
+    found = set()
+    for entry in entries:
+        parts = entry.split('.')
+        if len(parts) == len(grid) and all(p.isascii() and p.isdigit() for p in parts):
+            index = tuple(map(int, parts))
+            if all(i < g for i, g in zip(index, grid, strict=True)):
+                found.add(index)
+    return found
+
+
+def block_complete(group: str, name: str, block_dim: str, start: int, stop: int) -> bool:
+    """Whether every chunk holding part of `start:stop` along `block_dim` of array `name` is complete."""
+    spec = array_spec(group, name)
+    start, stop = check_range(spec, name, block_dim, start, stop)
+    needed = chunk_indices(spec, start, stop)
+    if len(needed) <= 8:  # a few stat calls beat listing a directory of many records
+        records = records_dir(group, name)
+        return all(os.path.exists(os.path.join(records, record_name(i))) for i in needed)
+    return set(needed) <= _recorded(group, name, spec)
+
+
+def completion(group: str, manifest: dict) -> dict[str, float]:
+    """Fraction of complete chunks per array (1.0 for an array without chunks)."""
+    fractions = {}
+    for name, spec in array_specs(manifest).items():
+        total = pymath.prod(spec.grid)
+        fractions[name] = len(_recorded(group, name, spec)) / total if total else 1.0
+    return fractions
+
+
+# --- temporary files, groups, sentinels ---------------------------------------------------------------
+
+def temporary_dir(cache_dir: str, key: str) -> str:
+    """A fresh name for building or deleting the group of `key` beside its final place."""
+    return os.path.join(cache_dir, f'.{key}.{uuid.uuid4().hex}.partial')
+
+
+def remove_stale_temporaries(group: str) -> list[str]:
+    """Delete temporary files left by killed writers in `group`, and stale temporary copies of it beside it.
+
+    Only entries untouched for `STALE_AFTER_SECONDS` go: a live writer's temporary file stays.
+    Returns the paths removed.
+    """
+    now = time.time()
+    removed = []
+    cache_dir, key = os.path.split(os.path.normpath(group))
+    prefix = f'.{key}.'
+    with os.scandir(cache_dir) as entries:
+        for entry in entries:
+            if entry.name.startswith(prefix) and _TEMPORARY.search(entry.name) and _stale(entry.path, now):
+                shutil.rmtree(entry.path, ignore_errors=True)
+                removed.append(entry.path)
+    for root, _, files in os.walk(group):
+        for name in files:
+            path = os.path.join(root, name)
+            if _TEMPORARY.search(name) and _stale(path, now):
+                try:
+                    os.remove(path)
+                except FileNotFoundError:  # its writer finished or another cleaner was first
+                    continue
+                removed.append(path)
+    return removed
+
+
+def _stale(path: str, now: float) -> bool:
+    try:
+        return now - os.stat(path).st_mtime > STALE_AFTER_SECONDS
+    except FileNotFoundError:
+        return False
+
+
+def result_groups(cache_dir: str) -> dict[str, str]:
+    """Key -> path of every lazyphi result in `cache_dir` (directories holding a manifest).
+
+    Raises:
+        FileNotFoundError: `cache_dir` does not exist.
+        NotADirectoryError: `cache_dir` is a file.
+    """
+    if not os.path.exists(cache_dir):
+        raise FileNotFoundError(f'The cache directory {cache_dir!r} does not exist')
+    if not os.path.isdir(cache_dir):
+        raise NotADirectoryError(f'The cache directory {cache_dir!r} is a file, not a directory')
+    groups = {}
+    with os.scandir(cache_dir) as entries:
+        for entry in entries:
+            if (not entry.name.startswith('.') and entry.is_dir()
+                    and os.path.exists(os.path.join(entry.path, MANIFEST))):
+                groups[entry.name] = entry.path
+    return dict(sorted(groups.items()))
+
+
+def delete_group(group: str) -> None:
+    """Remove a result: first renamed out of sight (atomically), then deleted file by file."""
+    cache_dir, key = os.path.split(os.path.normpath(group))
+    hidden = temporary_dir(cache_dir, key)
+    os.rename(group, hidden)
+    shutil.rmtree(hidden)
+
+
+def sees_sentinel(path: str, token: str) -> bool:
+    """Whether the file at `path` exists here and holds `token` (run on each Dask worker)."""
+    try:
+        with open(path, encoding='utf-8') as f:
+            return f.read() == token
+    except OSError:
+        return False

@@ -1,0 +1,186 @@
+"""Writing results to the disk cache: create a result's group once, write blocks of whole chunks, record them.
+
+Several processes may prepare the same result at once and many tasks write its blocks at once; blocks
+are disjoint ranges of whole chunks, so no chunk has two writers. A chunk counts as written only when
+its completion record exists, and the record is made after the chunk's data is in the store.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Mapping
+
+import zarr
+from zarr.codecs import ZstdCodec
+from zarr.storage import LocalStore
+
+from .._errors import CacheDirNotShared
+from ..backend._dtype import to_numpy_dtype
+from ..math import Tensor
+from ._results import (
+    ArraySpec,
+    array_spec,
+    check_name,
+    check_range,
+    chunk_indices,
+    manifest_differences,
+    new_manifest,
+    read_manifest,
+    record_name,
+    records_dir,
+    remove_stale_temporaries,
+    sees_sentinel,
+    temporary_dir,
+    write_manifest,
+)
+
+ZSTD_LEVEL = 1
+# Zarr skips writing a chunk equal to the fill value unless told otherwise; writing it keeps every complete
+# chunk a file on disk and saves comparing each chunk with the fill value.
+_ARRAY_CONFIG = {'write_empty_chunks': True}
+
+
+def prepare_result(cache_dir: str, key: str, cls: type, arrays: Mapping[str, ArraySpec]) -> str:
+    """Create the group of result `key` in `cache_dir` unless it exists; return its absolute path.
+
+    Safe when several processes call it at once: the group is built in a temporary directory and
+    renamed into place, and only one rename succeeds. An existing group is never overwritten: its
+    manifest must describe the same class and arrays. Temporary files of killed writers are removed.
+
+    Raises:
+        ValueError: the existing group disagrees with `cls` / `arrays` (the message lists how), or a name
+            cannot be a file name.
+        ManifestDamaged: the existing group's manifest is missing or invalid.
+    """
+    check_name(key, 'The result key')
+    if not isinstance(cls, type):
+        raise TypeError(f'prepare_result needs the class whose result is stored, got {cls!r}')
+    for name, spec in arrays.items():
+        check_name(name, 'The array name')
+        if not isinstance(spec, ArraySpec):
+            raise TypeError(f'arrays must map names to ArraySpec, got {spec!r} for {name!r}')
+    cache_dir = os.path.abspath(cache_dir)
+    group = os.path.join(cache_dir, key)
+    wanted = new_manifest(key, cls, arrays)
+    if not os.path.lexists(group):
+        os.makedirs(cache_dir, exist_ok=True)
+        _create_group(cache_dir, group, wanted, arrays)
+    differences = manifest_differences(read_manifest(group), wanted)
+    if differences:
+        raise ValueError(f'The disk cache already holds a different result under key {key!r} at {group!r}: '
+                         f'{"; ".join(differences)}. It is left as it is; use another cache_dir, or delete it '
+                         f'with lazyphi.cache.delete_result({cache_dir!r}, {key!r})')
+    remove_stale_temporaries(group)
+    return group
+
+
+def _create_group(cache_dir: str, group: str, manifest: dict, arrays: Mapping[str, ArraySpec]) -> None:
+    """Build the group in a temporary directory and rename it into place, unless another process was first."""
+    building = temporary_dir(cache_dir, os.path.basename(group))
+    try:
+        store = LocalStore(building)
+        zarr.create_group(store)
+        for name, spec in arrays.items():
+            zarr.create_array(store, name=name, shape=spec.shape.sizes, dtype=to_numpy_dtype(spec.dtype),
+                              chunks=spec.chunks, compressors=ZstdCodec(level=ZSTD_LEVEL) if spec.compressor else None,
+                              fill_value=False if spec.dtype.kind is bool else 0,
+                              dimension_names=spec.shape.names, config=_ARRAY_CONFIG)
+            os.mkdir(records_dir(building, name))
+        write_manifest(building, manifest)
+        try:
+            os.rename(building, group)
+        except OSError:
+            if not os.path.isdir(group):  # not a lost race: a real error
+                raise
+    finally:
+        shutil.rmtree(building, ignore_errors=True)
+
+
+def write_block(group: str, name: str, value: Tensor, block_dim: str, start: int, stop: int) -> None:
+    """Write `value` into `start:stop` along `block_dim` of array `name`, then record its chunks as complete.
+
+    The range must cover whole chunks: `start` on a chunk boundary, `stop` on one or at the array's end.
+    `value` needs the array's dims (in any order) and sizes, with `block_dim` of size `stop - start`,
+    and the array's dtype; it may live on any backend.
+
+    Raises:
+        ValueError: a misaligned or out-of-range block, or a value of another shape or dtype.
+    """
+    spec = array_spec(group, name)
+    start, stop = check_range(spec, name, block_dim, start, stop)
+    size = spec.shape.get_size(block_dim)
+    if start % spec.chunk or (stop % spec.chunk and stop != size):
+        raise ValueError(f'Block {start}:{stop} along {block_dim!r} of array {name!r} is not a whole number of '
+                         f'chunks of {spec.chunk}: start must be a multiple of {spec.chunk}, stop one too or '
+                         f'the array end {size}')
+    _check_value(value, spec, name, start, stop)
+    data = value.numpy(spec.shape.names)
+    array = zarr.open_array(LocalStore(group), path=name, mode='r+', zarr_format=3).with_config(_ARRAY_CONFIG)
+    # One chunk per assignment: Zarr passes a value of exactly one chunk's shape straight to the codecs, but
+    # copies each chunk of a larger value into a new fill-value buffer first.
+    for first in range(start, stop, spec.chunk):
+        last = min(first + spec.chunk, stop)
+        array[_along(spec, first, last)] = data[_along(spec, first - start, last - start)]
+    records = records_dir(group, name)
+    for index in chunk_indices(spec, start, stop):
+        _write_record(os.path.join(records, record_name(index)))
+
+
+def _along(spec: ArraySpec, start: int, stop: int) -> tuple[slice, ...]:
+    """The selection `start:stop` along the block dim, everything along the others."""
+    return tuple(slice(start, stop) if i == spec.axis else slice(None) for i in range(spec.shape.rank))
+
+
+def _check_value(value: Tensor, spec: ArraySpec, name: str, start: int, stop: int) -> None:
+    if not isinstance(value, Tensor):
+        raise TypeError(f'write_block writes lazyphi Tensors; got {type(value).__name__} for array {name!r}')
+    got, problems = value.shape, []
+    if set(got.names) != set(spec.shape.names):
+        problems.append(f'dims {sorted(got.names)} instead of {sorted(spec.shape.names)}')
+    else:
+        for dim, size, dim_type in zip(spec.shape.names, spec.shape.sizes, spec.shape.types, strict=True):
+            expected = stop - start if dim == spec.block_dim else size
+            if got.get_size(dim) != expected:
+                problems.append(f'{dim!r} of size {got.get_size(dim)} instead of {expected}')
+            if got.get_type(dim) != dim_type:
+                problems.append(f'{dim!r} of type {got.get_type(dim)} instead of {dim_type}')
+    if value.dtype != spec.dtype:
+        problems.append(f'dtype {value.dtype} instead of {spec.dtype}')
+    if problems:
+        raise ValueError(f'Cannot write a value of shape {got} into {start}:{stop} along {spec.block_dim!r} of '
+                         f'array {name!r} (shape {spec.shape}, {spec.dtype}): {"; ".join(problems)}')
+
+
+def _write_record(path: str) -> None:
+    """Mark one chunk complete: an empty file (creating it again is harmless)."""
+    os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o644))
+
+
+def check_cache_dir_visible(cache_dir: str, client) -> None:
+    """Check that every worker of a `distributed.Client` sees `cache_dir` as the host does.
+
+    Writes a sentinel file into `cache_dir` (created if absent), asks every worker whether it can read
+    it, and deletes it.
+
+    Raises:
+        CacheDirNotShared: some workers do not see the file; the message names them.
+    """
+    cache_dir = os.path.abspath(cache_dir)
+    os.makedirs(cache_dir, exist_ok=True)
+    token = uuid.uuid4().hex
+    sentinel = os.path.join(cache_dir, f'.lazyphi-sentinel-{token}')
+    with open(sentinel, 'w', encoding='utf-8') as f:
+        f.write(token)
+    try:
+        answers = client.run(sees_sentinel, sentinel, token, on_error='return')
+    finally:
+        os.remove(sentinel)
+    blind = sorted(worker for worker, seen in answers.items() if seen is not True)
+    if blind:
+        raise CacheDirNotShared(
+            f'{len(blind)} of {len(answers)} Dask workers cannot see cache_dir {cache_dir!r} (a file the host wrote '
+            f'there is missing for them): {", ".join(map(str, blind))}. cache_dir must be on a file system shared by '
+            f'the host and all workers, under the same path on every machine (for example a network or cluster '
+            f'file system, not /tmp or a local disk)')
