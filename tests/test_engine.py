@@ -139,11 +139,6 @@ def test_unknown_scheduler_is_an_error():
         parallel_compute(Model(DATA), [Model.plus], scheduler='gpu', progress=False)
 
 
-def test_disk_cache_arguments_are_not_silently_ignored(tmp_path):
-    with pytest.raises(NotImplementedError, match='cache_dir'):
-        parallel_compute(Model(DATA), [Model.plus], cache_dir=str(tmp_path), progress=False)
-
-
 MAIN_SCRIPT = textwrap.dedent('''
     from dataclasses import dataclass
     import numpy as np

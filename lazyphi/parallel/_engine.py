@@ -6,6 +6,7 @@ loaded the first time `parallel_compute` runs or a plan is handed to Dask.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import inspect
@@ -24,8 +25,12 @@ from ..math import Tensor, batch, concat, stack
 from ..math._fields import config_fields, data_fields
 from ..math._tree import shape as tree_shape
 from ..math._tree import slice_, tree_map
+from ..storage import ArraySpec, block_complete, load_cache_as, worker_load_backend
+from ..storage._disk import disk_tensor
+from ..storage._results import array_spec
+from ..storage._write import check_cache_dir_visible, prepare_result, write_block
 from ._plan import Plan, Stage, _descriptor, plan
-from ._schedulers import run_graph
+from ._schedulers import client_of, run_graph
 from ._tracer import Tracer
 
 FORMAT_VERSION = 1
@@ -48,12 +53,12 @@ def parallel_compute(instance, properties: Sequence, parallel_dims=batch, max_wo
     Returns:
         The plan that ran (print it to see what ran where).
     """
-    if cache_dir is not None:
-        raise NotImplementedError('cache_dir and memory_limit (the Zarr disk cache) are not implemented yet; '
-                                  'run without them to keep results in memory')
     p = plan(instance, properties, parallel_dims, max_workers, memory_limit, cache_dir, keep_intermediate,
              scheduler=scheduler, block_size=block_size, progress=progress)
     started = time.perf_counter()
+    client = client_of(scheduler)
+    if cache_dir is not None and client is not None:
+        check_cache_dir_visible(cache_dir, client)
     graph = compiled(p)
     results = run_graph(graph.graph, [graph.result_key], scheduler, p.max_workers, progress)[0]
     finish([results], p)
@@ -107,8 +112,11 @@ class CompiledPlan:
 
 def compile_plan(p: Plan, instance) -> CompiledPlan:
     """One graph for the whole plan: field nodes, per-block tasks, assembly per stage, one result node."""
-    token = plan_token(p, instance)
-    settings = (get_precision(), default_backend().name)
+    key = cache_key(p, instance)
+    token = plan_token(p, instance, key)
+    worker_backend = worker_load_backend()
+    settings = (get_precision(), default_backend().name, worker_backend.name if worker_backend else None)
+    group = _prepare_disk(p, instance, key) if p.cache_dir is not None else None
     graph = {}
     template_key = f'template-{token}'
     graph[template_key] = DataNode(template_key, _template(instance))
@@ -129,8 +137,8 @@ def compile_plan(p: Plan, instance) -> CompiledPlan:
             key = f'host-{stage.index}-{"-".join(names)}-{token}'
             inputs = {**{f: TaskRef(field_keys[f]) for f in stage.fields},
                       **{c: _full_ref(c, assembled, field_keys) for c in stage.cached_inputs}}
-            graph[key] = Task(key, run_stage, TaskRef(template_key), _stage_spec(stage), None, settings, tuple(inputs),
-                              *inputs.values())
+            graph[key] = Task(key, run_stage, TaskRef(template_key), _stage_spec(stage, group), None, settings,
+                              tuple(inputs), *inputs.values())
             for n in names:
                 assembled[n] = key
             continue
@@ -143,11 +151,11 @@ def compile_plan(p: Plan, instance) -> CompiledPlan:
             for c in stage.cached_inputs:
                 inputs[c] = _cached_block_ref(graph, c, stage, block, block_outputs, assembled, field_keys, token)
             key = (name, block.index)
-            graph[key] = Task(key, run_stage, TaskRef(template_key), _stage_spec(stage),
+            graph[key] = Task(key, run_stage, TaskRef(template_key), _stage_spec(stage, group),
                               (stage.block_dim, block.start, block.stop), settings, tuple(inputs), *inputs.values())
             block_keys.append(key)
         assemble_key = f'assemble-{stage.index}-{token}'
-        graph[assemble_key] = Task(assemble_key, assemble_stage, _stage_spec(stage), stage.block_dim, settings,
+        graph[assemble_key] = Task(assemble_key, assemble_stage, _stage_spec(stage, group), stage.block_dim, settings,
                                    *[TaskRef(k) for k in block_keys])
         for n in names:
             assembled[n] = assemble_key
@@ -200,10 +208,26 @@ def _template(instance):
     return template
 
 
-def _stage_spec(stage: Stage) -> tuple:
-    """What a task needs to know about the stage's properties: (name, mode, split dims, partials, trace)."""
-    return tuple((q.name, q.mode, tuple(stage.split_dims.names), q.partials, q.trace if q.mode == 'mixed' else None)
-                 for q in stage.properties)
+def _stage_spec(stage: Stage, group: str | None) -> tuple:
+    """What a task needs to know about the stage's properties.
+
+    Per property: (name, mode, split dims, MIXED partials, MIXED trace, the result group if it goes to disk).
+    """
+    return tuple((q.name, q.mode, tuple(stage.split_dims.names), q.partials, q.trace if q.mode == 'mixed' else None,
+                  group if q.disk else None) for q in stage.properties)
+
+
+def _prepare_disk(p: Plan, instance, key: str) -> str | None:
+    """Create (if absent) the result group of this computation and an array per output that goes to disk."""
+    specs = {}
+    for stage in p.stages:
+        for q in stage.properties:
+            if q.disk:
+                shape = q.output.shape
+                along = stage.block_dim if stage.block_dim in shape.names else shape.names[0]
+                chunk = stage.chunk_size if along == stage.block_dim else shape.get_size(along)
+                specs[q.name] = ArraySpec(shape, q.output.dtype, default_backend().name, along, chunk)
+    return prepare_result(p.cache_dir, key, type(instance), specs) if specs else None
 
 
 def slice_block(value, dim: str, start: int, stop: int):
@@ -214,10 +238,14 @@ def slice_block(value, dim: str, start: int, stop: int):
 def run_stage(template, spec: tuple, block, settings: tuple, names: tuple, *values) -> dict:
     """Compute the stage's properties on one block (or, for a host stage, on the whole instance).
 
-    `names` name the fields and cached values given in `values`.
+    `names` name the fields and cached values given in `values`. Outputs that go to disk are written
+    as whole chunks and returned as disk-backed tensors; a block whose outputs are all on disk already
+    (a resumed run) is not computed again.
     """
-    bits, backend_name = settings
-    with precision(bits), backend_by_name(backend_name):
+    with _task_settings(settings):
+        if all(disk is not None for *_, disk in spec) and all(
+                _on_disk(disk, name, block) for name, *_, disk in spec):
+            return {name: _disk_result(disk, name, block) for name, *_, disk in spec}
         instance = copy.copy(template)
         cached = cached_property_names(type(template))
         for name, value in zip(names, values, strict=True):
@@ -226,7 +254,7 @@ def run_stage(template, spec: tuple, block, settings: tuple, names: tuple, *valu
             else:
                 object.__setattr__(instance, name, value)
         results = {}
-        for name, mode, split, partials, trace in spec:
+        for name, mode, split, partials, trace, disk in spec:
             func = _descriptor(type(instance), name).func
             try:
                 if mode == 'mixed':
@@ -240,8 +268,38 @@ def run_stage(template, spec: tuple, block, settings: tuple, names: tuple, *valu
                 raise PropertyFailed(f'{type(template).__name__}.{name} raised {type(err).__name__} {where}: {err}\n'
                                      f'Original traceback:\n{traceback.format_exc()}') from err
             instance.__dict__[name] = value
+            if disk is not None:
+                dim, start, stop = _written_range(disk, name, block)
+                write_block(disk, name, value, dim, start, stop)
+                value = _disk_result(disk, name, block)
             results[name] = value
         return results
+
+
+@contextlib.contextmanager
+def _task_settings(settings: tuple):
+    """Re-apply in a task what the plan captured: precision, default backend, backend of loaded disk data."""
+    bits, backend_name, load_backend = settings
+    with precision(bits), backend_by_name(backend_name), (
+            load_cache_as(load_backend) if load_backend else contextlib.nullcontext()):
+        yield
+
+
+def _written_range(group: str, name: str, block) -> tuple:
+    """(dim, start, stop) a task writes: its block, or the whole array for a host stage."""
+    if block is not None:
+        return block
+    spec = array_spec(group, name)
+    return spec.block_dim, 0, spec.shape.get_size(spec.block_dim)
+
+
+def _on_disk(group: str, name: str, block) -> bool:
+    return block_complete(group, name, *_written_range(group, name, block))
+
+
+def _disk_result(group: str, name: str, block):
+    dim, start, stop = _written_range(group, name, block)
+    return disk_tensor(group, name, {dim: slice(start, stop)} if block is not None else None)
 
 
 def _per_element(func: Callable, instance, dims: tuple):
@@ -285,12 +343,13 @@ def _upstream(trace, nodes: list) -> set:
 
 def assemble_stage(spec: tuple, dim: str, settings: tuple, *blocks: dict) -> dict:
     """Join the block outputs of each property along the block dim (and combine MIXED partials)."""
-    bits, backend_name = settings
-    with precision(bits), backend_by_name(backend_name):
+    with _task_settings(settings):
         result = {}
-        for name, mode, _, partials, trace in spec:
+        for name, mode, _, partials, trace, disk in spec:
             outputs = [b[name] for b in blocks]
-            if mode == 'mixed':
+            if disk is not None:
+                result[name] = disk_tensor(disk, name)
+            elif mode == 'mixed':
                 result[name] = _combine(trace, partials, outputs)
             else:
                 result[name] = _join(outputs, dim)
@@ -327,13 +386,26 @@ def collect_results(names: tuple, *stage_results: dict) -> dict:
     return {name: values[name] for name, values in zip(names, stage_results, strict=True)}
 
 
-def plan_token(p: Plan, instance) -> str:
-    """A deterministic key of everything that determines the results."""
+def cache_key(p: Plan, instance) -> str:
+    """A deterministic key of everything that determines the results, and so names their group on disk.
+
+    It covers the inputs' contents, the class's code (properties and helper methods), config values, the
+    properties computed and how, the chunk grid, precision, default backend and the format version —
+    not the worker count or block grid, so a run with other workers finds the same results.
+    """
     cls = type(instance)
+    layout = [(s.split_dims.names, s.block_dim, s.chunk_size,
+               [(q.name, q.mode, sorted(q.requires), q.disk) for q in s.properties]) for s in p.stages]
     return tokenize(FORMAT_VERSION, cls.__module__, cls.__qualname__, _class_code(cls),
                     {f.name: getattr(instance, f.name) for f in data_fields(instance)},
                     {n: instance.__dict__[n] for n in p.done},
-                    _config(instance), str(p), get_precision(), default_backend().name)
+                    _config(instance), layout, get_precision(), default_backend().name)
+
+
+def plan_token(p: Plan, instance, key: str) -> str:
+    """The key of this run's graph: the result key plus the block grid."""
+    return tokenize(key, [[(b.start, b.stop) for b in s.blocks] for s in p.stages], p.requested,
+                    p.keep_intermediate)
 
 
 def _config(instance) -> tuple:

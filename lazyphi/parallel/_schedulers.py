@@ -40,9 +40,14 @@ def _is_client(scheduler) -> bool:
     return type(scheduler).__module__.startswith('distributed') and hasattr(scheduler, 'get')
 
 
+def client_of(scheduler):
+    """The `distributed` client that `scheduler` means, or None for a local scheduler."""
+    return scheduler if _is_client(scheduler) else active_client() if scheduler is None else None
+
+
 def run_graph(graph: dict, keys: list, scheduler, max_workers: int, progress: bool | None) -> list:
     """Compute `keys` of `graph` on `scheduler` (see `parallel_compute`), showing progress unless told not to."""
-    client = scheduler if _is_client(scheduler) else active_client() if scheduler is None else None
+    client = client_of(scheduler)
     if client is not None:
         return _run_on_client(client, graph, keys, progress)
     bar = ProgressBar(minimum=PROGRESS_AFTER) if progress is not False else contextlib.nullcontext()
