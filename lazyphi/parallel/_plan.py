@@ -31,6 +31,7 @@ from ._tracer import PerElement, Trace, TraceAborted, Tracer, tracer_for
 CHUNK_BYTES = 32 * 2 ** 20  # target size of one storage chunk along the parallel dims
 MIN_CHUNKS = 16  # a parallel dim with at least this many elements is cut into at least this many chunks
 BLOCKS_PER_WORKER = 2
+BLOCK_BYTES = 256 * 2 ** 20  # largest output of one block, so that workers' memory stays bounded
 DECOMPOSABLE = {'sum': 'sum', 'prod': 'prod', 'max': 'max', 'min': 'min', 'any': 'any', 'all': 'all',
                 'finite_sum': 'sum', 'finite_max': 'max', 'finite_min': 'min'}  # partial op -> combine op
 
@@ -263,7 +264,7 @@ def plan(instance, properties: Sequence, parallel_dims=batch, max_workers: int |
     for name in order:
         if name not in done:
             plans[name] = _plan_property(instance, cls, name, dims, plans)
-    stages = _stages(instance, [plans[n] for n in order if n in plans], dims, instance_shape, workers, block_size)
+    stages = _stages(instance, [plans[n] for n in order if n in plans], dims, workers, block_size, memory_limit)
     if cache_dir is not None:
         _choose_disk_outputs(plans, names, memory_limit, notes)
     return Plan(cls, names, dims, stages, done, notes, workers, block_size, memory_limit, cache_dir,
@@ -538,7 +539,7 @@ def _mixed_partials(trace: Trace, parallel: frozenset):
     return tuple(partials)
 
 
-def _stages(instance, props: list, dims: Shape, instance_shape: Shape, workers: int, block_size) -> list:
+def _stages(instance, props: list, dims: Shape, workers: int, block_size, memory_limit) -> list:
     """Group properties (in dependency order) into stages of equal split dims, then cut blocks."""
     stage_of: dict[str, int] = {}
     split_of = {p.name: frozenset(dims.names) - p.requires for p in props}
@@ -558,13 +559,17 @@ def _stages(instance, props: list, dims: Shape, instance_shape: Shape, workers: 
         stage.fields = frozenset().union(*[p.fields for p in members])
         stage.cached_inputs = frozenset().union(*[p.cached for p in members]) - {p.name for p in members}
         if split_dims:
-            _cut_blocks(stage, instance, workers, block_size)
+            _cut_blocks(stage, instance, workers, block_size, memory_limit)
         stages.append(stage)
     return stages
 
 
-def _cut_blocks(stage: Stage, instance, workers: int, block_size) -> None:
-    """Cut the stage into blocks of whole chunks along its largest split dim."""
+def _cut_blocks(stage: Stage, instance, workers: int, block_size, memory_limit) -> None:
+    """Cut the stage into blocks of whole chunks along its largest split dim.
+
+    Two blocks per worker, unless a block's outputs would exceed `BLOCK_BYTES` (or the memory limit
+    shared by the workers): then more, smaller blocks.
+    """
     dim = max(stage.split_dims.names, key=lambda n: (stage.split_dims.get_size(n), n))
     n = stage.split_dims.get_size(dim)
     per_element = _bytes_per_element(stage, instance, dim, n)
@@ -576,6 +581,8 @@ def _cut_blocks(stage: Stage, instance, workers: int, block_size) -> None:
         chunks = pymath.ceil(n / chunk)
         blocks = min(chunks, workers * BLOCKS_PER_WORKER)
         per_block = pymath.ceil(chunks / blocks) * chunk
+        budget = BLOCK_BYTES if memory_limit is None else min(BLOCK_BYTES, memory_limit / workers)
+        per_block = min(per_block, max(chunk, int(budget // (per_element * chunk)) * chunk))
     stage.block_dim = dim
     stage.chunk_size = chunk
     stage.blocks = [Block(i, start, min(start + per_block, n)) for i, start in enumerate(range(0, n, per_block))]
