@@ -28,7 +28,7 @@ from ..math._tree import tree_map
 from ._property import INFER, MIXED
 from ._tracer import PerElement, Trace, TraceAborted, Tracer, tracer_for
 
-CHUNK_BYTES = 32 * 2 ** 20  # target size of one storage chunk along the parallel dims
+CHUNK_BYTES = 16 * 2 ** 20  # target size of one storage chunk (reads of 32 MiB chunks measured 1.5-2x slower)
 MIN_CHUNKS = 16  # a parallel dim with at least this many elements is cut into at least this many chunks
 BLOCKS_PER_WORKER = 2
 BLOCK_BYTES = 256 * 2 ** 20  # largest output of one block, so that workers' memory stays bounded

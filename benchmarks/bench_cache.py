@@ -1,0 +1,334 @@
+"""Time the Zarr disk cache against `np.save` / `np.load` of the same bytes.
+
+Cases:
+
+* (write) a 256 MiB float32 result (`example=64 x (x=1024, y=1024)`) written through `prepare_result` and
+  one `write_block` per 32 MiB block (one chunk each), against `np.save` of the whole array into one file
+  (target: at most 1.5x);
+* (read) the same result read back whole with plain Zarr (`zarr.open_array(...)[:]`), against `np.load`
+  (target: at most 1.5x);
+* (codec) the write and read of (write)/(read) with the arrays compressed by zstd (level
+  `lazyphi.storage._write.ZSTD_LEVEL`) against uncompressed, with the bytes on disk: the figures behind
+  storing uncompressed by default.
+
+Files go to a fresh directory under `--dir` (default: the system's temporary directory); nothing is synced
+to the disk, by either side, so writes mostly measure the page cache and reads are warm. Each timed run
+writes into a new directory (Zarr) or file (NumPy) and the two sides alternate, so drifting load hits
+both alike. Figures are medians. Prints figures, ratios and targets; asserts nothing.
+
+Usage: python benchmarks/bench_cache.py [--quick] [--dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import importlib.util
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+
+import numpy as np
+import zarr
+
+from lazyphi import math
+from lazyphi.backend import DType
+from lazyphi.math import batch, spatial
+from lazyphi.storage._results import ArraySpec
+from lazyphi.storage._write import ZSTD_LEVEL, prepare_result, write_block
+
+BLOCK_BYTES = 32 * 2 ** 20
+# Chunk sizes compared: 32 MiB (one chunk per block, the plan's rule today) and 16 MiB. Zarr reads each chunk into
+# a new bytes object; at 32 MiB that is above glibc's largest mmap threshold, so every read maps fresh pages.
+CHUNK_MIB = (32, 16)
+TARGET_RATIO = 1.5
+
+
+class Result:
+    """The class whose property the benchmark result stands for."""
+
+
+# --- helpers -----------------------------------------------------------------------------------------
+
+def interleaved(fns: dict[str, tuple[Callable[[], object], Callable[[object], object]]], repeats: int) -> dict:
+    """Seconds of `repeats` calls of each `run(setup())`, alternating, after one untimed call; `setup` is not timed."""
+    for setup, run in fns.values():
+        run(setup())
+    found = {k: [] for k in fns}
+    for _ in range(repeats):
+        for k, (setup, run) in fns.items():
+            argument = setup()
+            gc.collect()
+            start = time.perf_counter()
+            run(argument)
+            found[k].append(time.perf_counter() - start)
+    return found
+
+
+def med(values: list) -> float:
+    return statistics.median(values)
+
+
+def ms(seconds: float) -> str:
+    return f'{seconds * 1e3:8.1f} ms'
+
+
+def spread(values: list) -> str:
+    return f'(min {min(values) * 1e3:.1f}, max {max(values) * 1e3:.1f} ms, n={len(values)})'
+
+
+def verdict(ratio: float) -> str:
+    return f'{ratio:.2f}x (target <= {TARGET_RATIO}x: {"met" if ratio <= TARGET_RATIO else "NOT met"})'
+
+
+def tree_bytes(path: str) -> int:
+    return sum(os.path.getsize(os.path.join(root, f)) for root, _, files in os.walk(path) for f in files)
+
+
+def codecs(array_path: str) -> str:
+    with open(os.path.join(array_path, 'zarr.json')) as f:
+        return ' + '.join(c['name'] + (f'(level {c["configuration"]["level"]})' if c['name'] == 'zstd' else '')
+                          for c in json.load(f)['codecs'])
+
+
+class Workload:
+    """The benchmark array, its 32 MiB blocks as lazyphi tensors, and where runs write."""
+
+    def __init__(self, examples: int, side: int, root: str):
+        self.values = np.random.default_rng(0).normal(size=(examples, side, side)).astype(np.float32)
+        self.shape = batch(example=examples) & spatial(x=side, y=side)
+        self.per_block = max(1, BLOCK_BYTES // self.values[0].nbytes)
+        self.blocks = [(start, min(start + self.per_block, examples)) for start in range(0, examples, self.per_block)]
+        self.tensors = [math.tensor(self.values[a:b], batch(example=b - a), spatial(x=side, y=side))
+                        for a, b in self.blocks]
+        self.root = root
+
+    @property
+    def mib(self) -> float:
+        return self.values.nbytes / 2 ** 20
+
+    def chunk_length(self, chunk_mib: int) -> int:
+        """Examples per chunk of `chunk_mib` MiB (a whole number of chunks per block)."""
+        return max(1, min(self.per_block, chunk_mib * 2 ** 20 // self.values[0].nbytes))
+
+    def write_zarr(self, cache_dir: str, chunk_mib: int, compressor: str | None = None) -> str:
+        """Write the whole result as `parallel_compute` would, block by block; return the array's path."""
+        spec = ArraySpec(self.shape, DType(float, 32), 'numpy', 'example', self.chunk_length(chunk_mib), compressor)
+        group = prepare_result(cache_dir, 'benchmark', Result, {'values': spec})
+        for (start, stop), tensor in zip(self.blocks, self.tensors, strict=True):
+            write_block(group, 'values', tensor, 'example', start, stop)
+        return os.path.join(group, 'values')
+
+    def fresh(self, name: str) -> str:
+        """An empty path for one run (the previous run's files are removed first)."""
+        path = os.path.join(self.root, name)
+        if os.path.isdir(path):
+            shutil.rmtree(path)
+        elif os.path.exists(path):
+            os.remove(path)
+        return path
+
+
+def report(label: str, found: dict, mib: float, mine: str, reference: str) -> None:
+    """One line per way of doing it, then the ratio of the medians of `mine` and `reference`."""
+    for name, values in found.items():
+        print(f'    {name:<28} {ms(med(values))} {spread(values)}  {mib / med(values):7.0f} MiB/s')
+    print(f'    {label} ratio {mine} / {reference}: {verdict(med(found[mine]) / med(found[reference]))}')
+
+
+def write_chunk_files(w: Workload, path: str, chunk: int) -> None:
+    """The floor of any crash-safe chunked store: each chunk its own file, written to a temporary name, renamed."""
+    os.makedirs(path)
+    for start in range(0, len(w.values), chunk):
+        temporary = os.path.join(path, f'{start}.partial')
+        with open(temporary, 'wb') as f:
+            f.write(memoryview(w.values[start:start + chunk]).cast('B'))
+        os.replace(temporary, os.path.join(path, str(start)))
+
+
+def read_chunk_files(w: Workload, path: str, chunk: int) -> np.ndarray:
+    """The floor of reading chunk files: each read straight into its place in one output array."""
+    out = np.empty_like(w.values)
+    for start in range(0, len(w.values), chunk):
+        with open(os.path.join(path, str(start)), 'rb', buffering=0) as f:
+            f.readinto(memoryview(out[start:start + chunk]).cast('B'))
+    return out
+
+
+# --- cases -------------------------------------------------------------------------------------------------
+
+def case_write(w: Workload, chunk_mib: int, repeats: int) -> None:
+    chunk = w.chunk_length(chunk_mib)
+    print(f'(write) {w.mib:.0f} MiB float32 in {len(w.blocks)} write_blocks of {w.per_block} examples (32 MiB), '
+          f'chunks of {chunk} ({chunk * w.values[0].nbytes / 2 ** 20:.0f} MiB), vs one np.save')
+    found = interleaved({
+        'lazyphi write_block': (lambda: w.fresh('zarr-write'), lambda path: w.write_zarr(path, chunk_mib)),
+        'np.save': (lambda: w.fresh('numpy-write.npy'), lambda path: np.save(path, w.values)),
+        'chunk files, temp + rename': (lambda: w.fresh('files-write'), lambda path: write_chunk_files(w, path, chunk)),
+    }, repeats)
+    report('write', found, w.mib, 'lazyphi write_block', 'np.save')
+    print(f'    codecs: {codecs(os.path.join(w.root, "zarr-write", "benchmark", "values"))}')
+
+
+def case_read(w: Workload, chunk_mib: int, repeats: int) -> None:
+    print(f'(read) that result whole with plain Zarr, chunks of {chunk_mib} MiB, vs np.load (warm page cache)')
+    array_path = w.write_zarr(w.fresh('zarr-read'), chunk_mib)
+    npy = w.fresh('numpy-read.npy')
+    np.save(npy, w.values)
+    if not (np.array_equal(zarr.open_array(array_path, mode='r')[:], w.values) and np.array_equal(np.load(npy),
+                                                                                                  w.values)):
+        print('    READ BACK DIFFERENT VALUES')
+    chunk = w.chunk_length(chunk_mib)
+    files = w.fresh('files-read')
+    write_chunk_files(w, files, chunk)
+    found = interleaved({
+        'zarr [:]': (lambda: None, lambda _: zarr.open_array(array_path, mode='r')[:]),
+        'np.load': (lambda: None, lambda _: np.load(npy)),
+        'chunk files, readinto': (lambda: None, lambda _: read_chunk_files(w, files, chunk)),
+    }, repeats)
+    report('read', found, w.mib, 'zarr [:]', 'np.load')
+
+
+def case_codec(w: Workload, chunk_mib: int, repeats: int) -> None:
+    print(f'(codec) zstd level {ZSTD_LEVEL} vs uncompressed, chunks of {chunk_mib} MiB: write and read of the same '
+          f'result (normal random float32, little to compress)')
+    paths = {}
+
+    def write(codec):
+        return (lambda: w.fresh(f'codec-{codec}'),
+                lambda path: paths.update({codec: w.write_zarr(path, chunk_mib, None if codec == 'none' else codec)}))
+
+    def read(codec):
+        return lambda: None, lambda _: zarr.open_array(paths[codec], mode='r')[:]
+    writes = interleaved({codec: write(codec) for codec in ('none', 'zstd')}, repeats)
+    reads = interleaved({codec: read(codec) for codec in ('none', 'zstd')}, repeats)
+    for codec in ('none', 'zstd'):
+        size = tree_bytes(paths[codec]) / 2 ** 20
+        print(f'    {codec:<5} write {ms(med(writes[codec]))}  read {ms(med(reads[codec]))}  on disk {size:7.1f} MiB'
+              f'  ({codecs(paths[codec])})')
+    print(f'    zstd / none: write {med(writes["zstd"]) / med(writes["none"]):.2f}x, '
+          f'read {med(reads["zstd"]) / med(reads["none"]):.2f}x, '
+          f'size {tree_bytes(paths["zstd"]) / tree_bytes(paths["none"]):.2f}x')
+
+
+PARALLEL_SCRIPT = '''
+import pickle, resource, sys, time
+from dataclasses import dataclass
+from lazyphi import math
+from lazyphi.dataclasses import cached_property
+from lazyphi.math import Tensor, batch, spatial
+from lazyphi.parallel import parallel_compute
+
+@dataclass(frozen=True)
+class Big:
+    seed: Tensor
+    side: int
+
+    @cached_property
+    def field(self) -> Tensor:
+        x = math.linspace(0, 1, spatial(x=self.side))
+        y = math.linspace(0, 1, spatial(y=self.side))
+        return math.sin(self.seed * x) * math.cos(self.seed * y)
+
+examples, side, cache_dir = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+big = Big(math.linspace(1, 2, batch(example=examples)), side)
+started = time.perf_counter()
+parallel_compute(big, [Big.field], scheduler='threads', max_workers=2, memory_limit=256 * 2 ** 20,
+                 cache_dir=cache_dir, progress=False)
+elapsed = time.perf_counter() - started
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+print(elapsed, peak, len(pickle.dumps(big.field)), type(big.field).__name__)
+'''
+
+
+PHIML_SCRIPT = '''import os, pickle, resource, sys, time, warnings
+SIDE = int(os.environ.get("SIDE", "1024"))
+warnings.filterwarnings('ignore')
+from dataclasses import dataclass
+from functools import cached_property
+from phiml import math
+from phiml.math import Tensor, batch, spatial
+from phiml.parallel import parallel_compute
+
+@dataclass(frozen=True)
+class Big:
+    seed: Tensor
+
+
+    @cached_property
+    def field(self) -> Tensor:
+        x = math.linspace(0, 1, spatial(x=SIDE))
+        y = math.linspace(0, 1, spatial(y=SIDE))
+        return math.sin(self.seed * x) * math.cos(self.seed * y)
+
+if __name__ == '__main__':
+    examples, side, cache_dir = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+    big = Big(math.linspace(1, 2, batch(example=examples)))
+    started = time.perf_counter()
+    parallel_compute(big, [Big.field], max_workers=2, memory_limit=256 * 2 ** 20, cache_dir=cache_dir)
+    elapsed = time.perf_counter() - started
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    print(elapsed, peak, len(pickle.dumps(big.field)), type(big.field).__name__)
+'''  # the same work for phiml; its workers do not receive config fields, so the side is global
+
+
+def case_parallel_memory_limit(root: str, result_gib: float) -> None:
+    """parallel_compute producing `result_gib` GiB with memory_limit=256 MiB: peak host memory and pickled size."""
+    side = 1024
+    examples = max(2, int(result_gib * 2 ** 30 / (side * side * 4)))
+    cache_dir = os.path.join(root, 'parallel')
+    out = subprocess.run([sys.executable, '-c', PARALLEL_SCRIPT, str(examples), str(side), cache_dir],
+                         capture_output=True, text=True, check=True)
+    elapsed, peak, pickled, kind = out.stdout.split()
+    print(f'  parallel_compute on threads, memory_limit=256 MiB, {examples * side * side * 4 / 2 ** 30:.2f} GiB of '
+          f'results: {float(elapsed):.1f} s; host peak resident memory {int(peak) / 2 ** 30:.2f} GiB (target < 1 GiB:'
+          f' {"met" if int(peak) < 2 ** 30 else "NOT met"}); result is a {kind}, pickled {pickled} bytes '
+          f'(target < 1024: {"met" if int(pickled) < 1024 else "NOT met"})')
+    shutil.rmtree(cache_dir, ignore_errors=True)
+    if importlib.util.find_spec('phiml') is None:
+        print('  phiml is not importable: no reference figure')
+        return
+    phi = subprocess.run([sys.executable, '-c', PHIML_SCRIPT, str(examples), str(side), cache_dir],
+                         capture_output=True, text=True, env={**os.environ, 'SIDE': str(side)})
+    if phi.returncode:
+        print(f'  phiml disk cache on the same work failed: {phi.stderr.strip().splitlines()[-1]}')
+        return
+    phi_elapsed, phi_peak, phi_pickled, phi_kind = phi.stdout.split()
+    print(f'  phiml, same work: {float(phi_elapsed):.1f} s ({float(elapsed) / float(phi_elapsed):.2f}x of phiml\'s '
+          f'time); host peak {int(phi_peak) / 2 ** 30:.2f} GiB; result is a {phi_kind}, pickled {phi_pickled} bytes')
+    shutil.rmtree(cache_dir, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--quick', action='store_true', help='a fast smoke run: 32 MiB instead of 256 MiB, fewer '
+                        'repeats (figures then do not measure the targets)')
+    parser.add_argument('--dir', default=None, help='where to write (default: the system temporary directory)')
+    args = parser.parse_args()
+    examples, side, repeats = (8, 1024, 2) if args.quick else (64, 1024, 7)
+    root = tempfile.mkdtemp(prefix='lazyphi-bench-cache-', dir=args.dir)
+    print(f'lazyphi disk cache benchmark{" (--quick: smoke run)" if args.quick else ""}; writing under {root}; '
+          f'zarr {zarr.__version__}, numpy {np.__version__}, {os.cpu_count()} CPUs, '
+          f'load average {os.getloadavg()[0]:.2f}')
+    started = time.perf_counter()
+    try:
+        w = Workload(examples, side, root)
+        for chunk_mib in CHUNK_MIB:
+            case_write(w, chunk_mib, repeats)
+            case_read(w, chunk_mib, repeats)
+        case_codec(w, CHUNK_MIB[-1], max(1, repeats // 2))
+        del w
+        case_parallel_memory_limit(root, 0.25 if args.quick else 4)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print(f'total {time.perf_counter() - started:.1f} s; load average {os.getloadavg()[0]:.2f}')
+
+
+if __name__ == '__main__':
+    main()
