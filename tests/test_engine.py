@@ -236,3 +236,13 @@ def test_lost_process_worker_reruns_the_lost_work_once(tmp_path, caplog):
     math.assert_close(f.doubled, DATA * 2)
     assert os.path.exists(f.marker)
     assert 'worker process was lost' in caplog.text
+
+
+def test_the_reference_layouts_names_resolve_to_the_same_functions():
+    import lazyphi.dataclasses
+    import lazyphi.parallel
+    for name in ('parallel_compute', 'parallel_property', 'get_cache_files', 'on_load_into_memory', 'set_cache_ttl',
+                 'load_cache_as', 'INFER', 'MIXED'):
+        assert getattr(lazyphi.dataclasses, name) is getattr(lazyphi.parallel, name)
+    with pytest.raises(AttributeError, match='no attribute'):
+        _ = lazyphi.dataclasses.not_a_name

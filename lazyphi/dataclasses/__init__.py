@@ -6,6 +6,8 @@ did not change (found by analysing the property's code), the tree functions of `
 (`stack`, `slice`, ...) carry cached Tensors along, and `sliceable` adds tensor-like slicing.
 """
 
+import importlib
+
 from ..math._fields import config_fields, data_fields, non_data_fields, special_fields
 from ._cached import cached_properties, cached_property, cached_property_names, cached_values
 from ._checked import checked
@@ -15,6 +17,18 @@ from ._ops import copy, data_eq, dataclass_repr, equal, replace
 from ._pytree import data_field, static_field
 from ._sliceable import getitem, sliceable
 from ._state import from_state_dict, state_dict, to_backend, to_device
+
+# the parallel names of the reference's older layout, resolved on use (PEP 562) so that this lower
+# layer never imports lazyphi.parallel at import time
+_PARALLEL_NAMES = ('parallel_compute', 'parallel_property', 'get_cache_files', 'on_load_into_memory',
+                   'set_cache_ttl', 'load_cache_as', 'INFER', 'MIXED')
+
+
+def __getattr__(name: str):
+    if name in _PARALLEL_NAMES:
+        return getattr(importlib.import_module('lazyphi.parallel'), name)
+    raise AttributeError(f"module 'lazyphi.dataclasses' has no attribute {name!r}")
+
 
 __all__ = [
     'ALL', 'DirectDependencies',

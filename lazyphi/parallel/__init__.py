@@ -6,21 +6,23 @@ Planning needs no Dask; `parallel_compute` and the engine load it on first use (
 
 import importlib
 
+from ..storage import load_cache_as, on_load_into_memory, set_cache_ttl
 from ._plan import Block, Fallback, Plan, PropertyPlan, Stage, plan
 from ._property import INFER, MIXED, ParallelProperty, ParallelPropertyNotComputed, parallel_property
 from ._tracer import PerElement, Trace, TraceAborted, Tracer
 
-_ENGINE_NAMES = ('parallel_compute', 'PropertyFailed')
+_LAZY = {'parallel_compute': 'lazyphi.parallel._engine', 'PropertyFailed': 'lazyphi.parallel._engine',
+         'get_cache_files': 'lazyphi.storage'}  # names whose modules import Dask or Zarr
 
 
 def __getattr__(name: str):
-    if name in _ENGINE_NAMES:
-        return getattr(importlib.import_module('lazyphi.parallel._engine'), name)
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'lazyphi.parallel' has no attribute {name!r}")
 
 
 __all__ = [
     'INFER', 'MIXED', 'Block', 'Fallback', 'ParallelProperty', 'ParallelPropertyNotComputed', 'PerElement', 'Plan',
-    'PropertyFailed', 'PropertyPlan', 'Stage', 'Trace', 'TraceAborted', 'Tracer', 'parallel_compute',
-    'parallel_property', 'plan',
+    'PropertyFailed', 'PropertyPlan', 'Stage', 'Trace', 'TraceAborted', 'Tracer', 'get_cache_files', 'load_cache_as',
+    'on_load_into_memory', 'parallel_compute', 'parallel_property', 'plan', 'set_cache_ttl',
 ]
