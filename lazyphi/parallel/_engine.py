@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
+import gc
 import inspect
 import time
 import traceback
@@ -138,24 +139,29 @@ def compile_plan(p: Plan, instance) -> CompiledPlan:
             inputs = {**{f: TaskRef(field_keys[f]) for f in stage.fields},
                       **{c: _full_ref(c, assembled, field_keys) for c in stage.cached_inputs}}
             graph[key] = Task(key, run_stage, TaskRef(template_key), _stage_spec(stage, group), None, settings,
-                              tuple(inputs), *inputs.values())
+                              tuple(inputs), (), *inputs.values())
             for n in names:
                 assembled[n] = key
             continue
         block_keys = []
         name = f'{"-".join(names)}-{token}'
-        for block in stage.blocks:
-            inputs = {}
-            for f in stage.fields:
-                inputs[f] = _block_ref(graph, f, field_keys[f], stage, block, token)
-            for c in stage.cached_inputs:
-                inputs[c] = _cached_block_ref(graph, c, stage, block, block_outputs, assembled, field_keys, token)
-            key = (name, block.index)
-            graph[key] = Task(key, run_stage, TaskRef(template_key), _stage_spec(stage, group),
-                              (stage.block_dim, block.start, block.stop), settings, tuple(inputs), *inputs.values())
-            block_keys.append(key)
+        spec = _stage_spec(stage, group)
+        template_ref = TaskRef(template_key)
+        full = {**{f: TaskRef(field_keys[f]) for f in stage.fields},
+                **{c: _full_ref(c, assembled, field_keys) for c in stage.cached_inputs}}
+        same_grid = {c for c in stage.cached_inputs if c in block_outputs and _same_grid(block_outputs[c][0], stage)}
+        input_names = tuple(full)
+        sliced = tuple(n for n in input_names if n not in same_grid)  # the task cuts its block out of these
+        with _gc_paused():  # 100,000s of small objects: the cyclic collector would rescan them all repeatedly
+            for block in stage.blocks:
+                values = [Task(None, _pick, TaskRef(block_outputs[n][1][block.index]), n) if n in same_grid
+                          else full[n] for n in input_names]
+                key = (name, block.index)
+                graph[key] = Task(key, run_stage, template_ref, spec, (stage.block_dim, block.start, block.stop),
+                                  settings, input_names, sliced, *values)
+                block_keys.append(key)
         assemble_key = f'assemble-{stage.index}-{token}'
-        graph[assemble_key] = Task(assemble_key, assemble_stage, _stage_spec(stage, group), stage.block_dim, settings,
+        graph[assemble_key] = Task(assemble_key, assemble_stage, spec, stage.block_dim, settings,
                                    *[TaskRef(k) for k in block_keys])
         for n in names:
             assembled[n] = assemble_key
@@ -171,23 +177,15 @@ def _full_ref(name: str, assembled: dict, field_keys: dict):
     return TaskRef(field_keys[name])
 
 
-def _block_ref(graph: dict, field: str, source_key: str, stage: Stage, block, token: str):
-    key = (f'slice-{field}-{stage.index}-{token}', block.index)
-    if key not in graph:
-        graph[key] = Task(key, slice_block, TaskRef(source_key), stage.block_dim, block.start, block.stop)
-    return TaskRef(key)
-
-
-def _cached_block_ref(graph, name, stage: Stage, block, block_outputs, assembled, field_keys, token):
-    if name in block_outputs:
-        source_stage, keys = block_outputs[name]
-        if source_stage.block_dim == stage.block_dim and _same_grid(source_stage, stage):
-            return Task(None, _pick, TaskRef(keys[block.index]), name)
-    key = (f'slice-{name}-{stage.index}-{token}', block.index)
-    if key not in graph:
-        graph[key] = Task(key, slice_block, _full_ref(name, assembled, field_keys), stage.block_dim, block.start,
-                          block.stop)
-    return TaskRef(key)
+@contextlib.contextmanager
+def _gc_paused():
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _same_grid(a: Stage, b: Stage) -> bool:
@@ -235,12 +233,13 @@ def slice_block(value, dim: str, start: int, stop: int):
     return slice_(value, {dim: slice(start, stop)})
 
 
-def run_stage(template, spec: tuple, block, settings: tuple, names: tuple, *values) -> dict:
+def run_stage(template, spec: tuple, block, settings: tuple, names: tuple, sliced: tuple, *values) -> dict:
     """Compute the stage's properties on one block (or, for a host stage, on the whole instance).
 
-    `names` name the fields and cached values given in `values`. Outputs that go to disk are written
-    as whole chunks and returned as disk-backed tensors; a block whose outputs are all on disk already
-    (a resumed run) is not computed again.
+    `names` name the fields and cached values given in `values`; those in `sliced` are whole and the
+    task cuts its block out of them (a view for in-memory data, a selection for disk-backed data).
+    Outputs that go to disk are written as whole chunks and returned as disk-backed tensors; a block
+    whose outputs are all on disk already (a resumed run) is not computed again.
     """
     with _task_settings(settings):
         if all(disk is not None for *_, disk in spec) and all(
@@ -249,6 +248,8 @@ def run_stage(template, spec: tuple, block, settings: tuple, names: tuple, *valu
         instance = copy.copy(template)
         cached = cached_property_names(type(template))
         for name, value in zip(names, values, strict=True):
+            if name in sliced:
+                value = slice_block(value, *block)
             if name in cached:
                 instance.__dict__[name] = value
             else:
@@ -404,8 +405,8 @@ def cache_key(p: Plan, instance) -> str:
 
 def plan_token(p: Plan, instance, key: str) -> str:
     """The key of this run's graph: the result key plus the block grid."""
-    return tokenize(key, [[(b.start, b.stop) for b in s.blocks] for s in p.stages], p.requested,
-                    p.keep_intermediate)
+    grid = [(len(s.blocks), s.blocks[0].size if s.blocks else 0) for s in p.stages]  # blocks are regular
+    return tokenize(key, grid, p.requested, p.keep_intermediate)
 
 
 def _config(instance) -> tuple:
