@@ -520,13 +520,15 @@ _PY_FLOATS = (float, complex)
 
 
 def _binary(a: Tensor, b, op: Op):
+    """Operators on two dense tensors of one backend and dtype skip dispatch: the common case, kept cheap."""
     if type(a) is Dense:
         if type(b) is Dense:
-            if (a._shape is b._shape or a._shape == b._shape) and a._backend is b._backend:
-                backend = a._backend
-                na, nb = a._native, b._native
-                if backend.dtype(na) == backend.dtype(nb):
-                    return Dense(getattr(backend, _FN[op])(na, nb), a._shape, backend)
+            backend = a._backend
+            if b._backend is backend and backend.dtype(a._native) == backend.dtype(b._native):
+                if a._shape is b._shape or a._shape == b._shape:
+                    return Dense(getattr(backend, _FN[op])(a._native, b._native), a._shape, backend)
+                out = merge_shapes(a._shape, b._shape)
+                return Dense(getattr(backend, _FN[op])(aligned_native(a, out), aligned_native(b, out)), out, backend)
         elif isinstance(b, (int, float)) and not isinstance(b, bool) and not (
                 isinstance(b, float) and a._backend.dtype(a._native).kind in (int, bool)):
             return Dense(getattr(a._backend, _FN[op])(a._native, b), a._shape, a._backend)
