@@ -246,3 +246,12 @@ def test_the_reference_layouts_names_resolve_to_the_same_functions():
         assert getattr(lazyphi.dataclasses, name) is getattr(lazyphi.parallel, name)
     with pytest.raises(AttributeError, match='no attribute'):
         _ = lazyphi.dataclasses.not_a_name
+
+
+def test_assembled_outputs_keep_the_blocks_apart_without_copying():
+    from lazyphi.math._structure import Joined
+    m = Model(DATA)
+    done = parallel_compute(m, [Model.spectrum], scheduler='threads', progress=False)
+    assert isinstance(m.spectrum, Joined)
+    assert len(m.spectrum.parts) == len(done.stages[0].blocks)
+    math.assert_close(m.spectrum, math.fft(DATA))

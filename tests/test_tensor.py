@@ -460,3 +460,22 @@ def test_stacking_tensors_of_different_backends_converts_to_one():
     native_part = wrap(arr(3, seed=1), spatial('x'))
     stacked = math.stack([native_part, numpy_part], batch('b'))
     np.testing.assert_allclose(stacked.numpy('b,x'), np.stack([arr(3, seed=1), arr(3)]))
+
+
+def test_joined_parts_behave_like_their_concatenation():
+    from lazyphi.math._structure import Joined
+    parts = [wrap(arr(n, 3, seed=n), batch('b'), spatial('x')) for n in (2, 3, 4)]
+    joined = Joined(parts, 'b')
+    dense = math.concat(parts, 'b')
+    assert joined.shape == dense.shape == batch(b=9) & spatial(x=3)
+    math.assert_close(joined * 2 + dense, dense * 3)
+    assert isinstance(joined * 2, Joined)
+    math.assert_close(joined.b[4], dense.b[4])
+    math.assert_close(joined.b[1:7], dense.b[1:7])
+    math.assert_close(joined.x[1], dense.x[1])
+    for reduce in (math.sum, math.max, math.min, math.mean):
+        math.assert_close(reduce(joined, 'b,x'), reduce(dense, 'b,x'), rel_tolerance=1e-5)
+        math.assert_close(reduce(joined, 'x'), reduce(dense, 'x'), rel_tolerance=1e-5)
+    renamed = math.rename_dims(joined, 'b', 'c')
+    assert renamed.shape.names[0] == 'c'
+    np.testing.assert_allclose(joined.numpy('b,x'), dense.numpy('b,x'))

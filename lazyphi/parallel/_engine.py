@@ -24,6 +24,7 @@ from ..backend import backend_by_name, default_backend, get_precision, precision
 from ..dataclasses import cached_property_names
 from ..math import Tensor, batch, concat, stack
 from ..math._fields import config_fields, data_fields
+from ..math._structure import Joined
 from ..math._tree import shape as tree_shape
 from ..math._tree import slice_, tree_map
 from ..storage import ArraySpec, block_complete, load_cache_as, worker_load_backend
@@ -361,8 +362,8 @@ def _join(outputs: list, dim: str):
     first = outputs[0]
     if len(outputs) == 1:
         return first
-    if isinstance(first, Tensor):
-        return concat(outputs, dim) if dim in first.shape.names else first
+    if isinstance(first, Tensor):  # kept apart, not copied: assembling needs no memory of its own
+        return Joined(outputs, dim) if dim in first.shape.names else first
     if isinstance(first, (tuple, list)):
         return type(first)(_join([o[i] for o in outputs], dim) for i in range(len(first)))
     if isinstance(first, dict):
