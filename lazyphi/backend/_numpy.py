@@ -156,19 +156,24 @@ _PAD_MODES = {'constant': 'constant', 'boundary': 'edge', 'periodic': 'wrap', 's
               'reflect': 'reflect'}
 
 
-def _pad(value: Any, pad_width: Any, mode: str = 'constant', constant_values: Any = 0) -> Any:
-    """Pads with `mode` 'constant', 'boundary', 'periodic', 'symmetric' or 'reflect'; `NotImplemented` for others."""
-    numpy_mode = _PAD_MODES.get(mode)
-    if numpy_mode is None:
-        return NotImplemented
-    if numpy_mode == 'constant':
-        return np.pad(value, pad_width, 'constant', constant_values=constant_values)
-    return np.pad(value, pad_width, numpy_mode)
+def numpy_like_shape_ops(xp) -> tuple[Callable, Callable]:
+    """`pad` and `expand_dims` for a library with NumPy's API (`numpy`, `jax.numpy`)."""
+    def pad(value: Any, pad_width: Any, mode: str = 'constant', constant_values: Any = 0) -> Any:
+        """Pads with `mode` 'constant', 'boundary', 'periodic', 'symmetric' or 'reflect'; `NotImplemented` otherwise."""
+        library_mode = _PAD_MODES.get(mode)
+        if library_mode is None:
+            return NotImplemented
+        if library_mode == 'constant':
+            return xp.pad(value, pad_width, 'constant', constant_values=constant_values)
+        return xp.pad(value, pad_width, library_mode)
+
+    def expand_dims(a: Any, axis: int = 0, number: int = 1) -> Any:
+        position = axis if axis >= 0 else xp.ndim(a) + 1 + axis
+        return xp.expand_dims(a, tuple(range(position, position + number)))
+    return pad, expand_dims
 
 
-def _expand_dims(a: Any, axis: int = 0, number: int = 1) -> np.ndarray:
-    position = axis if axis >= 0 else np.ndim(a) + 1 + axis
-    return np.expand_dims(a, tuple(range(position, position + number)))
+_pad, _expand_dims = numpy_like_shape_ops(np)
 
 
 def _repeat(x: Any, repeats: Any, axis: int, new_length: int | None = None) -> np.ndarray:

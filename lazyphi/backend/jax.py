@@ -37,7 +37,7 @@ from jax.scipy.ndimage import map_coordinates
 from ._backend import Backend, LazyFunction, register_backend
 from ._device import ComputeDevice, cpu_memory
 from ._dtype import DType, from_numpy_dtype, to_numpy_dtype
-from ._numpy import NUMPY, _complex_dtype, _complex_result_type, _float_dtype
+from ._numpy import NUMPY, _complex_dtype, _complex_result_type, _float_dtype, numpy_like_shape_ops
 from ._precision import get_precision
 
 jax.config.update('jax_enable_x64', True)
@@ -190,23 +190,7 @@ def _range(start: int, limit: int | None = None, delta: int = 1, dtype: DType = 
 
 # --- shape ---
 
-_PAD_MODES = {'constant': 'constant', 'boundary': 'edge', 'periodic': 'wrap', 'symmetric': 'symmetric',
-              'reflect': 'reflect'}
-
-
-def _pad(value: Any, pad_width: Any, mode: str = 'constant', constant_values: Any = 0) -> Any:
-    """Pads with `mode` 'constant', 'boundary', 'periodic', 'symmetric' or 'reflect'; `NotImplemented` for others."""
-    jax_mode = _PAD_MODES.get(mode)
-    if jax_mode is None:
-        return NotImplemented
-    if jax_mode == 'constant':
-        return jnp.pad(value, pad_width, 'constant', constant_values=constant_values)
-    return jnp.pad(value, pad_width, jax_mode)
-
-
-def _expand_dims(a: Any, axis: int = 0, number: int = 1) -> jax.Array:
-    position = axis if axis >= 0 else jnp.ndim(a) + 1 + axis
-    return jnp.expand_dims(a, tuple(range(position, position + number)))
+_pad, _expand_dims = numpy_like_shape_ops(jnp)
 
 
 def _repeat(x: Any, repeats: Any, axis: int, new_length: int | None = None) -> jax.Array:

@@ -106,20 +106,10 @@ def expand_to(value: Tensor, shape: Shape) -> Tensor:
     return Expanded(value, shape)
 
 
-class Stacked(Tensor):
-    """Tensors stacked along `dim` but kept apart: sizes may differ between parts (non-uniform shapes)."""
+class PartsKind(Tensor):
+    """Base of the kinds that hold several tensors (`_parts`): dtype, backend and availability come from those."""
 
-    __slots__ = ('_dim', '_parts', '_shape')
-    _kind_priority = 20
-
-    def __init__(self, parts: Sequence[Tensor], dim: Shape):
-        self._parts = tuple(parts)
-        self._dim = dim.with_size(len(self._parts)) if dim.labels[0] is None else dim
-        self._shape = stacked_shape([p.shape for p in self._parts], self._dim)
-
-    @property
-    def shape(self) -> Shape:
-        return self._shape
+    __slots__ = ()
 
     @property
     def dtype(self) -> DType:
@@ -136,6 +126,22 @@ class Stacked(Tensor):
     @property
     def parts(self) -> tuple:
         return self._parts
+
+
+class Stacked(PartsKind):
+    """Tensors stacked along `dim` but kept apart: sizes may differ between parts (non-uniform shapes)."""
+
+    __slots__ = ('_dim', '_parts', '_shape')
+    _kind_priority = 20
+
+    def __init__(self, parts: Sequence[Tensor], dim: Shape):
+        self._parts = tuple(parts)
+        self._dim = dim.with_size(len(self._parts)) if dim.labels[0] is None else dim
+        self._shape = stacked_shape([p.shape for p in self._parts], self._dim)
+
+    @property
+    def shape(self) -> Shape:
+        return self._shape
 
     def _dense(self) -> Dense:
         if not self._shape.is_uniform:

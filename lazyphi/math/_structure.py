@@ -6,7 +6,7 @@ import math
 from collections.abc import Sequence
 
 from .._errors import DimNotFound, IncompatibleShapes
-from ._kinds import Stacked, expand_to, stack_dense, stacked_shape
+from ._kinds import PartsKind, Stacked, expand_to, stack_dense, stacked_shape
 from ._shape import (
     EMPTY_SHAPE,
     Shape,
@@ -123,7 +123,7 @@ def _joined_shape(tensors: Sequence[Tensor], name: str) -> Shape:
     return merge_shapes(joined, others)
 
 
-class Joined(Tensor):
+class Joined(PartsKind):
     """Tensors laid end to end along their dim `dim` but kept apart: a concatenation without a copy.
 
     `parallel_compute` returns its blocks' outputs this way, so assembling them costs no memory.
@@ -147,22 +147,6 @@ class Joined(Tensor):
     @property
     def shape(self) -> Shape:
         return self._shape
-
-    @property
-    def dtype(self):
-        return self._parts[0].dtype
-
-    @property
-    def backend(self):
-        return self._parts[0].backend
-
-    @property
-    def available(self) -> bool:
-        return all(p.available for p in self._parts)
-
-    @property
-    def parts(self) -> tuple:
-        return self._parts
 
     def _dense(self) -> Dense:
         return _dense_concat([p._dense() for p in self._parts], self._dim, self._shape)
