@@ -4,6 +4,8 @@
 SciPy and the optional array libraries are imported when first used.
 """
 
+import importlib
+
 from . import backend, dataclasses, math, parallel
 from ._errors import DimNotFound, IncompatibleShapes, NoBackendFound
 from .math import (
@@ -22,7 +24,18 @@ from .math import (
 
 __version__ = '0.1.0.dev0'
 
+_LAZY = {'save': '.storage._save', 'load': '.storage._save'}  # these import Zarr: loaded on first use (PEP 562)
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'lazyphi' has no attribute {name!r}")
+    return getattr(importlib.import_module(module, __name__), name)
+
+
 __all__ = [
     'DimNotFound', 'IncompatibleShapes', 'NoBackendFound', 'Shape', 'Tensor', '__version__', 'backend', 'batch',
-    'channel', 'dataclasses', 'dual', 'instance', 'math', 'parallel', 'shape', 'spatial', 'tensor', 'vec', 'wrap',
+    'channel', 'dataclasses', 'dual', 'instance', 'load', 'math', 'parallel', 'save', 'shape', 'spatial', 'tensor',
+    'vec', 'wrap',
 ]

@@ -20,7 +20,8 @@ from ._results import ArraySpec, block_complete, complete_chunks, read_manifest
 
 # names whose modules import Zarr -> those modules
 _LAZY = {'DiskTensor': '._disk', 'disk_tensor': '._disk', 'get_cache_files': '._disk',
-         'prepare_result': '._write', 'write_block': '._write', 'check_cache_dir_visible': '._write'}
+         'prepare_result': '._write', 'write_block': '._write', 'check_cache_dir_visible': '._write',
+         'save': '._save', 'load': '._save'}
 
 
 def __getattr__(name: str):
@@ -33,6 +34,6 @@ def __getattr__(name: str):
 __all__ = [
     'ArraySpec', 'CacheDirNotShared', 'ChunkDamaged', 'ChunkMissing', 'DiskTensor', 'ManifestDamaged',
     'block_complete', 'check_cache_dir_visible', 'clear_memory_cache', 'complete_chunks', 'current_load_backend',
-    'disk_tensor', 'get_cache_files', 'load_cache_as', 'on_load_into_memory', 'prepare_result', 'read_manifest',
-    'set_cache_ttl', 'worker_load_backend', 'write_block',
+    'disk_tensor', 'get_cache_files', 'load', 'load_cache_as', 'on_load_into_memory', 'prepare_result', 'read_manifest',
+    'save', 'set_cache_ttl', 'worker_load_backend', 'write_block',
 ]

@@ -1,0 +1,585 @@
+"""Saving and loading whole trees of tensors and dataclasses: one Zarr group per node, one manifest per save.
+
+`save` writes a directory holding a Zarr v3 group per container node (dataclass, dict, list, tuple), one
+uncompressed Zarr array per tensor in the layout of the disk cache (`_results.py`: chunks along the
+first dim, a `<array>.done/` directory with one completion record per chunk), and one manifest
+`lazyphi.json` at the root describing the whole tree: for each node its kind, for dataclasses the class
+path and the config fields in tagged JSON, for tensors the array entry of the disk-cache manifest plus
+the array's path. The save is built in a temporary directory beside its target and renamed into place,
+so an interrupted save never looks complete.
+
+`load` reads the manifest only and rebuilds the tree with `DiskTensor`s over the arrays, which read
+through the disk cache's reader (`_disk.read_selection`): records checked, only touched chunks read.
+Nothing is unpickled and no `__init__` or `__post_init__` runs; classes are found by import path, or
+among the classes saved or loaded in this process.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import importlib
+import json
+import math as pymath
+import os
+import shutil
+import uuid
+import weakref
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+
+import numpy as np
+import zarr
+from zarr.storage import LocalStore
+
+from .._errors import ManifestDamaged
+from ..backend import DType, backend_by_name, convert
+from ..backend._dtype import to_numpy_dtype
+from ..math import Shape, ShapeDtype, Tensor
+from ..math._fields import data_fields, non_data_fields
+from ..math._shape import DIM_TYPES
+from ..math._tensor import Dense
+from ..math._tree import _is_cached_property
+from ._disk import DiskArray, DiskTensor, read_selection
+from ._memory import current_load_backend, notify_loaded
+from ._results import (
+    MANIFEST,
+    STORABLE_KINDS,
+    ArraySpec,
+    _entry_problem,
+    check_name,
+    chunk_indices,
+    class_path,
+    record_name,
+    records_dir,
+    temporary_dir,
+    write_manifest,
+)
+from ._write import _ARRAY_CONFIG, _along, _write_record
+
+SAVE_FORMAT = 1
+SAVE_TYPE = 'lazyphi.save'  # tells a save's manifest from a cache result's
+CHUNK_BYTES = 8 * 2 ** 20  # target size of one chunk: reading part of a saved tensor reads whole chunks
+WRITE_THREADS = 8  # chunks written at once (measured: 1.7x faster than one at a time on a local disk)
+TAG = '$type'  # key marking a tagged JSON value
+KINDS = ('tensor', 'dataclass', 'dict', 'list', 'tuple', 'value')
+_ENTRY_FIELDS = ('dims', 'types', 'labels', 'sizes', 'dtype', 'backend', 'chunks', 'block_dim')
+
+# classes saved or loaded in this process, by `module:QualName`: found even where the path cannot be imported
+_CLASSES: weakref.WeakValueDictionary[str, type] = weakref.WeakValueDictionary()
+
+
+# --- saving --------------------------------------------------------------------------------------------------
+
+def save(obj, path: str | os.PathLike, overwrite: bool = False, include_cache: bool = False) -> None:
+    """Write a tree of tensors, numbers, strings, None, dicts, lists, tuples and dataclasses to a directory.
+
+    Args:
+        obj: the tree. Tensors of any backend; dict keys must be str; dataclasses nest in any way, their data
+            fields saved as nodes, their config fields as tagged JSON.
+        path: the directory to create. Written into a temporary directory beside it and renamed into
+            place at the end, so an interrupted save leaves no `path`.
+        overwrite: replace an existing save at `path` (atomically: the old one is renamed away, the new one
+            renamed in, then the old one deleted).
+        include_cache: also save the Tensor values dataclass instances hold for their cached properties.
+
+    Raises:
+        FileExistsError: `path` exists and `overwrite` is False, or it is not a lazyphi save.
+        TypeError: some value cannot be saved; the message names where it lies in the tree.
+    """
+    path = os.path.abspath(os.fspath(path))
+    parent, name = os.path.split(path)
+    _check_target(path, overwrite)
+    os.makedirs(parent, exist_ok=True)
+    building = temporary_dir(parent, name)
+    try:
+        zarr.create_group(LocalStore(building))
+        with ThreadPoolExecutor(WRITE_THREADS, thread_name_prefix='lazyphi-save') as pool:
+            root = _Writer(building, include_cache, pool).node(obj, '', 'obj')
+        manifest = {'format': SAVE_FORMAT, 'type': SAVE_TYPE, 'id': uuid.uuid4().hex,
+                    'created': datetime.now(UTC).isoformat(), 'root': root}
+        write_manifest(building, manifest)
+        _move_into_place(building, path, overwrite)
+    finally:
+        shutil.rmtree(building, ignore_errors=True)
+
+
+def _check_target(path: str, overwrite: bool) -> None:
+    if not os.path.lexists(path):
+        return
+    if not overwrite:
+        raise FileExistsError(f'{path!r} already exists; pass overwrite=True to replace it, or save elsewhere')
+    if not (os.path.isdir(path) and (not os.listdir(path) or os.path.exists(os.path.join(path, MANIFEST)))):
+        raise FileExistsError(f'{path!r} exists and is not a lazyphi save (it has no {MANIFEST}); save(..., '
+                              f'overwrite=True) replaces only saves and empty directories. Delete it yourself first')
+
+
+def _move_into_place(building: str, path: str, overwrite: bool) -> None:
+    """Rename the finished save to `path`; with `overwrite`, the old one is renamed away first, then deleted."""
+    if not overwrite or not os.path.lexists(path):
+        if os.path.lexists(path):  # appeared while writing: os.rename would replace an empty directory
+            raise FileExistsError(f'{path!r} appeared while saving; pass overwrite=True to replace it')
+        os.rename(building, path)
+        return
+    _check_target(path, overwrite)
+    old = temporary_dir(*os.path.split(path))
+    os.rename(path, old)
+    try:
+        os.rename(building, path)
+    except OSError:
+        os.rename(old, path)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
+class _Writer:
+    """Writes the nodes of one save into the group at `store` and returns their manifest entries."""
+
+    def __init__(self, store: str, include_cache: bool, pool: ThreadPoolExecutor):
+        self.store = store
+        self.pool = pool
+        self.include_cache = include_cache
+        self.zarr_store = LocalStore(store)
+
+    def node(self, value, location: str, where: str) -> dict:
+        """The manifest node of `value`, after writing its arrays; `location` is its path in the store."""
+        if isinstance(value, Tensor):
+            return self.tensor(value, location or 'tensor', where)  # the root is a group: a lone tensor lies in it
+        if type(value) in (dict, list, tuple) or _is_instance(value):
+            if location:
+                zarr.create_group(self.zarr_store, path=location)
+            if _is_instance(value):
+                return self.dataclass(value, location, where)
+            if type(value) is dict:
+                bad = [k for k in value if not isinstance(k, str)]
+                if bad:
+                    raise TypeError(f'save() needs str dict keys; the dict at {where} has key {bad[0]!r} of type '
+                                    f'{type(bad[0]).__name__}')
+                names = _child_names(value)
+                items = {k: self.node(v, _join(location, n), f'{where}[{k!r}]')
+                         for (k, v), n in zip(value.items(), names, strict=True)}
+                return {'kind': 'dict', 'group': location, 'items': items}
+            items = [self.node(v, _join(location, str(i)), f'{where}[{i}]') for i, v in enumerate(value)]
+            return {'kind': type(value).__name__, 'group': location, 'items': items}
+        return {'kind': 'value', 'value': encode(value, where)}
+
+    def dataclass(self, obj, location: str, where: str) -> dict:
+        cls = type(obj)
+        path = class_path(cls)
+        _CLASSES[path] = cls
+        fields = {f.name: self.node(getattr(obj, f.name), _join(location, f.name), f'{where}.{f.name}')
+                  for f in data_fields(cls) if hasattr(obj, f.name)}
+        config = {f.name: encode(getattr(obj, f.name), f'{where}.{f.name}')
+                  for f in non_data_fields(cls) if hasattr(obj, f.name)}
+        cache = {}
+        if self.include_cache:
+            for name, value in getattr(obj, '__dict__', {}).items():
+                if isinstance(value, Tensor) and name not in fields and _is_cached_property(cls, name):
+                    cache[name] = self.tensor(value, _join(location, name), f'{where}.{name}')
+        return {'kind': 'dataclass', 'class': path, 'group': location, 'fields': fields, 'config': config,
+                'cache': cache}
+
+    def tensor(self, t: Tensor, location: str, where: str) -> dict:
+        shape = t.shape
+        if not all(type(s) is int for s in shape.sizes):
+            raise TypeError(f'save() stores tensors of known, uniform sizes; the tensor at {where} has shape {shape}')
+        backend = t.source_backend if isinstance(t, DiskTensor) else t.backend.name
+        dtype = DType.as_dtype(t.dtype)
+        if dtype.kind not in STORABLE_KINDS:
+            raise TypeError(f'save() stores bool, int, float and complex tensors; the tensor at {where} is {dtype}')
+        if shape.rank == 0:
+            entry = {'dims': [], 'types': [], 'labels': [], 'sizes': [], 'dtype': str(dtype), 'backend': backend,
+                     'chunks': [], 'block_dim': None}
+            array = self._create(location, (), (), dtype, ())
+            array[()] = _values(t, ())
+            os.mkdir(records_dir(self.store, location))  # the record of chunk () is the directory itself
+            return {'kind': 'tensor', 'array': location, **entry}
+        spec = ArraySpec(shape, dtype, backend, shape.names[0], _chunk_length(t))
+        array = self._create(location, shape.sizes, spec.chunks, dtype, shape.names)
+        os.mkdir(records_dir(self.store, location))
+        size = shape.sizes[0]
+        data = None if isinstance(t, DiskTensor) else t.numpy(shape.names)
+
+        def write(first: int) -> None:
+            # One chunk per assignment: Zarr hands a value of one chunk's shape to the codecs without a copy. A
+            # DiskTensor is copied a block at a time, never loaded whole.
+            last = min(first + spec.chunk, size)
+            array[_along(spec, first, last)] = _values(t, (first, last)) if data is None else data[first:last]
+
+        # chunks written by several threads: one thread leaves the disk idle while Zarr copies and dispatches
+        list(self.pool.map(write, range(0, size, spec.chunk)))
+        records = records_dir(self.store, location)
+        for index in chunk_indices(spec, 0, size):
+            _write_record(os.path.join(records, record_name(index)))
+        return {'kind': 'tensor', 'array': location, **spec.manifest_entry()}
+
+    def _create(self, location: str, sizes: tuple, chunks: tuple, dtype: DType, names: tuple):
+        return zarr.create_array(self.zarr_store, name=location, shape=sizes, chunks=chunks,
+                                 dtype=to_numpy_dtype(dtype), compressors=None,
+                                 fill_value=False if dtype.kind is bool else 0, dimension_names=names or None,
+                                 config=_ARRAY_CONFIG)
+
+
+def _is_instance(value) -> bool:
+    return dataclasses.is_dataclass(value) and not isinstance(value, type)
+
+
+def _join(location: str, name: str) -> str:
+    return f'{location}/{name}' if location else name
+
+
+def _child_names(d: dict) -> list[str]:
+    """A file name in the store per key: the key itself where it can be one, else `_<index>`, all distinct."""
+    names, used = [], set()
+    for i, key in enumerate(d):
+        try:
+            check_name(key, 'key')
+            name = key
+        except ValueError:
+            name = f'_{i}'
+        while name in used:
+            name = f'_{name}'
+        used.add(name)
+        names.append(name)
+    return names
+
+
+def _chunk_length(t: Tensor) -> int:
+    """Chunk length along the first dim: a DiskTensor keeps its stored chunking there; else about CHUNK_BYTES."""
+    if isinstance(t, DiskTensor):
+        axis = t._view_axes()[0]
+        sel = t._selection[axis]
+        if isinstance(sel, range) and sel.step == 1:
+            return t.chunks[axis]
+    shape = t.shape
+    per_item = pymath.prod(shape.sizes[1:]) * (DType.as_dtype(t.dtype).itemsize or 1)
+    return max(1, min(shape.sizes[0], CHUNK_BYTES // max(per_item, 1)))
+
+
+def _values(t: Tensor, block: tuple) -> np.ndarray:
+    """The values of `t` (of `first:last` along its first dim if `block` holds them) as NumPy, dims in order.
+
+    A DiskTensor reads only that block from its store, outside the memory cache.
+    """
+    if not isinstance(t, DiskTensor):
+        return t.numpy(t.shape.names)
+    selection = list(t._selection)
+    if block:
+        axis = t._view_axes()[0]
+        selection[axis] = selection[axis][block[0]:block[1]]
+    return read_selection(t._info, tuple(selection))
+
+
+# --- tagged JSON ------------------------------------------------------------------------------------------------
+
+def encode(value, where: str):
+    """`value` as JSON: plain JSON types as they are, others tagged `{'$type': ..., ...}`.
+
+    Raises:
+        TypeError: a value of another type; the message names `where` it lies and its type.
+    """
+    if value is None or type(value) in (bool, int, str):
+        return value
+    if type(value) is float:
+        return value if pymath.isfinite(value) else {TAG: 'float', 'value': repr(value)}
+    if isinstance(value, enum.Enum):
+        cls = type(value)
+        _CLASSES[class_path(cls)] = cls
+        return {TAG: 'enum', 'class': class_path(cls), 'name': value.name}
+    if isinstance(value, np.generic) and value.dtype.kind in 'biufc':
+        return {TAG: 'numpy', 'dtype': value.dtype.str, 'value': encode(value.item(), where)}
+    if type(value) is complex:
+        return {TAG: 'complex', 'real': encode(value.real, where), 'imag': encode(value.imag, where)}
+    if type(value) is list:
+        return [encode(v, f'{where}[{i}]') for i, v in enumerate(value)]
+    if type(value) is tuple:
+        return {TAG: 'tuple', 'items': [encode(v, f'{where}[{i}]') for i, v in enumerate(value)]}
+    if type(value) is dict and all(isinstance(k, str) for k in value):
+        items = {k: encode(v, f'{where}[{k!r}]') for k, v in value.items()}
+        return {TAG: 'dict', 'items': items} if TAG in value else items
+    if type(value) is slice:
+        return {TAG: 'slice', 'start': encode(value.start, where), 'stop': encode(value.stop, where),
+                'step': encode(value.step, where)}
+    if type(value) is Shape and all(s is None or type(s) is int for s in value.sizes):
+        return {TAG: 'shape', 'sizes': list(value.sizes), 'names': list(value.names), 'types': list(value.types),
+                'labels': [None if lab is None else list(lab) for lab in value.labels]}
+    if type(value) is DType:
+        return {TAG: 'dtype', 'value': str(value)}
+    raise TypeError(f'save() cannot store {where} of type {type(value).__module__}.{type(value).__qualname__}: '
+                    f'{value!r}. Config fields and plain values may be None, bool, int, float, complex, str, slices, '
+                    f'enums, Shapes, DTypes, NumPy scalars, and lists, tuples and str-keyed dicts of those')
+
+
+def decode(value, where: str):
+    """The value `encode` wrote. Raises ManifestDamaged for a malformed tag, TypeError for an unknown enum class."""
+    if isinstance(value, list):
+        return [decode(v, f'{where}[{i}]') for i, v in enumerate(value)]
+    if not isinstance(value, dict):
+        return value
+    if TAG not in value:
+        return {k: decode(v, f'{where}[{k!r}]') for k, v in value.items()}
+    tag = value[TAG]
+    if tag == 'enum':
+        cls = find_class(value.get('class', '?'), where)
+        if not issubclass(cls, enum.Enum) or value.get('name') not in cls.__members__:
+            raise TypeError(f'Cannot load {where}: {value.get("class")!r} is not an Enum with a member '
+                            f'{value.get("name")!r}')
+        return cls[value['name']]
+    try:
+        if tag == 'dict':
+            return {k: decode(v, f'{where}[{k!r}]') for k, v in value['items'].items()}
+        if tag == 'tuple':
+            return tuple(decode(v, f'{where}[{i}]') for i, v in enumerate(value['items']))
+        if tag == 'float':
+            return float(value['value'])
+        if tag == 'complex':
+            return complex(decode(value['real'], where), decode(value['imag'], where))
+        if tag == 'numpy':
+            return np.dtype(value['dtype']).type(decode(value['value'], where))
+        if tag == 'slice':
+            return slice(*(decode(value[k], where) for k in ('start', 'stop', 'step')))
+        if tag == 'shape':
+            if not set(value['types']) <= set(DIM_TYPES) or len({len(value[k]) for k in
+                                                                 ('sizes', 'names', 'types', 'labels')}) != 1:
+                raise ValueError('names, sizes, types and labels must have equal lengths and valid types')
+            labels = tuple(None if lab is None else tuple(lab) for lab in value['labels'])
+            return Shape(tuple(value['sizes']), tuple(value['names']), tuple(value['types']), labels)
+        if tag == 'dtype':
+            return DType.as_dtype(value['value'])
+    except (KeyError, TypeError, ValueError, AttributeError) as err:
+        raise ManifestDamaged(f'The manifest holds a malformed value at {where}: {value!r:.200} ({err})') from err
+    raise ManifestDamaged(f'The manifest holds a value of unknown type {tag!r} at {where}')
+
+
+def find_class(path: str, where: str) -> type:
+    """The class at `module:QualName`: imported, else one saved or loaded in this process.
+
+    Raises:
+        TypeError: neither finds it.
+    """
+    module, _, qualname = path.partition(':')
+    cls = None
+    try:
+        cls = importlib.import_module(module)
+        for part in qualname.split('.'):
+            cls = getattr(cls, part)
+    except (ImportError, AttributeError, ValueError):
+        cls = None
+    if not isinstance(cls, type):
+        cls = _CLASSES.get(path)
+    if cls is None:
+        raise TypeError(f'Cannot load {where}: its class {path!r} cannot be imported, and no class of that path was '
+                        f'saved or loaded in this process. Define or import the class first (a class defined in '
+                        f"__main__ or inside a function is found only in the process that saved it)")
+    _CLASSES[path] = cls
+    return cls
+
+
+# --- loading ------------------------------------------------------------------------------------------------
+
+def load(path: str | os.PathLike, lazy: bool = True, data: bool = True, item: str | None = None):
+    """Read a tree written by `save`; reads only the manifest unless `lazy=False`.
+
+    Args:
+        path: the directory `save` wrote.
+        lazy: tensors become `DiskTensor`s that read their chunks when used. False: all values are read now.
+        data: False: tensors become `shape * dtype` placeholders (`ShapeDtype`) and no data is touched.
+        item: a dotted path (`'a.b.0'`) through fields, dict keys and list indices: load that sub-tree only.
+
+    Returns:
+        The tree, with the backends tensors were saved from (`load_cache_as` picks another).
+
+    Raises:
+        FileNotFoundError: nothing at `path`.
+        ManifestDamaged: `path` holds no valid save manifest.
+        TypeError: a dataclass or enum class cannot be found.
+        KeyError: `item` names nothing in the tree.
+    """
+    store = os.path.abspath(os.fspath(path))
+    manifest = read_save_manifest(store)
+    node, where = manifest['root'], 'obj'
+    if item:
+        node, where = _find(node, str(item))
+    return _Reader(store, manifest, lazy, data).build(node, where)
+
+
+def read_save_manifest(store: str) -> dict:
+    """The validated manifest of the save in directory `store`."""
+    if not os.path.exists(store):
+        raise FileNotFoundError(f'No lazyphi save at {store!r}: it does not exist')
+    file = os.path.join(store, MANIFEST)
+    try:
+        with open(file, 'rb') as f:
+            manifest = json.loads(f.read())
+    except (FileNotFoundError, NotADirectoryError):
+        raise ManifestDamaged(f'{store!r} is not a lazyphi save: it has no {MANIFEST}') from None
+    except (OSError, ValueError) as err:
+        raise ManifestDamaged(f'The manifest {file!r} cannot be read: {err}') from err
+    problem = _manifest_problem(manifest)
+    if problem:
+        raise ManifestDamaged(f'The manifest {file!r} is invalid: {problem}')
+    return manifest
+
+
+def _manifest_problem(manifest) -> str | None:
+    if not isinstance(manifest, dict):
+        return f'expected a JSON object, found {type(manifest).__name__}'
+    if manifest.get('type') != SAVE_TYPE:
+        return ('it is not a save (a disk-cache result? open its arrays with lazyphi.storage.disk_tensor)'
+                if 'arrays' in manifest else f"'type' must be {SAVE_TYPE!r}")
+    missing = {'format', 'id', 'created', 'root'} - set(manifest)
+    if missing:
+        return f'missing entries {sorted(missing)}'
+    if manifest['format'] != SAVE_FORMAT:
+        return f'it has format {manifest["format"]!r}; this lazyphi reads format {SAVE_FORMAT}'
+    if not isinstance(manifest['id'], str) or not isinstance(manifest['created'], str):
+        return "'id' and 'created' must be strings"
+    return _node_problem(manifest['root'], 'obj')
+
+
+def _node_problem(node, where: str) -> str | None:
+    """What is wrong with a manifest node and its children, or None."""
+    if not isinstance(node, dict) or node.get('kind') not in KINDS:
+        return f'{where}: expected a node object with a kind among {KINDS}, found {node!r:.200}'
+    kind = node['kind']
+    needed = {'tensor': ('array', *_ENTRY_FIELDS), 'dataclass': ('class', 'group', 'fields', 'config', 'cache'),
+              'dict': ('group', 'items'), 'list': ('group', 'items'), 'tuple': ('group', 'items'),
+              'value': ('value',)}[kind]
+    missing = [k for k in needed if k not in node]
+    if missing:
+        return f'{where}: a {kind} node lacks {missing}'
+    if kind == 'tensor':
+        return _tensor_problem(node, where)
+    if kind == 'value':
+        return None
+    if not isinstance(node['group'], str):
+        return f'{where}: group must be a str'
+    if kind == 'dataclass':
+        if not isinstance(node['class'], str) or ':' not in node['class']:
+            return f"{where}: class must be 'module:QualName', found {node['class']!r}"
+        if not all(isinstance(node[k], dict) for k in ('fields', 'config', 'cache')):
+            return f'{where}: fields, config and cache must be objects'
+        children = [(node['fields'], '.{}'), (node['cache'], '.{}')]
+    elif kind == 'dict':
+        children = [(node['items'], '[{!r}]')] if isinstance(node['items'], dict) else None
+    else:
+        children = [(dict(enumerate(node['items'])), '[{}]')] if isinstance(node['items'], list) else None
+    if children is None:
+        return f'{where}: items must be a {"JSON object" if kind == "dict" else "list"}'
+    for mapping, pattern in children:
+        for key, child in mapping.items():
+            problem = _node_problem(child, where + pattern.format(key))
+            if problem:
+                return problem
+    return None
+
+
+def _tensor_problem(node: dict, where: str) -> str | None:
+    array = node['array']
+    if (not isinstance(array, str) or not array or array.startswith('/')
+            or any(p in ('', '.', '..') for p in array.split('/'))):
+        return f'{where}: array must be a relative path inside the save, found {array!r}'
+    entry = {k: node[k] for k in _ENTRY_FIELDS}
+    if entry['dims'] or entry['block_dim'] is not None:
+        problem = _entry_problem(entry)
+        return f'{where}: {problem}' if problem else None
+    if any(entry[k] != [] for k in ('types', 'labels', 'sizes', 'chunks')):
+        return f'{where}: a tensor without dims must have empty types, labels, sizes and chunks'
+    try:
+        dtype = DType.as_dtype(entry['dtype'])
+    except (TypeError, ValueError) as err:
+        return f'{where}: {err}'
+    if dtype.kind not in STORABLE_KINDS or not isinstance(entry['backend'], str):
+        return f'{where}: dtype {entry["dtype"]!r} or backend {entry["backend"]!r} is invalid'
+    return None
+
+
+def _find(node: dict, item: str) -> tuple[dict, str]:
+    """The node at dotted path `item`, and its location for messages."""
+    where = 'obj'
+    for part in item.split('.'):
+        kind = node['kind']
+        child = None
+        if kind == 'dataclass':
+            if part in node['config']:
+                child = {'kind': 'value', 'value': node['config'][part]}
+            else:
+                child = node['fields'].get(part, node['cache'].get(part))
+            where += f'.{part}'
+        elif kind == 'dict':
+            child = node['items'].get(part)
+            where += f'[{part!r}]'
+        elif kind in ('list', 'tuple') and part.lstrip('-').isdigit() and -len(node['items']) <= int(part) < len(
+                node['items']):
+            child = node['items'][int(part)]
+            where += f'[{part}]'
+        if child is None:
+            raise KeyError(f'load(item={item!r}): {where} has no item {part!r} (it is a {kind} node)')
+        node = child
+    return node, where
+
+
+class _Reader:
+    """Rebuilds nodes of one save's manifest."""
+
+    def __init__(self, store: str, manifest: dict, lazy: bool, data: bool):
+        self.store = store
+        self.manifest = manifest
+        self.lazy = lazy
+        self.data = data
+
+    def build(self, node: dict, where: str):
+        kind = node['kind']
+        if kind == 'tensor':
+            return self.tensor(node)
+        if kind == 'value':
+            return decode(node['value'], where)
+        if kind == 'dict':
+            return {k: self.build(v, f'{where}[{k!r}]') for k, v in node['items'].items()}
+        if kind in ('list', 'tuple'):
+            items = [self.build(v, f'{where}[{i}]') for i, v in enumerate(node['items'])]
+            return items if kind == 'list' else tuple(items)
+        return self.dataclass(node, where)
+
+    def dataclass(self, node: dict, where: str):
+        cls = find_class(node['class'], where)
+        if not dataclasses.is_dataclass(cls):
+            raise TypeError(f'Cannot load {where}: {node["class"]!r} is not a dataclass')
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted((set(node['fields']) | set(node['config'])) - names)
+        if unknown:
+            raise TypeError(f'Cannot load {where}: the save has fields {unknown} which class {node["class"]!r} lacks '
+                            f'(was the class changed since saving?)')
+        obj = object.__new__(cls)
+        for f in dataclasses.fields(cls):
+            if f.name in node['fields']:
+                value = self.build(node['fields'][f.name], f'{where}.{f.name}')
+            elif f.name in node['config']:
+                value = decode(node['config'][f.name], f'{where}.{f.name}')
+            elif f.default is not dataclasses.MISSING:
+                value = f.default
+            elif f.default_factory is not dataclasses.MISSING:
+                value = f.default_factory()
+            else:
+                continue  # the instance saved had no value for it either
+            object.__setattr__(obj, f.name, value)
+        state = getattr(obj, '__dict__', None)
+        if state is not None:
+            for name, child in node['cache'].items():
+                state[name] = self.build(child, f'{where}.{name}')
+        return obj
+
+    def tensor(self, node: dict) -> Tensor | ShapeDtype:
+        labels = tuple(None if lab is None else tuple(lab) for lab in node['labels'])
+        shape = Shape(tuple(node['sizes']), tuple(node['dims']), tuple(node['types']), labels)
+        if not self.data:
+            return ShapeDtype(shape, DType.as_dtype(node['dtype']))
+        info = DiskArray(self.store, node['array'], self.manifest['id'], self.manifest['created'], shape,
+                         node['dtype'], node['backend'], tuple(node['chunks']), self.manifest['format'])
+        disk = DiskTensor(info, tuple(range(size) for size in shape.sizes), shape)
+        if self.lazy:
+            return disk
+        backend = current_load_backend() or backend_by_name(node['backend'])
+        values = read_selection(info, disk._selection)
+        notify_loaded(disk)
+        return Dense(convert(values, backend), shape, backend)
