@@ -59,7 +59,7 @@ def host_values():
             'scaled': math.stack([float(math.mean(DATA.example[i])) * 2 for i in range(24)], batch(example=24))}
 
 
-@pytest.mark.parametrize('scheduler', ['sync', 'threads'])
+@pytest.mark.parametrize('scheduler', ['sync', 'threads', 'processes'])
 def test_results_equal_host_computation(scheduler):
     m = Model(DATA)
     parallel_compute(m, [Model.normalized, Model.spectrum, Model.scaled, Model.total], scheduler=scheduler,

@@ -88,7 +88,7 @@ class Trace:
     @property
     def inputs(self) -> dict:
         """Input node index -> the source given when its tracer was made."""
-        return {i: n.params[0] for i, n in enumerate(self.nodes) if n.op is _INPUT}
+        return {i: n.params[0] for i, n in enumerate(self.nodes) if n.op.category == INPUT}
 
     @property
     def operations(self) -> tuple:
@@ -109,7 +109,7 @@ class Trace:
         for i, node in enumerate(self.nodes):
             if i in results or (only is not None and i not in only):
                 continue
-            if any(isinstance(x, int) and x not in results for x in node.inputs) or node.op is _INPUT:
+            if any(isinstance(x, int) and x not in results for x in node.inputs) or node.op.category == INPUT:
                 continue
             args = [results[x] if isinstance(x, int) else x for x in node.inputs]
             results[i] = dispatch(node.op, args, node.params)
@@ -173,8 +173,8 @@ class Tracer(Tensor):
             return PerElement(what, dims)
         return TraceAborted(what, f'needs the data of a value of shape {self._shape}, which tracing does not have')
 
-    def __reduce__(self):
-        raise TypeError('A tracer stands for a value being traced; it cannot be pickled')
+    def __reduce__(self):  # MIXED plans send their traces, outputs included, to worker processes
+        return Tracer, (self._trace, self._node, self._shape, self._dtype)
 
     @classmethod
     def __handle__(cls, op: Op, tensors: Sequence[Tensor], params: tuple):
@@ -279,4 +279,5 @@ def _input_placeholder(tensors, *params):
     raise TraceAborted('input', 'an input node has no implementation; replay needs its value')
 
 
-_INPUT = Op('input', 'input', _input_placeholder)
+INPUT = 'input'  # category of the nodes standing for the traced call's inputs (compared by value: traces travel)
+_INPUT = Op('input', INPUT, _input_placeholder)
