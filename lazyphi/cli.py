@@ -1,0 +1,357 @@
+"""The `lazyphi` command: `info` on the installation, `cache ls/du/rm` on a cache directory, and `run`.
+
+    $ lazyphi info
+    $ lazyphi cache ls results/
+    $ lazyphi cache rm results/ --older-than 7d --yes
+    $ lazyphi run sim:make --set n=64 --properties energy --dims batch --cache-dir results/
+
+Exit status: 0 on success, 1 when the work failed or was not confirmed, 2 for bad arguments (an unknown
+command, module, factory or cache key). Importing this module loads neither Dask nor Zarr nor an array
+library beyond what `import lazyphi` loads; each command imports what it needs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib
+import importlib.metadata
+import importlib.util
+import logging
+import os
+import platform
+import re
+import sys
+import traceback
+from collections.abc import Sequence
+
+import lazyphi
+
+from .cache import ResultInfo, _age, _size
+
+LOG = logging.getLogger('lazyphi.cli')
+FAILED, USAGE = 1, 2
+DIM_TYPES = ('batch', 'spatial', 'instance', 'channel', 'dual')
+SCHEDULERS = ('threads', 'processes', 'sync')
+ARRAY_LIBRARIES = {'numpy': 'numpy', 'torch': 'torch', 'jax': 'jax', 'tensorflow': 'tensorflow'}  # module: backend
+_DURATION = re.compile(r'^\s*(\d+(?:\.\d+)?)\s*(s|m|min|h|d|w)\s*$')
+_SECONDS = {'s': 1, 'm': 60, 'min': 60, 'h': 3600, 'd': 86400, 'w': 7 * 86400}
+
+
+class UsageError(Exception):
+    """A bad argument found after parsing (unknown module, factory or cache key): exit status 2."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the `lazyphi` command with `argv` (default: `sys.argv[1:]`); return its exit status."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    logger = logging.getLogger('lazyphi')
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter('%(levelname)s %(name)s: %(message)s'))
+    previous_level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG if args.verbose else logging.WARNING)
+    try:
+        return args.command(args)
+    except UsageError as err:
+        print(f'lazyphi {args.name}: {err}', file=sys.stderr)
+        return USAGE
+    except KeyboardInterrupt:
+        print(f'lazyphi {args.name}: interrupted', file=sys.stderr)
+        return 130
+    except Exception as err:
+        if args.verbose:
+            traceback.print_exc()
+        print(f'lazyphi {args.name}: {type(err).__name__}: {_first_line(err)}', file=sys.stderr)
+        return FAILED
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(previous_level)
+
+
+# --- info ---------------------------------------------------------------------------------------------
+
+def info(args: argparse.Namespace) -> int:
+    """Print versions of lazyphi, Python and the libraries it uses, and the devices of each array library."""
+    print(f'lazyphi      {lazyphi.__version__}')
+    print(f'Python       {platform.python_version()} ({sys.executable})')
+    print(f'platform     {platform.platform()}')
+    print(f'CPUs         {os.cpu_count()}')
+    print('array libraries:')
+    for module, backend_name in ARRAY_LIBRARIES.items():
+        for line in _library_report(module, backend_name):
+            print(f'  {line}')
+    print('engine:')
+    for name, dist in (('Dask', 'dask'), ('distributed', 'distributed'), ('Zarr', 'zarr')):
+        print(f'  {name:<12} {_installed_version(dist) or "not installed"}')
+    return 0
+
+
+def _library_report(module: str, backend_name: str) -> list[str]:
+    """Lines on one array library: its version, then its lazyphi backend's devices."""
+    if importlib.util.find_spec(module) is None:
+        return [f'{module:<12} not installed']
+    try:
+        library = importlib.import_module(module)
+        devices = lazyphi.backend.backend_by_name(backend_name).list_devices()
+    except Exception as err:  # a broken installation is reported, not fatal to `info`
+        LOG.debug('Reporting %s failed', module, exc_info=True)
+        return [f'{module:<12} installed, but unusable: {type(err).__name__}: {_first_line(err)}']
+    lines = [f'{module:<12} {getattr(library, "__version__", "?")}']
+    for d in devices:
+        memory = _size(d.memory) if d.memory > 0 else 'memory unknown'
+        lines.append(f'  {d.device_type} {d.name!r}, {memory}')
+    return lines
+
+
+def _installed_version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+# --- cache --------------------------------------------------------------------------------------------
+
+def cache_ls(args: argparse.Namespace) -> int:
+    """List the results in a cache directory: key, class, properties, size, age, completeness."""
+    results = _results(args.path)
+    if not results:
+        print(f'No results in {args.path}')
+        return 0
+    rows = [('KEY', 'CLASS', 'PROPERTIES', 'SIZE', 'AGE', 'STATE')]
+    rows += [(r.key, r.class_name or '?', ','.join(r.properties), _size(r.nbytes), _age(r.age_seconds), _state(r))
+             for r in results]
+    _print_table(rows)
+    return 0
+
+
+def cache_du(args: argparse.Namespace) -> int:
+    """Print the size of each result in a cache directory and their total."""
+    results = _results(args.path)
+    for r in results:
+        print(f'{_size(r.nbytes):>10}  {r.key}')
+    total = sum(r.nbytes for r in results)
+    print(f'{_size(total):>10}  total ({len(results)} result{"" if len(results) == 1 else "s"} in {args.path})')
+    return 0
+
+
+def cache_rm(args: argparse.Namespace) -> int:
+    """Delete results from a cache directory, after confirmation on stdin unless `--yes`."""
+    from .cache import delete_results
+
+    results = _results(args.path)
+    by_key = {r.key: r for r in results}
+    unknown = [k for k in args.keys if k not in by_key]
+    if unknown:
+        raise UsageError(f'no result {", ".join(map(repr, unknown))} in {args.path}; the results there are '
+                         f'{sorted(by_key)}')
+    chosen = [by_key[k] for k in dict.fromkeys(args.keys)] if args.keys else results
+    if args.older_than is not None:
+        chosen = [r for r in chosen if r.age_seconds > args.older_than]
+    if not chosen:
+        print('Nothing to delete.')
+        return 0
+    for r in chosen:
+        print(f'  {r.key}  {r.class_name or "?"}  {_size(r.nbytes)}  {_age(r.age_seconds)} old')
+    summary = f'{len(chosen)} result{"" if len(chosen) == 1 else "s"} ({_size(sum(r.nbytes for r in chosen))})'
+    if not args.yes and not _confirm(f'Delete {summary} from {args.path}? [y/N] '):
+        return FAILED
+    deleted = delete_results(args.path, [r.key for r in chosen])
+    print(f'Deleted {len(deleted)} result{"" if len(deleted) == 1 else "s"}.')
+    return 0
+
+
+def _confirm(question: str) -> bool:
+    """Ask on stdin; no stdin or end of input counts as no, with a hint at `--yes`."""
+    print(question, end='', flush=True)
+    answer = sys.stdin.readline() if sys.stdin is not None else ''
+    if not answer:
+        print('\nlazyphi cache rm: no answer (stdin is closed); nothing deleted. Pass --yes to delete without asking.',
+              file=sys.stderr)
+        return False
+    if answer.strip().lower() in ('y', 'yes'):
+        return True
+    print('Aborted; nothing deleted.', file=sys.stderr)
+    return False
+
+
+def _results(path: str) -> list[ResultInfo]:
+    from .cache import list_results
+
+    if not os.path.isdir(path):
+        raise UsageError(f'no cache directory {path!r}')
+    return list_results(path)
+
+
+def _state(r: ResultInfo) -> str:
+    if r.error:
+        return f'damaged: {r.error}'
+    if r.complete:
+        return 'complete'
+    return ', '.join(f'{name} {fraction:.0%}' for name, fraction in r.completion.items())
+
+
+def _print_table(rows: list[tuple[str, ...]]) -> None:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print('  '.join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+
+
+def duration(text: str) -> float:
+    """Seconds in a duration like `7d`, `12h`, `30m`, `45s` or `2w`."""
+    match = _DURATION.match(text)
+    if match is None:
+        raise argparse.ArgumentTypeError(f'{text!r} is not a duration; write a number and a unit, like 7d, 12h, 30m')
+    return float(match.group(1)) * _SECONDS[match.group(2)]
+
+
+# --- run ----------------------------------------------------------------------------------------------
+
+def run(args: argparse.Namespace) -> int:
+    """Build an instance with a factory, compute properties with `parallel_compute`, summarise the results."""
+    from .parallel import parallel_compute, plan
+
+    factory = _factory(args.target)
+    values = dict(args.set or [])
+    LOG.debug('Calling %s(%s)', args.target, ', '.join(f'{k}={v!r}' for k, v in values.items()))
+    instance = factory(**values)
+    properties = [p.strip() for p in args.properties.split(',') if p.strip()]
+    dims = getattr(lazyphi.math, args.dims) if args.dims in DIM_TYPES else args.dims
+    memory_limit = _bytes(args.memory_limit) if args.memory_limit is not None else None
+    options = dict(max_workers=args.max_workers, memory_limit=memory_limit, cache_dir=args.cache_dir)
+    scheduler, client = _scheduler(args.scheduler)
+    try:
+        print(plan(instance, properties, dims, **options, scheduler=scheduler), flush=True)
+        done = parallel_compute(instance, properties, dims, **options, scheduler=scheduler,
+                                progress=not args.no_progress)
+    finally:
+        if client is not None:
+            client.close()
+    for name in properties:
+        print(f'{name}: {_describe(instance.__dict__.get(name))}')
+    print(f'Done in {done.elapsed:.2f} s.')
+    return 0
+
+
+def _factory(target: str):
+    """The callable named by `module:factory`, importing the module with the current directory on sys.path."""
+    module_name, _, attribute = target.partition(':')
+    if not module_name or not attribute:
+        raise UsageError(f'expected module:factory (like sim:make), got {target!r}')
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
+        raise UsageError(f'cannot import module {module_name!r}: {err}') from err
+    factory = module
+    for part in attribute.split('.'):
+        try:
+            factory = getattr(factory, part)
+        except AttributeError:
+            raise UsageError(f'module {module_name!r} has no {attribute!r}') from None
+    if not callable(factory):
+        raise UsageError(f'{target} is a {type(factory).__name__}, not a callable factory')
+    return factory
+
+
+def _scheduler(name: str | None):
+    """(scheduler for parallel_compute, client to close afterwards); an address connects a distributed client."""
+    if name is None or name in SCHEDULERS:
+        return name, None
+    if '://' in name or re.fullmatch(r'[\w.-]+:\d+', name):
+        from distributed import Client
+
+        LOG.debug('Connecting to the Dask scheduler at %s', name)
+        client = Client(name)
+        return client, client
+    raise UsageError(f'--scheduler must be one of {", ".join(SCHEDULERS)} or an address like tcp://host:8786, '
+                     f'got {name!r}')
+
+
+def _bytes(text: str) -> int:
+    from dask.utils import parse_bytes
+
+    try:
+        return parse_bytes(text)
+    except ValueError as err:
+        raise UsageError(f'--memory-limit: {err}') from err
+
+
+def _describe(value) -> str:
+    """One line on a computed value: shape, dtype and whether it lies in memory or on disk."""
+    if value is None:
+        return 'not stored in the instance'
+    if not isinstance(value, lazyphi.math.Tensor):
+        return f'{type(value).__name__}, in memory'
+    from .storage._disk import DiskTensor
+
+    where = 'on disk' if isinstance(value, DiskTensor) else 'in memory'
+    return f'{value.shape}, {value.dtype}, {where}'
+
+
+def assignment(text: str) -> tuple[str, object]:
+    """`name=value` as (name, value), the value a Python literal where it parses as one, else the string."""
+    name, equals, raw = text.partition('=')
+    if not equals or not name.strip().isidentifier():
+        raise argparse.ArgumentTypeError(f'expected name=value, got {text!r}')
+    try:
+        value = ast.literal_eval(raw)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        value = raw
+    return name.strip(), value
+
+
+# --- parser -------------------------------------------------------------------------------------------
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else '(no message)'
+
+
+def _parser() -> argparse.ArgumentParser:
+    verbose = argparse.ArgumentParser(add_help=False)
+    verbose.add_argument('-v', '--verbose', action='store_true', default=argparse.SUPPRESS,
+                         help='log at DEBUG level and show full tracebacks')
+    parser = argparse.ArgumentParser(prog='lazyphi', description='Inspect lazyphi, its disk caches, and run jobs.')
+    parser.add_argument('-v', '--verbose', action='store_true', help='log at DEBUG level and show full tracebacks')
+    parser.add_argument('--version', action='version', version=f'lazyphi {lazyphi.__version__}')
+    commands = parser.add_subparsers(title='commands', required=True, metavar='COMMAND')
+
+    p = commands.add_parser('info', parents=[verbose], help='versions, array libraries and their devices')
+    p.set_defaults(command=info, name='info')
+
+    cache = commands.add_parser('cache', help='list, measure or delete results in a cache directory')
+    actions = cache.add_subparsers(title='actions', required=True, metavar='ACTION')
+    p = actions.add_parser('ls', parents=[verbose], help='list the results')
+    p.add_argument('path', help='the cache directory (cache_dir of parallel_compute)')
+    p.set_defaults(command=cache_ls, name='cache ls')
+    p = actions.add_parser('du', parents=[verbose], help='total size and size per result')
+    p.add_argument('path', help='the cache directory')
+    p.set_defaults(command=cache_du, name='cache du')
+    p = actions.add_parser('rm', parents=[verbose], help='delete results (all, or KEYs), after confirmation')
+    p.add_argument('path', help='the cache directory')
+    p.add_argument('keys', nargs='*', metavar='KEY', help='results to delete (default: all)')
+    p.add_argument('--older-than', type=duration, metavar='DURATION',
+                   help='only results created longer ago than this, like 7d, 12h, 30m')
+    p.add_argument('-y', '--yes', action='store_true', help='delete without asking')
+    p.set_defaults(command=cache_rm, name='cache rm')
+
+    p = commands.add_parser('run', parents=[verbose], help='compute properties of an instance with parallel_compute')
+    p.add_argument('target', metavar='module:factory', help='a callable returning the instance, like sim:make')
+    p.add_argument('--set', action='append', type=assignment, metavar='NAME=VALUE',
+                   help='a keyword argument of the factory; VALUE is a Python literal, else a string (repeatable)')
+    p.add_argument('--properties', required=True, metavar='A,B', help='the properties to compute, comma-separated')
+    p.add_argument('--dims', default='batch', metavar='DIMS',
+                   help=f'parallel dims: comma-separated names, or one of {", ".join(DIM_TYPES)} (default: batch)')
+    p.add_argument('--scheduler', metavar='ADDRESS|' + '|'.join(SCHEDULERS),
+                   help='a distributed scheduler address (tcp://host:8786) or a local scheduler '
+                        '(default: the active client, else threads)')
+    p.add_argument('--cache-dir', metavar='DIR', help='write results to this disk cache')
+    p.add_argument('--max-workers', type=int, metavar='N', help='number of parallel workers')
+    p.add_argument('--memory-limit', metavar='BYTES', help='memory per worker, like 4e9 or 4GiB')
+    p.add_argument('--no-progress', action='store_true', help='show no progress bar')
+    p.set_defaults(command=run, name='run')
+    return parser

@@ -1,0 +1,229 @@
+"""The `lazyphi` command: info, cache ls/du/rm on a real disk cache, and run, in subprocesses and in-process."""
+
+import argparse
+import importlib.util
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from lazyphi.cache import list_results
+from lazyphi.cli import assignment, duration, main
+
+MODULE = textwrap.dedent('''
+    from dataclasses import dataclass
+
+    from lazyphi import math
+    from lazyphi.dataclasses import cached_property
+    from lazyphi.math import Tensor, batch
+
+
+    @dataclass(frozen=True)
+    class Ramp:
+        values: Tensor
+        label: str = 'ramp'
+
+        @cached_property
+        def doubled(self) -> Tensor:
+            return self.values * 2
+
+        @cached_property
+        def broken(self) -> Tensor:
+            raise ValueError('the broken property failed')
+
+
+    def make(n=4, label='ramp'):
+        return Ramp(math.arange(batch(example=n)) * 1.0, label)
+
+
+    not_callable = 42
+''')
+
+
+def lazyphi_cli(*args: str, cwd, stdin=subprocess.DEVNULL) -> subprocess.CompletedProcess:
+    """Run `python -m lazyphi ARGS` in a fresh interpreter."""
+    return subprocess.run([sys.executable, '-m', 'lazyphi', *args], cwd=cwd, stdin=stdin, capture_output=True,
+                          text=True, timeout=120)
+
+
+@pytest.fixture
+def workdir(tmp_path):
+    """A directory holding the module `ramp_model` with the class `Ramp` and the factory `make`."""
+    (tmp_path / 'ramp_model.py').write_text(MODULE)
+    return tmp_path
+
+
+@pytest.fixture
+def filled_cache(workdir):
+    """A cache directory holding two results of `Ramp.doubled`, written by a real parallel_compute."""
+    from lazyphi.parallel import parallel_compute
+
+    spec = importlib.util.spec_from_file_location('ramp_model', workdir / 'ramp_model.py')
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    cache_dir = str(workdir / 'cache')
+    for n in (6, 8):
+        parallel_compute(module.make(n), ['doubled'], 'example', scheduler='sync', cache_dir=cache_dir, progress=False)
+    return cache_dir
+
+
+def test_info_names_the_array_libraries_and_the_engine(tmp_path):
+    result = lazyphi_cli('info', cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert 'lazyphi' in result.stdout
+    assert 'numpy' in result.stdout
+    assert 'Zarr' in result.stdout
+    assert "CPU 'CPU'" in result.stdout  # the NumPy backend's device
+
+
+def test_cache_ls_lists_every_result(filled_cache, capsys):
+    assert main(['cache', 'ls', filled_cache]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0].split() == ['KEY', 'CLASS', 'PROPERTIES', 'SIZE', 'AGE', 'STATE']
+    assert len(lines) == 3
+    for r in list_results(filled_cache):
+        line = next(x for x in lines if x.startswith(r.key))
+        assert 'ramp_model:Ramp' in line and 'doubled' in line and 'complete' in line
+        assert 'B' in line  # a human-readable size
+
+
+def test_cache_ls_of_an_empty_and_a_missing_directory(tmp_path, capsys):
+    assert main(['cache', 'ls', str(tmp_path)]) == 0
+    assert 'No results' in capsys.readouterr().out
+    assert main(['cache', 'ls', str(tmp_path / 'missing')]) == 2
+    assert 'no cache directory' in capsys.readouterr().err
+
+
+def test_cache_du_gives_the_total_and_each_result(filled_cache, capsys):
+    assert main(['cache', 'du', filled_cache]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    keys = [r.key for r in list_results(filled_cache)]
+    assert [line.split()[-1] for line in lines[:2]] == keys
+    assert 'total (2 results' in lines[2]
+
+
+def test_cache_rm_without_yes_and_closed_stdin_deletes_nothing(filled_cache):
+    result = lazyphi_cli('cache', 'rm', filled_cache, cwd=os.path.dirname(filled_cache))
+    assert result.returncode == 1
+    assert '--yes' in result.stderr
+    assert len(list_results(filled_cache)) == 2
+
+
+def test_cache_rm_asks_and_takes_no_for_an_answer(filled_cache):
+    result = subprocess.run([sys.executable, '-m', 'lazyphi', 'cache', 'rm', filled_cache], input='n\n',
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    assert 'Delete 2 results' in result.stdout
+    assert len(list_results(filled_cache)) == 2
+    result = subprocess.run([sys.executable, '-m', 'lazyphi', 'cache', 'rm', filled_cache], input='y\n',
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert list_results(filled_cache) == []
+
+
+def test_cache_rm_yes_deletes_the_named_result(filled_cache):
+    first, second = (r.key for r in list_results(filled_cache))
+    result = lazyphi_cli('cache', 'rm', filled_cache, first, '--yes', cwd=os.path.dirname(filled_cache))
+    assert result.returncode == 0, result.stderr
+    assert 'Deleted 1 result' in result.stdout
+    assert [r.key for r in list_results(filled_cache)] == [second]
+
+
+def test_cache_rm_older_than_keeps_newer_results(filled_cache, capsys):
+    assert main(['cache', 'rm', filled_cache, '--older-than', '1d', '--yes']) == 0
+    assert 'Nothing to delete' in capsys.readouterr().out
+    assert len(list_results(filled_cache)) == 2
+    assert main(['cache', 'rm', filled_cache, '--older-than', '0s', '--yes']) == 0
+    assert list_results(filled_cache) == []
+
+
+def test_cache_rm_of_an_unknown_key_fails_with_the_keys_there(filled_cache, capsys):
+    assert main(['cache', 'rm', filled_cache, 'nosuchkey', '--yes']) == 2
+    err = capsys.readouterr().err
+    assert "no result 'nosuchkey'" in err and list_results(filled_cache)[0].key in err
+    assert len(list_results(filled_cache)) == 2
+
+
+def test_run_computes_and_summarises(workdir):
+    cache_dir = str(workdir / 'results')
+    result = lazyphi_cli('run', 'ramp_model:make', '--set', 'n=8', '--set', 'label=hello', '--properties', 'doubled',
+                         '--dims', 'batch', '--scheduler', 'sync', '--cache-dir', cache_dir, '--memory-limit', '1GiB',
+                         cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    assert 'Plan for Ramp: doubled' in result.stdout
+    assert 'doubled: (exampleᵇ=8), float32, on disk' in result.stdout
+    [stored] = list_results(cache_dir)
+    assert stored.complete and stored.properties == ('doubled',)
+
+
+def test_run_in_process_without_a_cache_keeps_results_in_memory(workdir, monkeypatch, capsys):
+    monkeypatch.chdir(workdir)
+    monkeypatch.syspath_prepend(str(workdir))  # main() puts the current directory there: already done, undone after
+    sys.modules.pop('ramp_model', None)
+    try:
+        assert main(['run', 'ramp_model:make', '--set', 'n=5', '--properties', 'doubled', '--dims', 'example',
+                     '--scheduler', 'sync', '--max-workers', '1']) == 0
+    finally:
+        sys.modules.pop('ramp_model', None)
+    out = capsys.readouterr().out
+    assert 'doubled: (exampleᵇ=5), float32, in memory' in out
+
+
+def test_a_failing_property_exits_1_with_a_one_line_reason(workdir):
+    result = lazyphi_cli('run', 'ramp_model:make', '--properties', 'broken', '--scheduler', 'sync', cwd=workdir)
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith('lazyphi run: PropertyFailed: ')
+    assert 'the broken property failed' in lines[0]
+    verbose = lazyphi_cli('run', 'ramp_model:make', '--properties', 'broken', '--scheduler', 'sync', '-v',
+                          cwd=workdir)
+    assert verbose.returncode == 1
+    assert 'Traceback' in verbose.stderr
+
+
+@pytest.mark.parametrize(('target', 'message'), [
+    ('no_such_module:make', "cannot import module 'no_such_module'"),
+    ('ramp_model:nope', "module 'ramp_model' has no 'nope'"),
+    ('ramp_model:not_callable', 'not a callable factory'),
+    ('ramp_model', 'expected module:factory'),
+])
+def test_a_bad_target_exits_2_with_a_clear_message(workdir, target, message):
+    result = lazyphi_cli('run', target, '--properties', 'doubled', cwd=workdir)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert 'Traceback' not in result.stderr
+
+
+def test_bad_arguments_exit_2(tmp_path):
+    assert lazyphi_cli('run', 'x:y', cwd=tmp_path).returncode == 2  # --properties missing
+    assert lazyphi_cli('cache', 'rm', str(tmp_path), '--older-than', 'soon', cwd=tmp_path).returncode == 2
+    result = lazyphi_cli('run', 'x:y', '--properties', 'a', '--scheduler', 'fast', cwd=tmp_path)
+    assert result.returncode == 2
+
+
+def test_set_values_are_literals_or_strings():
+    assert assignment('n=8') == ('n', 8)
+    assert assignment('xs=[1, 2.5]') == ('xs', [1, 2.5])
+    assert assignment('name=hello') == ('name', 'hello')
+    assert assignment('path=a=b') == ('path', 'a=b')
+    with pytest.raises(argparse.ArgumentTypeError):
+        assignment('novalue')
+
+
+def test_durations():
+    assert duration('7d') == 7 * 86400
+    assert duration('12h') == 12 * 3600
+    assert duration('30m') == duration('30min') == 1800
+    assert duration('1.5s') == 1.5
+    with pytest.raises(argparse.ArgumentTypeError):
+        duration('7 days')
+
+
+def test_importing_the_cli_loads_no_dask_or_zarr():
+    code = 'import sys, lazyphi.cli; print(sorted(m for m in ("dask", "distributed", "zarr") if m in sys.modules))'
+    result = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=60)
+    assert result.stdout.strip() == '[]', result.stderr
