@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import logging
 import multiprocessing
 import sys
@@ -74,7 +75,8 @@ def _run_on_client(client, graph: dict, keys: list, progress: bool | None) -> li
     futures = client.get(graph, keys, sync=False)
     if progress is not False:
         from distributed import progress as show_progress
-        show_progress(futures)
+        # in a notebook distributed draws a widget, which needs ipywidgets; without it, a text bar
+        show_progress(futures, notebook=None if importlib.util.find_spec('ipywidgets') else False)
     return client.gather(futures)
 
 

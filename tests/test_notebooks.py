@@ -1,0 +1,58 @@
+"""The notebooks in notebooks/ run top to bottom without errors, and are stored without outputs."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / 'notebooks'
+NOTEBOOKS = sorted(NOTEBOOK_DIR.glob('*.ipynb'))
+
+
+def _use_this_interpreter(tmp_path: Path, monkeypatch) -> None:
+    """Makes 'python3' name a kernel running this interpreter (e.g. the tox venv's), not whatever 'python3'
+    kernel spec happens to be installed on the machine: JUPYTER_PATH is searched before every other place."""
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    spec_dir = tmp_path / 'jupyter' / 'kernels' / 'python3'
+    spec_dir.mkdir(parents=True)
+    spec = {'argv': [sys.executable, '-m', 'ipykernel_launcher', '-f', '{connection_file}'],
+            'display_name': 'Python 3 (test interpreter)', 'language': 'python'}
+    (spec_dir / 'kernel.json').write_text(json.dumps(spec))
+    monkeypatch.setenv('JUPYTER_PATH', str(tmp_path / 'jupyter'))
+    assert KernelSpecManager().get_kernel_spec('python3').argv[0] == sys.executable
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('path', NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebook_runs_without_errors(path, tmp_path, monkeypatch):
+    nbformat = pytest.importorskip('nbformat')
+    nbclient = pytest.importorskip('nbclient')
+    pytest.importorskip('ipykernel')
+    pytest.importorskip('matplotlib')
+    # the kernel imports matplotlib: keep its caches and config out of the user's home, and headless
+    monkeypatch.setenv('MPLCONFIGDIR', str(tmp_path / 'mpl'))
+    monkeypatch.setenv('MPLBACKEND', 'Agg')
+    _use_this_interpreter(tmp_path, monkeypatch)
+    work = tmp_path / 'work'
+    work.mkdir()
+    nb = nbformat.read(path, as_version=4)
+    client = nbclient.NotebookClient(nb, timeout=300, kernel_name='python3',
+                                     resources={'metadata': {'path': str(work)}})
+    client.execute()  # raises CellExecutionError, naming the cell, on the first cell that fails
+    errors = [output for cell in nb.cells for output in cell.get('outputs', []) if output.output_type == 'error']
+    assert not errors, errors
+
+
+def test_there_are_notebooks():
+    assert len(NOTEBOOKS) >= 4, NOTEBOOKS
+
+
+@pytest.mark.parametrize('path', NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebook_is_stored_without_outputs(path):
+    nb = json.loads(path.read_text(encoding='utf-8'))
+    dirty = [i for i, cell in enumerate(nb['cells']) if cell['cell_type'] == 'code'
+             and (cell.get('outputs') or cell.get('execution_count') is not None)]
+    assert not dirty, (f'{path.name}: code cells {dirty} have outputs or execution counts; strip them '
+                       f'(e.g. `jupyter nbconvert --clear-output --inplace {path.name}`)')
