@@ -27,7 +27,8 @@ from collections.abc import Sequence
 
 import lazyphi
 
-from .cache import ResultInfo, _age, _size
+from . import parallel, storage
+from .cache import ResultInfo, _age, _size, delete_results, list_results
 
 LOG = logging.getLogger('lazyphi.cli')
 FAILED, USAGE = 1, 2
@@ -139,8 +140,6 @@ def cache_du(args: argparse.Namespace) -> int:
 
 def cache_rm(args: argparse.Namespace) -> int:
     """Delete results from a cache directory, after confirmation on stdin unless `--yes`."""
-    from .cache import delete_results
-
     results = _results(args.path)
     by_key = {r.key: r for r in results}
     unknown = [k for k in args.keys if k not in by_key]
@@ -178,8 +177,6 @@ def _confirm(question: str) -> bool:
 
 
 def _results(path: str) -> list[ResultInfo]:
-    from .cache import list_results
-
     if not os.path.isdir(path):
         raise UsageError(f'no cache directory {path!r}')
     return list_results(path)
@@ -211,8 +208,6 @@ def duration(text: str) -> float:
 
 def run(args: argparse.Namespace) -> int:
     """Build an instance with a factory, compute properties with `parallel_compute`, summarise the results."""
-    from .parallel import parallel_compute, plan
-
     factory = _factory(args.target)
     values = dict(args.set or [])
     LOG.debug('Calling %s(%s)', args.target, ', '.join(f'{k}={v!r}' for k, v in values.items()))
@@ -223,8 +218,8 @@ def run(args: argparse.Namespace) -> int:
     options = dict(max_workers=args.max_workers, memory_limit=memory_limit, cache_dir=args.cache_dir)
     scheduler, client = _scheduler(args.scheduler)
     try:
-        print(plan(instance, properties, dims, **options, scheduler=scheduler), flush=True)
-        done = parallel_compute(instance, properties, dims, **options, scheduler=scheduler,
+        print(parallel.plan(instance, properties, dims, **options, scheduler=scheduler), flush=True)
+        done = parallel.parallel_compute(instance, properties, dims, **options, scheduler=scheduler,
                                 progress=not args.no_progress)
     finally:
         if client is not None:
@@ -286,9 +281,7 @@ def _describe(value) -> str:
         return 'not stored in the instance'
     if not isinstance(value, lazyphi.math.Tensor):
         return f'{type(value).__name__}, in memory'
-    from .storage._disk import DiskTensor
-
-    where = 'on disk' if isinstance(value, DiskTensor) else 'in memory'
+    where = 'on disk' if isinstance(value, storage.DiskTensor) else 'in memory'
     return f'{value.shape}, {value.dtype}, {where}'
 
 
