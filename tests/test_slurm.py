@@ -1,0 +1,176 @@
+"""parallel_compute on a real SLURM cluster: dask-jobqueue workers in SLURM jobs, and `lazyphi run` inside sbatch.
+
+Runs only where `sbatch` is on PATH and `sinfo` answers (start a one-node cluster with
+`scripts/slurm-up.sh`, stop it with `scripts/slurm-down.sh`); skipped elsewhere. The cluster must offer a
+partition `debug` with room for two 1-CPU, 1 GB jobs, and tmp_path must be visible to its nodes under the
+same path (true for the one-node cluster of slurm-up.sh).
+"""
+
+import functools
+import importlib
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from lazyphi import cache
+from lazyphi.storage import DiskTensor
+
+
+@functools.cache
+def _why_no_slurm() -> str | None:
+    """None when SLURM is usable, else why not. Checked once, when the first test of this file runs."""
+    if shutil.which('sbatch') is None:
+        return 'sbatch is not on PATH (start a test cluster with scripts/slurm-up.sh)'
+    try:  # sinfo retries an absent controller for ~10 s; 5 s is plenty for one that runs
+        result = subprocess.run(['sinfo', '-h', '-o', '%P %T'], capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return f'sinfo does not answer ({type(err).__name__}: {err}); is slurmctld running? see scripts/slurm-up.sh'
+    if result.returncode != 0 or not result.stdout.strip():
+        return f'sinfo does not answer (exit {result.returncode}): {result.stderr.strip()[:200]}'
+    return None
+
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+
+
+@pytest.fixture(autouse=True)
+def _needs_slurm():
+    why = _why_no_slurm()
+    if why is not None:
+        pytest.skip(why)
+
+
+MODULE = 'lazyphi_slurm_sim'  # written into tmp_path: importable by the test and, through PYTHONPATH, by the jobs
+SOURCE = textwrap.dedent('''
+    from dataclasses import dataclass
+
+    import numpy as np
+
+    from lazyphi import math
+    from lazyphi.dataclasses import cached_property
+    from lazyphi.math import Tensor, batch, spatial
+
+
+    @dataclass(frozen=True)
+    class Simulation:
+        field: Tensor
+        steps: int = 3
+
+        @cached_property
+        def energy(self) -> Tensor:
+            u = self.field
+            for _ in range(self.steps):
+                u = 0.5 * (u + math.sin(u))
+            return math.sum(u ** 2, spatial)
+
+
+    def values(n, size, seed):
+        return np.random.default_rng(seed).standard_normal((n, size, size)).astype(np.float32)
+
+
+    def make(n: int = 8, size: int = 16, steps: int = 3, seed: int = 0) -> Simulation:
+        data = math.tensor(values(n, size, seed), batch('sample'), spatial('x,y'))
+        return Simulation(data, steps)
+
+
+    def expected(n: int = 8, size: int = 16, steps: int = 3, seed: int = 0):
+        u = values(n, size, seed)
+        for _ in range(steps):
+            u = 0.5 * (u + np.sin(u))
+        return (u ** 2).sum(axis=(1, 2))
+''')
+
+
+@pytest.fixture
+def sim(tmp_path, monkeypatch):
+    (tmp_path / f'{MODULE}.py').write_text(SOURCE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, MODULE, raising=False)
+    yield importlib.import_module(MODULE)
+    sys.modules.pop(MODULE, None)
+
+
+def _queued_job_ids() -> set[str]:
+    out = subprocess.run(['squeue', '-h', '-o', '%i'], capture_output=True, text=True, timeout=15, check=True).stdout
+    return set(out.split())
+
+
+def test_parallel_compute_on_slurm_workers(tmp_path, sim):
+    dask_jobqueue = pytest.importorskip('dask_jobqueue')
+    from distributed import Client
+
+    logs, cache_dir = tmp_path / 'logs', tmp_path / 'cache'
+    logs.mkdir()
+    cluster = dask_jobqueue.SLURMCluster(
+        cores=1, memory='1GB', processes=1, queue='debug', walltime='00:10:00',
+        job_extra_directives=[f'--chdir={tmp_path}', '--job-name=lazyphi-test-worker'],
+        job_script_prologue=[f'export PYTHONPATH={tmp_path}'],
+        python=sys.executable, log_directory=str(logs), interface='lo',
+        scheduler_options={'dashboard_address': ':0'},  # None still binds 8787; a taken port warns
+    )
+    try:
+        cluster.scale(jobs=2)
+        with Client(cluster) as client:
+            client.wait_for_workers(2, timeout=180)
+            job_ids = {job.job_id for job in cluster.workers.values()}
+            assert len(job_ids) == 2 and all(job_ids), job_ids
+            assert job_ids <= _queued_job_ids()  # real SLURM jobs, running now
+            instance = sim.make(n=8)
+            parallel_compute_on(client, instance, sim.Simulation.energy, str(cache_dir))
+            executed = client.run(lambda dask_worker: dask_worker.state.executed_count)
+            assert len(executed) == 2 and sum(executed.values()) > 0, executed  # the jobs' workers did the work
+    finally:
+        cluster.close()
+    assert isinstance(instance.energy, DiskTensor)
+    np.testing.assert_allclose(instance.energy.numpy('sample'), sim.expected(n=8), rtol=1e-5)
+    (info,) = cache.list_results(str(cache_dir))
+    assert info.complete and info.properties == ('energy',) and info.class_name.startswith(MODULE)
+    assert sorted(p.name for p in logs.iterdir())  # each job left its log
+
+
+def parallel_compute_on(client, instance, prop, cache_dir):
+    from lazyphi.parallel import parallel_compute
+
+    return parallel_compute(instance, [prop], 'sample', cache_dir=cache_dir, scheduler=client, block_size=2,
+                            progress=False)
+
+
+def test_lazyphi_run_inside_sbatch(tmp_path, sim):
+    cache_dir = tmp_path / 'results'
+    script = tmp_path / 'job.sh'
+    script.write_text(textwrap.dedent(f'''\
+        #!/bin/bash
+        #SBATCH --job-name=lazyphi-test-run
+        #SBATCH --partition=debug
+        #SBATCH --ntasks=1
+        #SBATCH --cpus-per-task=1
+        #SBATCH --mem=1G
+        #SBATCH --time=00:05:00
+        #SBATCH --chdir={tmp_path}
+        #SBATCH --output={tmp_path}/run-%j.out
+        export PYTHONPATH={tmp_path}
+        srun {sys.executable} -m lazyphi run {MODULE}:make --set n=6 --set seed=3 --properties energy \\
+            --dims batch --scheduler sync --cache-dir {cache_dir} --no-progress
+        '''))
+    submitted = subprocess.run(['sbatch', '--wait', '--parsable', str(script)], capture_output=True, text=True,
+                               timeout=300)
+    job_id = submitted.stdout.strip().split(';')[0]
+    output = (tmp_path / f'run-{job_id}.out').read_text() if job_id.isdigit() else ''
+    assert submitted.returncode == 0, f'{submitted.stderr}\n{output}'
+    assert job_id.isdigit(), submitted.stdout
+    assert re.search(r'^energy: \(sample\S*=6\), float32, on disk$', output, re.M) and 'Done in' in output, output
+    (info,) = cache.list_results(str(cache_dir))
+    assert info.complete and info.properties == ('energy',)
+    # the host reads what the job wrote, and it equals a direct computation
+    again = sim.make(n=6, seed=3)
+    from lazyphi.parallel import parallel_compute
+
+    parallel_compute(again, [sim.Simulation.energy], 'sample', cache_dir=str(cache_dir), scheduler='sync',
+                     progress=False)
+    np.testing.assert_allclose(again.energy.numpy('sample'), sim.expected(n=6, seed=3), rtol=1e-5)
+    assert len(cache.list_results(str(cache_dir))) == 1  # found the job's result, wrote no new one
