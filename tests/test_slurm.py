@@ -174,3 +174,49 @@ def test_lazyphi_run_inside_sbatch(tmp_path, sim):
                      progress=False)
     np.testing.assert_allclose(again.energy.numpy('sample'), sim.expected(n=6, seed=3), rtol=1e-5)
     assert len(cache.list_results(str(cache_dir))) == 1  # found the job's result, wrote no new one
+
+
+RUNNER_SCRIPT = textwrap.dedent('''
+    import sys
+    from dask.distributed import Client
+    from dask_jobqueue.slurm import SLURMRunner
+    from lazyphi import math
+    from lazyphi.parallel import parallel_compute
+    from {module} import make
+
+    if __name__ == '__main__':
+        # every srun task runs this: one becomes the scheduler, one the client (this block), the rest workers
+        with SLURMRunner(scheduler_file=sys.argv[1], scheduler_options={{'dashboard_address': ':0'}}) as runner:
+            with Client(runner) as client:
+                client.wait_for_workers(runner.n_workers)
+                sim = make(n=6, seed=5)
+                parallel_compute(sim, ['energy'], 'sample', scheduler=client, cache_dir=sys.argv[2], progress=False)
+                print('energy', sim.energy.shape, 'workers', runner.n_workers, 'RUNNER OK')
+''')
+
+
+def test_batch_script_with_dask_jobqueue_runner_under_srun(tmp_path, sim):
+    pytest.importorskip('dask_jobqueue.slurm')
+    (tmp_path / 'runner_job.py').write_text(RUNNER_SCRIPT.format(module=MODULE))
+    script = tmp_path / 'runner.sh'
+    script.write_text(textwrap.dedent(f'''\
+        #!/bin/bash
+        #SBATCH --job-name=lazyphi-test-runner
+        #SBATCH --partition=debug
+        #SBATCH --ntasks=3
+        #SBATCH --overcommit
+        #SBATCH --mem=1500M
+        #SBATCH --time=00:05:00
+        #SBATCH --chdir={tmp_path}
+        #SBATCH --output={tmp_path}/runner-%j.out
+        export PYTHONPATH={tmp_path}
+        srun --overcommit -n 3 {sys.executable} runner_job.py {tmp_path}/scheduler.json {tmp_path}/results
+        '''))
+    submitted = subprocess.run(['sbatch', '--wait', '--parsable', str(script)], capture_output=True, text=True,
+                               timeout=300)
+    job_id = submitted.stdout.strip().split(';')[0]
+    output = (tmp_path / f'runner-{job_id}.out').read_text() if job_id.isdigit() else ''
+    assert submitted.returncode == 0, f'{submitted.stderr}\n{output[-3000:]}'
+    assert 'RUNNER OK' in output, output[-3000:]
+    (info,) = cache.list_results(str(tmp_path / 'results'))
+    assert info.complete
