@@ -29,12 +29,12 @@ class Cloud:
 
     @cached_property
     def doubled(self) -> Tensor:  # element-wise: survives any slice
-        CALLS['doubled'] += 1
+        CALLS['doubled'] += self.position.available  # real evaluations; tracing does not count
         return self.position * 2
 
     @functools.cached_property
     def center(self) -> Tensor:  # reduces along points: slicing points cannot reuse it
-        CALLS['center'] += 1
+        CALLS['center'] += self.position.available  # real evaluations; tracing does not count
         return math.mean(self.position, 'points')
 
 
@@ -45,7 +45,7 @@ class MutableCloud:
 
     @functools.cached_property
     def doubled(self) -> Tensor:
-        CALLS['mutable'] += 1
+        CALLS['mutable'] += self.position.available  # real evaluations; tracing does not count
         return self.position * 2
 
 

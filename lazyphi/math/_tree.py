@@ -19,6 +19,7 @@ unchanged is returned as it is, caches included.
 """
 
 import contextlib
+import contextvars
 import copy
 import dataclasses
 import itertools
@@ -37,6 +38,46 @@ _SELECTION_FORMS = ("a dict {dim: index, slice, label or index tensor}, a label 
 _DROPPED = object()  # result of a cache function (and marker of a missing entry): leave the cached value out
 
 LeafFunction = Callable[[list, str], Any]
+# Checks that a cached property's value is still right after the instance is transformed along `dims`
+# (sliced, stacked, expanded, renamed): (instance, property name, dims) -> bool. lazyphi.parallel registers
+# one built on its tracer, which knows the dims a property mixes; without any, cached tensors are kept.
+_CACHE_CHECKS: list[Callable[[Any, str, tuple], bool]] = []
+# the dims the running tree operation affects, and whether to check on its result (new dims) or input
+_AFFECTED: contextvars.ContextVar = contextvars.ContextVar('lazyphi_affected_dims', default=None)
+
+
+def register_cache_check(check: Callable[[Any, str, tuple], bool]) -> None:
+    """Have `check(instance, name, dims)` decide whether cached values survive tree operations along `dims`."""
+    _CACHE_CHECKS.append(check)
+
+
+@contextlib.contextmanager
+def _affecting(dims: tuple, on_result: bool):
+    token = _AFFECTED.set((tuple(dims), on_result))
+    try:
+        yield
+    finally:
+        _AFFECTED.reset(token)
+
+
+def _drop_invalid_caches(result, original) -> None:
+    """Remove from `result` the cached values that the registered checks cannot vouch for.
+
+    Checked on `original` for operations that change or remove dims (slicing, renaming), on
+    `result` for those that add dims (stacking, expanding).
+    """
+    affected = _AFFECTED.get()
+    state = getattr(result, '__dict__', None)
+    if affected is None or not _CACHE_CHECKS or not state:
+        return
+    dims, on_result = affected
+    probe = result if on_result else original
+    cls = type(result)
+    for name in [n for n in state if n not in field_names(cls) and _is_cached_property(cls, n)]:
+        if not all(check(probe, name, dims) for check in _CACHE_CHECKS):
+            del state[name]
+
+
 CacheFunction = Callable[[list, Sequence], Any]  # (cached Tensors, their instances) -> new value or _DROPPED
 
 
@@ -121,6 +162,7 @@ def _map_dataclass(fn: LeafFunction, trees: Sequence, leaf_types: tuple, cache_f
             del state[name]
         else:
             state[name] = value
+    _drop_invalid_caches(result, first)
     return result
 
 
@@ -287,8 +329,9 @@ def stack(values, dim, expand_values: bool = False):
             leaves = _expanded_to_common_dims(leaves)
         return stack_tensors(leaves, dim)
 
-    return _map_trees(stack_leaves, values, (Tensor, *NUMBER_TYPES), lambda leaves, owners: stack_leaves(leaves, ''),
-                      'stack')
+    with _affecting((dim.name,), on_result=True):
+        return _map_trees(stack_leaves, values, (Tensor, *NUMBER_TYPES),
+                          lambda leaves, owners: stack_leaves(leaves, ''), 'stack')
 
 
 def _expanded_to_common_dims(leaves: list) -> list:
@@ -342,7 +385,9 @@ def expand(value, *dims):
         *dims: Shapes or specs like 'b:b' of the dims to add; sizes must be known. Dims a tensor
             already has are kept as they are.
     """
-    return _map_tensors(lambda t: expand_tensor(t, *dims), value, 'expand', (Tensor, *NUMBER_TYPES))
+    added = [d for d in dims if isinstance(d, Shape)]
+    with _affecting(tuple(n for d in added for n in d.names), on_result=True):
+        return _map_tensors(lambda t: expand_tensor(t, *dims), value, 'expand', (Tensor, *NUMBER_TYPES))
 
 
 def rename_dims(value, dims, names):
@@ -356,7 +401,8 @@ def rename_dims(value, dims, names):
     """
     if callable(dims) and not isinstance(dims, Shape):
         dims = resolve_dims(dims, shape(value))
-    return _map_tensors(lambda t: rename_tensor_dims(t, dims, names), value, 'rename_dims')
+    with _affecting(resolve_dims(dims), on_result=False):
+        return _map_tensors(lambda t: rename_tensor_dims(t, dims, names), value, 'rename_dims')
 
 
 def slice_(value, selection):
@@ -387,7 +433,8 @@ def slice_(value, selection):
             return _DROPPED
         return cached[0][selection]
 
-    return _map_tensors(lambda t: t[selection], value, 'slice_', cache_fn=slice_cached)
+    with _affecting(sliced, on_result=False):
+        return _map_tensors(lambda t: t[selection], value, 'slice_', cache_fn=slice_cached)
 
 
 def unstack(value, dim) -> tuple:

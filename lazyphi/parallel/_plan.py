@@ -23,8 +23,8 @@ from ..math import Shape, ShapeDtype, Tensor, batch
 from ..math._fields import config_fields, data_fields
 from ..math._shape import EMPTY_SHAPE, resolve_dims
 from ..math._tensor import REDUCE
+from ..math._tree import register_cache_check, tree_map
 from ..math._tree import shape as tree_shape
-from ..math._tree import tree_map
 from ._property import INFER, MIXED
 from ._tracer import PerElement, Trace, TraceAborted, Tracer, tracer_for
 
@@ -297,6 +297,27 @@ def _choose_disk_outputs(plans: dict, requested: tuple, memory_limit, notes: lis
 
 def _nbytes(placeholder: ShapeDtype) -> int:
     return (placeholder.shape.volume or 0) * DType.as_dtype(placeholder.dtype).itemsize
+
+
+def cache_stays_valid(instance, name: str, dims: tuple) -> bool:
+    """Whether the cached value of property `name` stays right when `instance` is transformed along `dims`.
+
+    True only when tracing proves the property mixes none of those dims (it is element-wise along
+    them); registered with the tree functions of lazyphi.math, which drop the value otherwise.
+    """
+    cls = type(instance)
+    present = frozenset(dims) & frozenset(tree_shape(instance).names)
+    if not present:
+        return True
+    try:
+        descriptor = _descriptor(cls, name)
+    except TypeError:
+        return False
+    trace, free, _ = _trace_property(instance, cls, name, descriptor, present, {})
+    return trace.fallback is None and not free and not (trace.mixed & present)
+
+
+register_cache_check(cache_stays_valid)
 
 
 def _filter_repr(dims) -> str:
