@@ -14,6 +14,7 @@ import threading
 
 import numpy as np
 import pytest
+from random_inputs import RNG, bools, f32, ints, pos, unit
 from scipy import ndimage, signal
 
 from lazyphi.backend import (
@@ -38,28 +39,6 @@ from lazyphi.backend import (
 )
 from lazyphi.backend import _backend as backend_module
 from lazyphi.backend._dtype import from_numpy_dtype, to_numpy_dtype
-
-RNG = np.random.default_rng(42)
-
-
-def f32(*shape):
-    return RNG.standard_normal(shape).astype(np.float32)
-
-
-def pos(*shape):
-    return RNG.uniform(0.1, 2.0, shape).astype(np.float32)
-
-
-def unit(*shape):
-    return RNG.uniform(-0.9, 0.9, shape).astype(np.float32)
-
-
-def ints(*shape, high=10):
-    return RNG.integers(0, high, shape)
-
-
-def bools(*shape):
-    return RNG.random(shape) > 0.5
 
 
 def assert_same(actual, expected):

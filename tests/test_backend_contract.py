@@ -10,6 +10,7 @@ exactly when `supports()` says so. Further: precision rules, device placement, `
 
 import numpy as np
 import pytest
+from random_inputs import RNG, bools, f32, ints, pos, unit
 
 from lazyphi import math as lmath
 from lazyphi.backend import (
@@ -24,29 +25,6 @@ from lazyphi.backend import (
     set_global_default_backend,
 )
 from lazyphi.backend._dtype import from_numpy_dtype
-
-RNG = np.random.default_rng(7)
-
-
-def f32(*shape):
-    return RNG.standard_normal(shape).astype(np.float32)
-
-
-def pos(*shape):
-    return RNG.uniform(0.1, 2.0, shape).astype(np.float32)
-
-
-def unit(*shape):
-    return RNG.uniform(-0.9, 0.9, shape).astype(np.float32)
-
-
-def ints(*shape, high=10):
-    return RNG.integers(0, high, shape)
-
-
-def bools(*shape):
-    return RNG.random(shape) > 0.5
-
 
 _X, _Y, _M, _B, _I = f32(3, 4), f32(3, 4), f32(2, 3, 4), bools(3, 4), ints(3, 4)
 _Z = (f32(3) + 1j * f32(3)).astype(np.complex64)

@@ -121,7 +121,9 @@ def _float_test(function: Callable, integers: bool) -> Callable:
 
 
 def _clip(x: Any, minimum: Any, maximum: Any) -> Any:
-    return tf.clip_by_value(*common([x, minimum, maximum]))
+    # NumPy's definition, min(max(x, lower), upper), also where lower > upper (tf.clip_by_value differs there)
+    x, minimum, maximum = common([x, minimum, maximum])
+    return tf.minimum(tf.maximum(x, minimum), maximum)
 
 
 def _where(condition: Any, x: Any = None, y: Any = None) -> Any:
