@@ -3,12 +3,14 @@
 Cases:
 
 * (write) a 256 MiB float32 result (`example=64 x (x=1024, y=1024)`) written through `prepare_result` and
-  one `write_block` per 32 MiB block (one chunk each), against `np.save` of the whole array into one file
-  (target: at most 1.5x);
-* (read) the same result read back whole with plain Zarr (`zarr.open_array(...)[:]`), against `np.load`
-  (target: at most 1.5x);
+  one `write_block` per 32 MiB block, against `np.save` of the whole array into one file (target: at most
+  1.5x); plain Zarr writing the same chunks is printed beside them;
+* (read) the same result read back whole through a `DiskTensor` with the memory cache off, against
+  `np.load` (target: at most 1.5x); plain Zarr (`zarr.open_array(...)[:]`) and `read()` of each chunk file
+  into its place in one NumPy array are printed beside them (the latter shows how much slower the kernel
+  copies into a buffer 16 bytes past a page boundary on some CPUs: see `lazyphi/storage/_chunks.py`);
 * (codec) the write and read of (write)/(read) with the arrays compressed by zstd (level
-  `lazyphi.storage._write.ZSTD_LEVEL`) against uncompressed, with the bytes on disk: the figures behind
+  `lazyphi.storage._chunks.ZSTD_LEVEL`) against uncompressed, with the bytes on disk: the figures behind
   storing uncompressed by default.
 
 Files go to a fresh directory under `--dir` (default: the system's temporary directory); nothing is synced
@@ -40,8 +42,10 @@ import zarr
 from lazyphi import math
 from lazyphi.backend import DType
 from lazyphi.math import batch, spatial
+from lazyphi.storage import disk_tensor, set_cache_ttl
+from lazyphi.storage._chunks import ZSTD_LEVEL, chunk_files
 from lazyphi.storage._results import ArraySpec
-from lazyphi.storage._write import ZSTD_LEVEL, prepare_result, write_block
+from lazyphi.storage._write import prepare_result, write_block
 
 BLOCK_BYTES = 32 * 2 ** 20
 # Chunk sizes compared: 32 MiB (one chunk per block, the plan's rule today) and 16 MiB. Zarr reads each chunk into
@@ -142,22 +146,22 @@ def report(label: str, found: dict, mib: float, mine: str, reference: str) -> No
     print(f'    {label} ratio {mine} / {reference}: {verdict(med(found[mine]) / med(found[reference]))}')
 
 
-def write_chunk_files(w: Workload, path: str, chunk: int) -> None:
-    """The floor of any crash-safe chunked store: each chunk its own file, written to a temporary name, renamed."""
-    os.makedirs(path)
+def write_zarr_plainly(w: Workload, path: str, chunk: int) -> None:
+    """The same array written by Zarr itself, one chunk per assignment, uncompressed."""
+    array = zarr.create_array(path, shape=w.values.shape, chunks=(chunk, *w.values.shape[1:]), dtype=w.values.dtype,
+                              compressors=None, fill_value=0, config={'write_empty_chunks': True})
     for start in range(0, len(w.values), chunk):
-        temporary = os.path.join(path, f'{start}.partial')
-        with open(temporary, 'wb') as f:
-            f.write(memoryview(w.values[start:start + chunk]).cast('B'))
-        os.replace(temporary, os.path.join(path, str(start)))
+        array[start:start + chunk] = w.values[start:start + chunk]
 
 
-def read_chunk_files(w: Workload, path: str, chunk: int) -> np.ndarray:
-    """The floor of reading chunk files: each read straight into its place in one output array."""
+def read_into(w: Workload, path: str) -> np.ndarray:
+    """Each chunk file `read()` into its place in one new NumPy array (what an mmap-free reader would do)."""
+    files = chunk_files(path)
     out = np.empty_like(w.values)
-    for start in range(0, len(w.values), chunk):
-        with open(os.path.join(path, str(start)), 'rb', buffering=0) as f:
-            f.readinto(memoryview(out[start:start + chunk]).cast('B'))
+    for index in range(-(-len(w.values) // files.chunks[0])):
+        start = index * files.chunks[0]
+        with open(files.file((index, 0, 0)), 'rb', buffering=0) as f:
+            f.readinto(memoryview(out[start:start + files.chunks[0]]).cast('B'))
     return out
 
 
@@ -170,29 +174,31 @@ def case_write(w: Workload, chunk_mib: int, repeats: int) -> None:
     found = interleaved({
         'lazyphi write_block': (lambda: w.fresh('zarr-write'), lambda path: w.write_zarr(path, chunk_mib)),
         'np.save': (lambda: w.fresh('numpy-write.npy'), lambda path: np.save(path, w.values)),
-        'chunk files, temp + rename': (lambda: w.fresh('files-write'), lambda path: write_chunk_files(w, path, chunk)),
+        'zarr, chunk by chunk': (lambda: w.fresh('plain-write'), lambda path: write_zarr_plainly(w, path, chunk)),
     }, repeats)
     report('write', found, w.mib, 'lazyphi write_block', 'np.save')
     print(f'    codecs: {codecs(os.path.join(w.root, "zarr-write", "benchmark", "values"))}')
 
 
 def case_read(w: Workload, chunk_mib: int, repeats: int) -> None:
-    print(f'(read) that result whole with plain Zarr, chunks of {chunk_mib} MiB, vs np.load (warm page cache)')
+    print(f'(read) that result whole through a DiskTensor (memory cache off), chunks of {chunk_mib} MiB, vs np.load '
+          f'(warm page cache)')
     array_path = w.write_zarr(w.fresh('zarr-read'), chunk_mib)
     npy = w.fresh('numpy-read.npy')
     np.save(npy, w.values)
-    if not (np.array_equal(zarr.open_array(array_path, mode='r')[:], w.values) and np.array_equal(np.load(npy),
-                                                                                                  w.values)):
+    tensor = disk_tensor(os.path.dirname(array_path), 'values')
+    set_cache_ttl(0)
+    order = tensor.shape.names
+    if not (np.array_equal(tensor.numpy(order), w.values) and np.array_equal(np.load(npy), w.values)
+            and np.array_equal(zarr.open_array(array_path, mode='r')[:], w.values)):
         print('    READ BACK DIFFERENT VALUES')
-    chunk = w.chunk_length(chunk_mib)
-    files = w.fresh('files-read')
-    write_chunk_files(w, files, chunk)
     found = interleaved({
-        'zarr [:]': (lambda: None, lambda _: zarr.open_array(array_path, mode='r')[:]),
+        'lazyphi DiskTensor': (lambda: None, lambda _: tensor.numpy(order)),
         'np.load': (lambda: None, lambda _: np.load(npy)),
-        'chunk files, readinto': (lambda: None, lambda _: read_chunk_files(w, files, chunk)),
+        'zarr [:]': (lambda: None, lambda _: zarr.open_array(array_path, mode='r')[:]),
+        'chunk files, read() into': (lambda: None, lambda _: read_into(w, array_path)),
     }, repeats)
-    report('read', found, w.mib, 'zarr [:]', 'np.load')
+    report('read', found, w.mib, 'lazyphi DiskTensor', 'np.load')
 
 
 def case_codec(w: Workload, chunk_mib: int, repeats: int) -> None:

@@ -29,6 +29,7 @@ from lazyphi.storage import (
     ChunkDamaged,
     ChunkMissing,
     DiskTensor,
+    _chunks,
     _disk,
     _memory,
     clear_memory_cache,
@@ -103,7 +104,8 @@ def dense():
 
 @pytest.fixture
 def reads(monkeypatch) -> list:
-    """Keys read from any Zarr LocalStore (metadata and chunks) while the test runs."""
+    """Files read from stores while the test runs (metadata and chunks), by lazyphi's own chunk-file reader
+    (uncompressed arrays) and through Zarr's LocalStore (arrays with codecs) alike: '<array>/c/1/0/0'."""
     keys = []
     original = LocalStore.get
 
@@ -111,11 +113,20 @@ def reads(monkeypatch) -> list:
         keys.append(key)
         return await original(self, key, prototype, byte_range)
 
+    def counting_open(path, *args, **kwargs):  # '.../values/c/1/0/0' or '.../values/c.1.0.0' -> 'values/c/1/0/0'
+        parts = os.fspath(path).split(os.sep)
+        if parts[-1].startswith('c.'):
+            parts = [*parts[:-1], *parts[-1].split('.')]
+        keys.append('/'.join(parts[parts.index('c') - 1:] if 'c' in parts else parts[-2:]))
+        return open(path, *args, **kwargs)
+
     monkeypatch.setattr(LocalStore, 'get', counting_get)
+    monkeypatch.setattr(_chunks, 'open', counting_open, raising=False)
+    _disk._open_chunks.cache_clear()  # so that opening an array's metadata is seen too
     return keys
 
 
-def _chunks(keys) -> set:
+def _chunk_keys(keys) -> set:
     """The chunk keys among store keys ('values/c/1/0/0' -> ('values', (1, 0, 0)))."""
     found = set()
     for key in keys:
@@ -144,9 +155,9 @@ def loads():
 def test_one_element_along_the_block_dim_reads_its_chunk_only(values, reads, loads):
     one = values.time[3]
     assert type(one) is DiskTensor and one.shape == spatial(x=6, y=4)
-    assert not _chunks(reads) and not loads
+    assert not _chunk_keys(reads) and not loads
     np.testing.assert_array_equal(one.numpy('x,y'), DATA[3])
-    assert _chunks(reads) == {('values', (1, 0, 0))}
+    assert _chunk_keys(reads) == {('values', (1, 0, 0))}
     assert loads == [one]
 
 
@@ -159,9 +170,9 @@ def test_one_element_along_the_block_dim_reads_its_chunk_only(values, reads, loa
 ])
 def test_selections_read_exactly_the_chunks_they_touch(values, reads, select, expected, chunks):
     view = select(values)
-    assert not _chunks(reads)
+    assert not _chunk_keys(reads)
     np.testing.assert_array_equal(view.numpy(view.shape.names), expected)
-    assert _chunks(reads) == {('values', (c, 0, 0)) for c in chunks}
+    assert _chunk_keys(reads) == {('values', (c, 0, 0)) for c in chunks}
 
 
 def test_selections_compose_on_the_full_array(group, values):
@@ -176,7 +187,7 @@ def test_selections_compose_on_the_full_array(group, values):
 
 def test_empty_selection_reads_nothing(values, reads):
     assert values.time[3:3].numpy('time,x,y').shape == (0, 6, 4)
-    assert not _chunks(reads)
+    assert not _chunk_keys(reads)
 
 
 def test_labels_select_on_disk(group):
@@ -245,7 +256,7 @@ def test_missing_chunk_is_an_error_naming_store_array_and_chunk(tmp_path, reads)
     assert group in message and "'values'" in message and '2.0.0' in message and 'same cache_dir' in message
     assert isinstance(info.value, OSError)
     assert (info.value.store, info.value.array, info.value.chunk) == (group, 'values', (2, 0, 0))
-    assert not _chunks(reads)  # the records are checked before any data is read
+    assert not _chunk_keys(reads)  # the records are checked before any data is read
     with pytest.raises(ChunkMissing, match='1 more'):
         values.numpy()
 
@@ -458,9 +469,9 @@ def test_to_dask_is_lazy_and_chunked_as_stored(values, reads, loads):
     assert array.chunks == ((1, 2, 2, 1), (4,))
     assert array.name == view.to_dask().name  # deterministic
     assert any('lazyphi-disk' in str(key) for key in array.__dask_graph__())
-    assert not _chunks(reads) and not loads
+    assert not _chunk_keys(reads) and not loads
     np.testing.assert_array_equal(array.compute(scheduler='sync'), DATA[1:7, 2])
-    assert _chunks(reads) == {('values', (c, 0, 0)) for c in range(4)}
+    assert _chunk_keys(reads) == {('values', (c, 0, 0)) for c in range(4)}
     odd = values.time[(5, 0, 5)].y[::-1]
     np.testing.assert_array_equal(odd.to_dask().compute(scheduler='sync'), DATA[[5, 0, 5]][:, :, ::-1])
 
@@ -516,9 +527,12 @@ def _top_modules_after(code: str) -> set:
     return set(json.loads(out.splitlines()[-1]))
 
 
-def test_zarr_is_imported_when_disk_tensors_are_used_and_dask_never():
+def test_zarr_is_imported_only_to_decode_compressed_chunks_and_dask_never(group, tmp_path):
     assert not {'zarr', 'dask', 'xarray'} & _top_modules_after('import lazyphi.storage')
-    used = _top_modules_after('import lazyphi.storage\nlazyphi.storage.DiskTensor')
+    read = 'from lazyphi.storage import disk_tensor\ndisk_tensor({!r}, "values").time[1:5].numpy()'
+    assert not {'zarr', 'dask', 'xarray'} & _top_modules_after(read.format(group))  # chunk files, read directly
+    compressed = _write_result(tmp_path, 'crc', {'values': (DATA, SHAPE, CHUNK)}, compressors=[Crc32cCodec()])
+    used = _top_modules_after(read.format(compressed))
     assert 'zarr' in used and not {'dask', 'xarray'} & used
 
 

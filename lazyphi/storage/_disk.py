@@ -21,14 +21,13 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
-import zarr
-from zarr.storage import LocalStore
 
 from .._errors import ChunkDamaged, ChunkMissing, DimNotFound
 from ..backend import NUMPY, Backend, DType, backend_by_name, convert
 from ..math._kinds import Expanded, Stacked
 from ..math._shape import Shape
 from ..math._tensor import CONCAT, GATHER, RENAME, Dense, Op, Tensor, read_only_native
+from ._chunks import aligned_empty, chunk_reader, range_slice
 from ._memory import MEMORY, current_load_backend, notify_loaded
 from ._results import ArraySpec, read_manifest, record_name, records_dir
 
@@ -258,11 +257,7 @@ def disk_tensor(group: str, name: str, selection: dict | None = None) -> DiskTen
 
 def _public(sel: Selection):
     """A stored selection as the user writes it: int, slice or tuple of ints."""
-    if not isinstance(sel, range):
-        return sel
-    if sel.step > 0:
-        return slice(sel.start, sel.stop, None if sel.step == 1 else sel.step)
-    return slice(sel.start, sel.stop if sel.stop >= 0 else None, sel.step)
+    return range_slice(sel) if isinstance(sel, range) else sel
 
 
 def _selection_text(sel) -> str:
@@ -314,44 +309,58 @@ def _concat(tensors: Sequence[Tensor], dim: str, result: Shape):
 def read_selection(info: DiskArray, selection: tuple) -> np.ndarray:
     """The values of `selection` (one int, range or tuple per stored axis) as a new NumPy array.
 
-    Reads only the chunks the selection touches, after checking that each has its completion record.
+    Reads only the chunks the selection touches, after checking that each has its completion record,
+    and copies each chunk's selected part straight into its place in the result.
 
     Raises:
         ChunkMissing: a touched chunk has no completion record.
-        ChunkDamaged: a touched chunk's data cannot be decoded, or the array cannot be opened.
+        ChunkDamaged: a touched chunk's data cannot be read or decoded, or the array cannot be opened.
     """
     sizes = tuple(len(sel) for sel in selection if not isinstance(sel, int))
-    chunk_ids = [_chunk_ids(sel, chunk) for sel, chunk in zip(selection, info.chunks, strict=True)]
-    if not all(chunk_ids):  # an empty selection along some axis
+    pieces = [_pieces(sel, chunk) for sel, chunk in zip(selection, info.chunks, strict=True)]
+    if not all(pieces):  # an empty selection along some axis
         return np.empty(sizes, np.dtype(info.dtype))
-    _check_records(info, chunk_ids)
-    array = _open_array(info)
-    index = tuple(_zarr_index(sel) for sel in selection)
-    try:
-        values = array.get_orthogonal_selection(index)
-    except Exception:
-        _raise_if_damaged(info, array, chunk_ids)
-        raise  # no single chunk fails on its own: not a damaged chunk
-    return np.asarray(values).reshape(sizes)
+    _check_records(info, [tuple(piece[0] for piece in axis) for axis in pieces])
+    read_into = _chunk_source(info)
+    out = aligned_empty(tuple(1 if isinstance(sel, int) else len(sel) for sel in selection), np.dtype(info.dtype))
+    for combination in itertools.product(*pieces):
+        index = tuple(piece[0] for piece in combination)
+        try:
+            read_into(index, tuple(piece[1] for piece in combination), out, tuple(piece[2] for piece in combination))
+        except Exception as err:
+            _raise_damaged(info, index, err)
+    return out.reshape(sizes)
 
 
-def _chunk_ids(sel: Selection, chunk: int) -> tuple:
-    """Grid positions along one axis of the chunks holding the selected indices, ascending."""
+def _pieces(sel: Selection, chunk: int) -> list[tuple]:
+    """Per chunk along one axis that `sel` touches: (chunk position, indices within it, positions in the result).
+
+    Indices and positions are ranges where the selection is a range, else int arrays; an int selection
+    keeps a result axis of length 1.
+    """
     if isinstance(sel, int):
-        return (sel // chunk,)
+        first = sel % chunk
+        return [(sel // chunk, range(first, first + 1), range(1))]
+    if not sel:
+        return []
     if isinstance(sel, range) and abs(sel.step) <= chunk:
-        if not sel:
-            return ()
-        return tuple(range(min(sel[0], sel[-1]) // chunk, max(sel[0], sel[-1]) // chunk + 1))
-    return tuple(sorted({i // chunk for i in sel}))
-
-
-def _zarr_index(sel: Selection):
-    if isinstance(sel, int):
-        return sel
-    if isinstance(sel, range) and sel.step > 0:
-        return slice(sel.start, sel.stop, sel.step)
-    return np.asarray(sel, dtype=np.intp)  # Zarr reads unordered and repeated indices chunk by chunk
+        pieces = []
+        for c in range(min(sel[0], sel[-1]) // chunk, max(sel[0], sel[-1]) // chunk + 1):
+            low, high = c * chunk, (c + 1) * chunk
+            if sel.step > 0:
+                begin, end = -(-(low - sel.start) // sel.step), -(-(high - sel.start) // sel.step)
+            else:
+                begin, end = (sel.start - high) // -sel.step + 1, (sel.start - low) // -sel.step + 1
+            begin, end = max(begin, 0), min(end, len(sel))
+            part = sel[begin:end]
+            pieces.append((c, range(part.start - low, part.stop - low, part.step), range(begin, end)))
+        return pieces
+    indices = np.asarray(sel, dtype=np.intp)
+    order = np.argsort(indices // chunk, kind='stable')
+    ids, starts = np.unique(indices[order] // chunk, return_index=True)
+    ends = (*starts[1:], len(order))
+    return [(int(c), indices[order[a:b]] - int(c) * chunk, order[a:b])
+            for c, a, b in zip(ids, starts, ends, strict=True)]
 
 
 def _check_records(info: DiskArray, chunk_ids: list) -> None:
@@ -376,24 +385,21 @@ def _check_records(info: DiskArray, chunk_ids: list) -> None:
         raise error
 
 
-def _raise_if_damaged(info: DiskArray, array, chunk_ids: list) -> None:
-    """Read the touched chunks one by one and raise ChunkDamaged for the first that cannot be decoded."""
-    for index in itertools.product(*chunk_ids):
-        try:
-            array.get_block_selection(index)
-        except Exception as err:
-            record = os.path.join(records_dir(info.store, info.array), record_name(index))
-            error = ChunkDamaged(
-                f'Chunk {record_name(index)} of array {info.array!r} in the disk cache {info.store!r} is damaged: '
-                f'its data cannot be decoded ({type(err).__name__}: {err}). Delete its completion record '
-                f'{record!r} and run the computation again with the same cache_dir to rewrite it.')
-            error.store, error.array, error.chunk = info.store, info.array, index
-            raise error from err
+def _raise_damaged(info: DiskArray, index: tuple, err: Exception):
+    """Raise ChunkDamaged naming the chunk at grid position `index`, which could not be read (`err`)."""
+    record = os.path.join(records_dir(info.store, info.array), record_name(index))
+    error = ChunkDamaged(
+        f'Chunk {record_name(index)} of array {info.array!r} in the disk cache {info.store!r} is damaged: '
+        f'its data cannot be read ({type(err).__name__}: {err}). Delete its completion record '
+        f'{record!r} and run the computation again with the same cache_dir to rewrite it.')
+    error.store, error.array, error.chunk = info.store, info.array, index
+    raise error from err
 
 
-def _open_array(info: DiskArray):
+def _chunk_source(info: DiskArray):
+    """A function reading the chunk at a grid position of the array; ChunkDamaged if it cannot be opened."""
     try:
-        return _open_zarr_array(info.store, info.array, info.created)
+        return _open_chunks(info.store, info.array, info.created)
     except Exception as err:
         error = ChunkDamaged(f'Array {info.array!r} of the disk cache {info.store!r} cannot be opened '
                              f'({type(err).__name__}: {err}); the result is damaged. Delete it and compute it again.')
@@ -402,9 +408,9 @@ def _open_array(info: DiskArray):
 
 
 @functools.lru_cache(maxsize=64)
-def _open_zarr_array(store: str, array: str, created: str):
-    """The opened Zarr array; `created` tells a result computed again at the same place from the old one."""
-    return zarr.open_array(LocalStore(store, read_only=True), path=array, mode='r', zarr_format=3)
+def _open_chunks(store: str, array: str, created: str):
+    """`chunk_reader` of the array; `created` tells a result computed again at the same place from the old one."""
+    return chunk_reader(os.path.join(store, array))
 
 
 def _source_backend(info: DiskArray) -> Backend:

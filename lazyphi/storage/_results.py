@@ -280,6 +280,11 @@ def check_range(spec: ArraySpec, name: str, block_dim: str, start, stop) -> tupl
     return start, stop
 
 
+def grid_index(spec: ArraySpec, start: int) -> tuple[int, ...]:
+    """Grid index of the chunk starting at `start` along the block dim (every other dim is one chunk)."""
+    return tuple(start // spec.chunk if i == spec.axis else 0 for i in range(spec.shape.rank))
+
+
 def chunk_indices(spec: ArraySpec, start: int, stop: int) -> list[tuple[int, ...]]:
     """Grid indices of every chunk that holds part of `start:stop` along the block dim."""
     first, end = start // spec.chunk, pymath.ceil(stop / spec.chunk)

@@ -34,12 +34,12 @@ from zarr.storage import LocalStore
 
 from .._errors import ManifestDamaged
 from ..backend import DType, backend_by_name, convert
-from ..backend._dtype import to_numpy_dtype
 from ..math import Shape, ShapeDtype, Tensor
 from ..math._fields import data_fields, non_data_fields
 from ..math._shape import DIM_TYPES
 from ..math._tensor import Dense
 from ..math._tree import _is_cached_property
+from ._chunks import chunk_writer, create_array
 from ._disk import DiskArray, DiskTensor, read_selection
 from ._memory import current_load_backend, notify_loaded
 from ._results import (
@@ -50,12 +50,13 @@ from ._results import (
     check_name,
     chunk_indices,
     class_path,
+    grid_index,
     record_name,
     records_dir,
     temporary_dir,
     write_manifest,
 )
-from ._write import _ARRAY_CONFIG, _along, _write_record
+from ._write import _write_record
 
 SAVE_FORMAT = 1
 SAVE_TYPE = 'lazyphi.save'  # tells a save's manifest from a cache result's
@@ -190,35 +191,27 @@ class _Writer:
         if shape.rank == 0:
             entry = {'dims': [], 'types': [], 'labels': [], 'sizes': [], 'dtype': str(dtype), 'backend': backend,
                      'chunks': [], 'block_dim': None}
-            array = self._create(location, (), (), dtype, ())
-            array[()] = _values(t, ())
+            create_array(self.store, location, (), (), dtype, None)
+            chunk_writer(os.path.join(self.store, location))((), _values(t, ()))
             os.mkdir(records_dir(self.store, location))  # the record of chunk () is the directory itself
             return {'kind': 'tensor', 'array': location, **entry}
         spec = ArraySpec(shape, dtype, backend, shape.names[0], _chunk_length(t))
-        array = self._create(location, shape.sizes, spec.chunks, dtype, shape.names)
+        create_array(self.store, location, shape.sizes, spec.chunks, dtype, shape.names)
         os.mkdir(records_dir(self.store, location))
         size = shape.sizes[0]
         data = None if isinstance(t, DiskTensor) else t.numpy(shape.names)
+        write_chunk = chunk_writer(os.path.join(self.store, location))
 
         def write(first: int) -> None:
-            # One chunk per assignment: Zarr hands a value of one chunk's shape to the codecs without a copy. A
-            # DiskTensor is copied a block at a time, never loaded whole.
+            # A DiskTensor is copied a chunk at a time, never loaded whole.
             last = min(first + spec.chunk, size)
-            array[_along(spec, first, last)] = _values(t, (first, last)) if data is None else data[first:last]
+            write_chunk(grid_index(spec, first), _values(t, (first, last)) if data is None else data[first:last])
 
-        # chunks written by several threads: one thread leaves the disk idle while Zarr copies and dispatches
         list(self.pool.map(write, range(0, size, spec.chunk)))
         records = records_dir(self.store, location)
         for index in chunk_indices(spec, 0, size):
             _write_record(os.path.join(records, record_name(index)))
         return {'kind': 'tensor', 'array': location, **spec.manifest_entry()}
-
-    def _create(self, location: str, sizes: tuple, chunks: tuple, dtype: DType, names: tuple):
-        return zarr.create_array(self.zarr_store, name=location, shape=sizes, chunks=chunks,
-                                 dtype=to_numpy_dtype(dtype), compressors=None,
-                                 fill_value=False if dtype.kind is bool else 0, dimension_names=names or None,
-                                 config=_ARRAY_CONFIG)
-
 
 def _is_instance(value) -> bool:
     return dataclasses.is_dataclass(value) and not isinstance(value, type)

@@ -13,18 +13,18 @@ import uuid
 from collections.abc import Mapping
 
 import zarr
-from zarr.codecs import ZstdCodec
 from zarr.storage import LocalStore
 
 from .._errors import CacheDirNotShared
-from ..backend._dtype import to_numpy_dtype
 from ..math import Tensor
+from ._chunks import chunk_writer, create_array
 from ._results import (
     ArraySpec,
     array_spec,
     check_name,
     check_range,
     chunk_indices,
+    grid_index,
     manifest_differences,
     new_manifest,
     read_manifest,
@@ -35,11 +35,6 @@ from ._results import (
     temporary_dir,
     write_manifest,
 )
-
-ZSTD_LEVEL = 1
-# Zarr skips writing a chunk equal to the fill value unless told otherwise; writing it keeps every complete
-# chunk a file on disk and saves comparing each chunk with the fill value.
-_ARRAY_CONFIG = {'write_empty_chunks': True}
 
 
 def prepare_result(cache_dir: str, key: str, cls: type, arrays: Mapping[str, ArraySpec]) -> str:
@@ -83,10 +78,7 @@ def _create_group(cache_dir: str, group: str, manifest: dict, arrays: Mapping[st
         store = LocalStore(building)
         zarr.create_group(store)
         for name, spec in arrays.items():
-            zarr.create_array(store, name=name, shape=spec.shape.sizes, dtype=to_numpy_dtype(spec.dtype),
-                              chunks=spec.chunks, compressors=ZstdCodec(level=ZSTD_LEVEL) if spec.compressor else None,
-                              fill_value=False if spec.dtype.kind is bool else 0,
-                              dimension_names=spec.shape.names, config=_ARRAY_CONFIG)
+            create_array(store, name, spec.shape.sizes, spec.chunks, spec.dtype, spec.shape.names, spec.compressor)
             os.mkdir(records_dir(building, name))
         write_manifest(building, manifest)
         try:
@@ -117,12 +109,10 @@ def write_block(group: str, name: str, value: Tensor, block_dim: str, start: int
                          f'the array end {size}')
     _check_value(value, spec, name, start, stop)
     data = value.numpy(spec.shape.names)
-    array = zarr.open_array(LocalStore(group), path=name, mode='r+', zarr_format=3).with_config(_ARRAY_CONFIG)
-    # One chunk per assignment: Zarr passes a value of exactly one chunk's shape straight to the codecs, but
-    # copies each chunk of a larger value into a new fill-value buffer first.
+    write = chunk_writer(os.path.join(group, name))
     for first in range(start, stop, spec.chunk):
         last = min(first + spec.chunk, stop)
-        array[_along(spec, first, last)] = data[_along(spec, first - start, last - start)]
+        write(grid_index(spec, first), data[_along(spec, first - start, last - start)])
     records = records_dir(group, name)
     for index in chunk_indices(spec, start, stop):
         _write_record(os.path.join(records, record_name(index)))
