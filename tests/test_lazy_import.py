@@ -28,3 +28,12 @@ def test_tensor_work_on_numpy_loads_no_heavy_library():
 def test_the_check_would_notice_an_import():
     loaded = _modules_after('import lazyphi, dask')
     assert 'dask' in {m.split('.')[0] for m in loaded}
+
+
+def test_loading_a_save_and_reading_it_loads_no_heavy_library(tmp_path):
+    import lazyphi
+    from lazyphi import math
+
+    lazyphi.save({'a': math.random_normal(math.batch(b=3), math.spatial(x=8))}, tmp_path / 'saved')
+    loaded = _modules_after(f'import lazyphi\nlazyphi.load({str(tmp_path / "saved")!r})["a"].numpy("b,x")')
+    assert not {m.split('.')[0] for m in loaded} & set(HEAVY)  # uncompressed chunk files need no Zarr

@@ -1,8 +1,11 @@
 """The disk cache: results in Zarr v3 groups, disk-backed tensors over them, and the memory they load into.
 
-The only layer importing Zarr, and only when a name that needs it is first used (PEP 562): the
-format helpers, the memory cache and `lazyphi.cache` work without it. `import lazyphi` does not
-import this package. Dask and xarray are imported only by `DiskTensor.to_dask()` / `to_xarray()`.
+The only layer importing Zarr, and only where it is needed: to create groups and arrays, and to
+decode or encode chunks of arrays with codecs; lazyphi reads and writes the chunk files of
+uncompressed arrays itself (`_chunks.py`). The writer, save/load and DiskTensor load on first use
+(PEP 562); the format helpers, the memory cache and `lazyphi.cache` need none of them. `import
+lazyphi` does not import this package. Dask and xarray are imported only by `DiskTensor.to_dask()` /
+`to_xarray()`.
 """
 
 import importlib
@@ -18,7 +21,7 @@ from ._memory import (
 )
 from ._results import ArraySpec, block_complete, complete_chunks, read_manifest
 
-# names whose modules import Zarr -> those modules
+# names loaded on first use -> their modules
 _LAZY = {'DiskTensor': '._disk', 'disk_tensor': '._disk', 'get_cache_files': '._disk',
          'prepare_result': '._write', 'write_block': '._write', 'check_cache_dir_visible': '._write',
          'save': '._save', 'load': '._save'}

@@ -134,6 +134,13 @@ class ChunkFiles(NamedTuple):
             raise
 
 
+def create_group(store: str, path: str = '') -> None:
+    """Create a Zarr group at `path` within the group at directory `store` (`''`: the root itself)."""
+    import zarr
+
+    zarr.create_group(store, path=path or None)
+
+
 def create_array(store: str, name: str, sizes: tuple, chunks: tuple, dtype, names: tuple | None,
                  compressor: str | None = None) -> None:
     """Create the (empty) Zarr array `name` in the group at directory `store`, laid out as lazyphi writes arrays.

@@ -29,8 +29,6 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
 import numpy as np
-import zarr
-from zarr.storage import LocalStore
 
 from .._errors import ManifestDamaged
 from ..backend import DType, backend_by_name, convert
@@ -39,7 +37,7 @@ from ..math._fields import data_fields, non_data_fields
 from ..math._shape import DIM_TYPES
 from ..math._tensor import Dense
 from ..math._tree import _is_cached_property
-from ._chunks import chunk_writer, create_array
+from ._chunks import chunk_writer, create_array, create_group
 from ._disk import DiskArray, DiskTensor, read_selection
 from ._memory import current_load_backend, notify_loaded
 from ._results import (
@@ -94,7 +92,7 @@ def save(obj, path: str | os.PathLike, overwrite: bool = False, include_cache: b
     os.makedirs(parent, exist_ok=True)
     building = temporary_dir(parent, name)
     try:
-        zarr.create_group(LocalStore(building))
+        create_group(building)
         with ThreadPoolExecutor(WRITE_THREADS, thread_name_prefix='lazyphi-save') as pool:
             root = _Writer(building, include_cache, pool).node(obj, '', 'obj')
         manifest = {'format': SAVE_FORMAT, 'type': SAVE_TYPE, 'id': uuid.uuid4().hex,
@@ -140,7 +138,6 @@ class _Writer:
         self.store = store
         self.pool = pool
         self.include_cache = include_cache
-        self.zarr_store = LocalStore(store)
 
     def node(self, value, location: str, where: str) -> dict:
         """The manifest node of `value`, after writing its arrays; `location` is its path in the store."""
@@ -148,7 +145,7 @@ class _Writer:
             return self.tensor(value, location or 'tensor', where)  # the root is a group: a lone tensor lies in it
         if type(value) in (dict, list, tuple) or _is_instance(value):
             if location:
-                zarr.create_group(self.zarr_store, path=location)
+                create_group(self.store, location)
             if _is_instance(value):
                 return self.dataclass(value, location, where)
             if type(value) is dict:

@@ -12,12 +12,9 @@ import shutil
 import uuid
 from collections.abc import Mapping
 
-import zarr
-from zarr.storage import LocalStore
-
 from .._errors import CacheDirNotShared
 from ..math import Tensor
-from ._chunks import chunk_writer, create_array
+from ._chunks import chunk_writer, create_array, create_group
 from ._results import (
     ArraySpec,
     array_spec,
@@ -75,10 +72,9 @@ def _create_group(cache_dir: str, group: str, manifest: dict, arrays: Mapping[st
     """Build the group in a temporary directory and rename it into place, unless another process was first."""
     building = temporary_dir(cache_dir, os.path.basename(group))
     try:
-        store = LocalStore(building)
-        zarr.create_group(store)
+        create_group(building)
         for name, spec in arrays.items():
-            create_array(store, name, spec.shape.sizes, spec.chunks, spec.dtype, spec.shape.names, spec.compressor)
+            create_array(building, name, spec.shape.sizes, spec.chunks, spec.dtype, spec.shape.names, spec.compressor)
             os.mkdir(records_dir(building, name))
         write_manifest(building, manifest)
         try:
