@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import functools
 import gc
-import inspect
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -391,14 +389,14 @@ def collect_results(names: tuple, *stage_results: dict) -> dict:
 def cache_key(p: Plan, instance) -> str:
     """A deterministic key of everything that determines the results, and so names their group on disk.
 
-    It covers the inputs' contents, the class's code (properties and helper methods), config values, the
+    It covers the inputs' contents, the class's code and the user code it reaches (`code_token`), config values, the
     properties computed and how, the chunk grid, precision, default backend and the format version —
     not the worker count or block grid, so a run with other workers finds the same results.
     """
     cls = type(instance)
     layout = [(s.split_dims.names, s.block_dim, s.chunk_size,
                [(q.name, q.mode, sorted(q.requires), q.disk) for q in s.properties]) for s in p.stages]
-    return tokenize(FORMAT_VERSION, cls.__module__, cls.__qualname__, _class_code(cls),
+    return tokenize(FORMAT_VERSION, cls.__module__, cls.__qualname__, p.code,
                     {f.name: getattr(instance, f.name) for f in data_fields(instance)},
                     {n: instance.__dict__[n] for n in p.done},
                     _config(instance), layout, get_precision(), default_backend().name)
@@ -412,17 +410,3 @@ def plan_token(p: Plan, instance, key: str) -> str:
 
 def _config(instance) -> tuple:
     return tuple((f.name, repr(getattr(instance, f.name))) for f in config_fields(instance))
-
-
-@functools.lru_cache(maxsize=256)
-def _class_code(cls: type) -> str:
-    """The source of the class (properties and every helper method), or its functions' bytecode without source."""
-    try:
-        return inspect.getsource(cls)
-    except (OSError, TypeError):
-        code = []
-        for name, value in sorted(vars(cls).items()):
-            func = getattr(value, 'func', getattr(value, 'fget', value))
-            if hasattr(func, '__code__'):
-                code.append((name, func.__code__.co_code, repr(func.__code__.co_consts)))
-        return repr(code)

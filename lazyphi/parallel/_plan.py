@@ -25,6 +25,7 @@ from ..math._shape import EMPTY_SHAPE, resolve_dims
 from ..math._tensor import REDUCE
 from ..math._tree import register_cache_check, tree_map
 from ..math._tree import shape as tree_shape
+from ._code import code_token
 from ._property import INFER, MIXED
 from ._tracer import PerElement, Trace, TraceAborted, Tracer, tracer_for
 
@@ -115,6 +116,7 @@ class Plan:
     cache_dir: str | None = None
     keep_intermediate: bool = False
     instance: object = field(default=None, repr=False)
+    code: tuple = ()  # code_token of the class when planned
     elapsed: float | None = None  # seconds the run took, once it ran
     compiled: object = field(default=None, repr=False)  # the Dask graph, built on first use
 
@@ -259,16 +261,17 @@ def plan(instance, properties: Sequence, parallel_dims=batch, max_workers: int |
         notes.append(f'the instance has no dims matching parallel_dims={_filter_repr(parallel_dims)} '
                      f'(its shape is {instance_shape}): everything runs on the host')
     order = _dependency_order(instance, cls, names)
+    code = code_token(cls)
     done = tuple(n for n in order if n in instance.__dict__)
     plans: dict[str, PropertyPlan] = {}
     for name in order:
         if name not in done:
-            plans[name] = _plan_property(instance, cls, name, dims, plans)
+            plans[name] = _plan_property(instance, cls, name, dims, plans, code)
     stages = _stages(instance, [plans[n] for n in order if n in plans], dims, workers, block_size, memory_limit)
     if cache_dir is not None:
         _choose_disk_outputs(plans, names, memory_limit, notes)
     return Plan(cls, names, dims, stages, done, notes, workers, block_size, memory_limit, cache_dir,
-                keep_intermediate, instance)
+                keep_intermediate, instance, code=code)
 
 
 def _choose_disk_outputs(plans: dict, requested: tuple, memory_limit, notes: list) -> None:
@@ -313,7 +316,7 @@ def cache_stays_valid(instance, name: str, dims: tuple) -> bool:
         descriptor = _descriptor(cls, name)
     except TypeError:
         return False
-    trace, free, _ = _trace_property(instance, cls, name, descriptor, present, {})
+    trace, free, _ = _trace_property(instance, cls, name, descriptor, present, {}, None)
     return trace.fallback is None and not free and not (trace.mixed & present)
 
 
@@ -362,7 +365,7 @@ def _dependency_order(instance, cls: type, names: tuple) -> list:
     return order
 
 
-def _plan_property(instance, cls: type, name: str, dims: Shape, plans: dict) -> PropertyPlan:
+def _plan_property(instance, cls: type, name: str, dims: Shape, plans: dict, code: tuple) -> PropertyPlan:
     descriptor = _descriptor(cls, name)
     field_names = frozenset(f.name for f in data_fields(instance))
     fields, cached, unsure = _reads(cls, name, field_names)
@@ -373,7 +376,7 @@ def _plan_property(instance, cls: type, name: str, dims: Shape, plans: dict) -> 
     if unsure:
         fallbacks.append(Fallback('dependency analysis', 'the code may read any field (self escapes the analysis); '
                                   'all fields are sent to its tasks'))
-    trace, free, reason = _trace_property(instance, cls, name, descriptor, parallel, plans)
+    trace, free, reason = _trace_property(instance, cls, name, descriptor, parallel, plans, code)
     if trace.fallback is not None:
         fallbacks.append(Fallback(*trace.fallback))
     if declared is INFER or declared is MIXED:
@@ -412,12 +415,14 @@ def _descriptor(cls: type, name: str):
     raise TypeError(f'{cls.__name__} has no property {name!r}')
 
 
-def _trace_property(instance, cls, name, descriptor, parallel: frozenset, plans: dict):
-    """Trace a property (cached per class, property, parallel dims and input shapes and dtypes).
+def _trace_property(instance, cls, name, descriptor, parallel: frozenset, plans: dict, code: tuple | None):
+    """Trace a property (cached per class, property, parallel dims, input shapes and dtypes and `code`).
 
+    `code` is the class's `code_token`, so that a helper function redefined in a notebook is traced
+    again; None where a stale trace can do no harm (checking cached values that old code computed).
     Returns (trace, free dims, reason for per-element evaluation or None).
     """
-    key = (cls, name, parallel, _signature(instance, cls, plans))
+    key = (cls, name, parallel, code, _signature(instance, cls, plans))
     if key not in _TRACES:
         if len(_TRACES) >= _TRACE_CACHE_SIZE:
             _TRACES.pop(next(iter(_TRACES)))

@@ -1,0 +1,259 @@
+"""Cache keys follow the code: the class's functions and the user code they reach, not comments or libraries."""
+
+import importlib.util
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from dask.base import tokenize
+
+from lazyphi import cache
+from lazyphi.parallel._code import _Walk, code_token
+
+MODEL = '''
+from dataclasses import dataclass
+
+import numpy as np
+
+from lazyphi import math
+from lazyphi.dataclasses import cached_property
+from lazyphi.math import Tensor
+
+SCALE = {scale}
+UNUSED = {unused}
+
+
+def inner(x):
+    return x * {inner}
+
+
+def helper(x):
+    return inner(x) + SCALE
+
+
+@dataclass(frozen=True)
+class Base:
+    values: Tensor
+
+    def base_method(self):
+        return self.values + {base}
+
+
+@dataclass(frozen=True)
+class Model(Base):
+    @cached_property
+    def result(self) -> Tensor:
+        {comment}
+        return math.sin(helper(self.values)) + np.pi
+'''
+DEFAULTS = {'scale': 2.0, 'unused': 1, 'inner': 3, 'base': 1, 'comment': '# a comment'}
+
+
+def _module(tmp_path, name: str = 'user_model', source: str = MODEL, **changes):
+    """Module `name` built from `source` with `changes` to DEFAULTS, loaded fresh (not kept in sys.modules)."""
+    path = tmp_path / f'{name}_{len(list(tmp_path.iterdir()))}.py'
+    path.write_text(source.format(**{**DEFAULTS, **changes}))
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _token(module) -> str:
+    return tokenize(code_token(module.Model))
+
+
+def test_the_token_is_the_same_for_the_same_code(tmp_path):
+    assert _token(_module(tmp_path)) == _token(_module(tmp_path))
+
+
+@pytest.mark.parametrize('change', [{'inner': 4}, {'scale': 2.5}, {'base': 2}])
+def test_what_runs_changes_the_token(tmp_path, change):
+    """A helper two calls away, a module constant it reads, a base class's method."""
+    assert _token(_module(tmp_path, **change)) != _token(_module(tmp_path))
+
+
+@pytest.mark.parametrize(('change', 'same'), [({'unused': 5}, True), ({'comment': '# another comment'}, True),
+                                             ({'comment': 'unused_local = 1'}, False)])
+def test_only_what_runs_counts(tmp_path, change, same):
+    """A comment and a constant nothing reads are not code; a statement is."""
+    assert (_token(_module(tmp_path, **change)) == _token(_module(tmp_path))) == same
+
+
+def test_the_property_body_changes_the_token(tmp_path):
+    edited = MODEL.replace('+ np.pi', '- np.pi')
+    assert _token(_module(tmp_path, source=edited)) != _token(_module(tmp_path))
+
+
+def test_library_code_is_not_followed(tmp_path):
+    labels = [part[1] for part in code_token(_module(tmp_path).Model) if part[0] == 'function']
+    assert 'user_model.helper' in labels and 'user_model.inner' in labels
+    assert not [label for label in labels if label.startswith(('numpy', 'lazyphi'))]
+    walk = _Walk('user_model')
+    assert walk.mine('user_model.sub') and walk.mine('__main__')
+    assert not walk.mine('numpy') and not walk.mine('json') and not walk.mine('lazyphi.math') and not walk.mine(None)
+
+
+HELPERS = '''
+FACTOR = {factor}
+
+
+def scale(x):
+    return x * FACTOR
+'''
+USER = '''
+from dataclasses import dataclass
+
+import user_helpers
+from lazyphi.dataclasses import cached_property
+
+
+def make_offset(amount):
+    def offset(x):
+        return x + amount
+    return offset
+
+
+SHIFT = make_offset({shift})
+
+
+@dataclass(frozen=True)
+class Model:
+    values: float
+
+    @cached_property
+    def result(self):
+        return SHIFT(user_helpers.scale(self.values))
+'''
+
+
+def test_functions_of_other_user_modules_and_closures_are_followed(tmp_path, monkeypatch):
+    def token(factor, shift):
+        helpers = _module(tmp_path, 'user_helpers', HELPERS, factor=factor)
+        monkeypatch.setitem(sys.modules, 'user_helpers', helpers)  # a module of the project, outside site-packages
+        return _token(_module(tmp_path, 'user_main', USER, shift=shift))
+
+    assert token(2, 1) == token(2, 1)
+    assert token(3, 1) != token(2, 1)  # a constant of the other module, read by its function
+    assert token(2, 5) != token(2, 1)  # a value captured by a closure
+
+
+RUN = '''
+import sys
+from dataclasses import dataclass
+from lazyphi import math
+from lazyphi.dataclasses import cached_property
+from lazyphi.math import Tensor, batch
+from lazyphi.parallel import parallel_compute
+
+
+def helper(x):
+    return x * FACTOR
+
+
+@dataclass(frozen=True)
+class Model:
+    values: Tensor
+
+    @cached_property
+    def result(self) -> Tensor:
+        return helper(self.values)
+
+
+m = Model(math.arange(batch(example=6)) * 1.0)
+parallel_compute(m, [Model.result], scheduler='sync', progress=False, cache_dir=sys.argv[1], memory_limit=1)
+print(type(m.result).__name__, m.result.numpy('example').tolist())
+'''
+
+
+def test_editing_a_helper_computes_again_instead_of_reading_old_results(tmp_path):
+    def run(factor):
+        script = tmp_path / 'run.py'
+        script.write_text(textwrap.dedent(RUN).replace('\ndef helper', f'\nFACTOR = {factor}\n\n\ndef helper'))
+        out = subprocess.run([sys.executable, str(script), str(tmp_path / 'cache')], capture_output=True, text=True,
+                             timeout=300, check=True)
+        return out.stdout.split()
+
+    assert run(2) == ['DiskTensor', '[0.0,', '2.0,', '4.0,', '6.0,', '8.0,', '10.0]']
+    assert run(3)[1:] == ['[0.0,', '3.0,', '6.0,', '9.0,', '12.0,', '15.0]']
+    assert len(cache.list_results(str(tmp_path / 'cache'))) == 2
+    assert run(2)[1:3] == ['[0.0,', '2.0,']  # the first result is found again
+    assert len(cache.list_results(str(tmp_path / 'cache'))) == 2
+
+
+def test_the_token_is_the_same_in_another_process(tmp_path):
+    (tmp_path / 'same_model.py').write_text(MODEL.format(**DEFAULTS))
+    code = ('import sys; sys.path.insert(0, sys.argv[1]); import same_model\n'
+            'from dask.base import tokenize\nfrom lazyphi.parallel._code import code_token\n'
+            'print(tokenize(code_token(same_model.Model)))')
+    tokens = {subprocess.run([sys.executable, '-c', code, str(tmp_path)], capture_output=True, text=True,
+                             check=True).stdout for _ in range(2)}
+    assert len(tokens) == 1
+
+
+STATEFUL = '''
+from dataclasses import dataclass
+
+LOG = []
+SETTINGS = (1, 2.5, 'fast')
+
+
+@dataclass(frozen=True)
+class Model:
+    values: float
+
+    def result(self):
+        LOG.append(self.values)
+        return self.values * SETTINGS[1]
+'''
+
+
+def test_module_level_state_is_not_part_of_the_token(tmp_path):
+    module = _module(tmp_path, 'stateful', STATEFUL)
+    before = _token(module)
+    module.Model(1.0).result()
+    assert module.LOG == [1.0] and _token(module) == before  # a log grows; the code is the same
+    module.SETTINGS = (1, 3.0, 'fast')
+    assert _token(module) != before  # a tuple of settings is a value the code reads
+
+
+NOTEBOOK = '''
+from dataclasses import dataclass
+
+from lazyphi import math
+from lazyphi.math import Tensor
+from lazyphi.parallel import MIXED, parallel_property
+
+
+def weight(x):
+    return x * 2
+
+
+@dataclass(frozen=True)
+class Model:
+    values: Tensor
+
+    @parallel_property(requires=MIXED)
+    def total(self) -> Tensor:
+        return math.sum(weight(self.values), 'example')
+'''
+
+
+def test_a_helper_redefined_in_a_session_is_traced_again(tmp_path):
+    """A MIXED property replays its trace in the tasks: a trace of the old helper would give old results."""
+    from lazyphi import math
+    from lazyphi.math import batch
+    from lazyphi.parallel import parallel_compute
+
+    module = _module(tmp_path, 'notebook', NOTEBOOK)
+    values = math.arange(batch(example=8)) * 1.0
+
+    def total():
+        m = module.Model(values)
+        parallel_compute(m, [module.Model.total], scheduler='sync', progress=False, block_size=2)
+        return float(m.total)
+
+    assert total() == 56.0
+    exec('def weight(x):\n    return x * 3', module.__dict__)  # the user runs an edited cell again
+    assert total() == 84.0
