@@ -71,6 +71,35 @@ def test_results_equal_host_computation(scheduler):
     math.assert_close(m.total, expected['total'], rel_tolerance=1e-5)  # MIXED splits the float sum
 
 
+@dataclass(frozen=True)
+class Moments:
+    data: Tensor
+
+    @parallel_property(requires=MIXED)
+    def spread(self) -> Tensor:
+        return math.std(self.data, 'example,x')
+
+    @parallel_property(requires=MIXED)
+    def score(self) -> Tensor:  # two split reductions, finished on the host
+        return (math.mean(self.data ** 2, 'example') - math.mean(self.data, batch)) / math.std(self.data, batch)
+
+
+@pytest.mark.parametrize('scheduler', ['sync', 'threads'])
+def test_mixed_mean_and_std_combine_blocks_of_unequal_size(scheduler):
+    data = math.random_normal(batch(example=23), spatial(x=5, y=3)) * 3 + 1
+    m = Moments(data)
+    p = plan(m, [Moments.spread, Moments.score], block_size=5)
+    sizes = [b.size for b in p.stages[0].blocks]
+    assert len(sizes) > 2 and sizes[-1] < sizes[0]  # the last block is smaller
+    assert p.properties['spread'].mode == p.properties['score'].mode == 'mixed' and not p.fallbacks
+    assert [op for _, op in p.properties['spread'].partials] == ['std']
+    assert sorted(op for _, op in p.properties['score'].partials) == ['mean', 'mean', 'std']
+    parallel_compute(m, [Moments.spread, Moments.score], scheduler=scheduler, block_size=5, progress=False)
+    math.assert_close(m.spread, math.std(data, 'example,x'), rel_tolerance=1e-5, abs_tolerance=1e-6)
+    expected = (math.mean(data ** 2, 'example') - math.mean(data, batch)) / math.std(data, batch)
+    math.assert_close(m.score, expected, rel_tolerance=1e-4, abs_tolerance=1e-5)
+
+
 def test_intermediates_are_dropped_unless_kept_or_persistent():
     m = Model(DATA)
     parallel_compute(m, [Model.normalized], scheduler='sync', progress=False)

@@ -327,7 +327,17 @@ def _partials(trace, partials: tuple, instance) -> dict:
             leaves[origin, name] = found
         values[node] = leaves[origin, name][index]
     results = trace.replay(values, only=needed)
-    return {i: results[i] for i, _ in partials}
+    return {i: _partial(trace.nodes[i], results[i], op, results) for i, op in partials}
+
+
+def _partial(node, result: Tensor, op: str, results: dict):
+    """A block's partial `result` of reduction `node`; a mean or std with what weighs it when combined."""
+    if op not in ('mean', 'std'):
+        return result
+    value = results[node.inputs[0]]  # the reduced tensor: per block, so a node of the trace
+    dims = [d for d in node.params[0] if d in value.shape]
+    count = value.shape.only(dims).volume
+    return (count, result) if op == 'mean' else (count, math.mean(value, dims), result)
 
 
 def _upstream(trace, nodes: list) -> set:
@@ -369,14 +379,36 @@ def _join(outputs: list, dim: str):
     return concat(outputs, dim)
 
 
-COMBINE = {'sum': math.sum_, 'prod': math.prod, 'max': math.max_, 'min': math.min_, 'any': math.any_,
-           'all': math.all_}
 BLOCKS_DIM = batch('blocks_')
+
+
+def _reduced(reduce: Callable) -> Callable:
+    return lambda parts: reduce(stack(parts, BLOCKS_DIM), BLOCKS_DIM)
+
+
+def _weights_and_means(parts: list) -> tuple:
+    """Blocks' share of the elements, their means stacked, and the mean of all elements."""
+    counts = [part[0] for part in parts]
+    weights = math.tensor([c / sum(counts) for c in counts], BLOCKS_DIM)
+    means = stack([part[1] for part in parts], BLOCKS_DIM)
+    return weights, means, math.sum_(means * weights, BLOCKS_DIM)
+
+
+def _combined_std(parts: list) -> Tensor:
+    """The std of all elements from the blocks' (count, mean, std): the within- and between-block variances."""
+    weights, means, mean = _weights_and_means(parts)
+    stds = stack([part[2] for part in parts], BLOCKS_DIM)
+    return math.sqrt(math.sum_(weights * (stds ** 2 + (means - mean) ** 2), BLOCKS_DIM))
+
+
+COMBINE = {'sum': _reduced(math.sum_), 'prod': _reduced(math.prod), 'max': _reduced(math.max_),
+           'min': _reduced(math.min_), 'any': _reduced(math.any_), 'all': _reduced(math.all_),
+           'mean': lambda parts: _weights_and_means(parts)[2], 'std': _combined_std}
 
 
 def _combine(trace, partials: tuple, outputs: list):
     """Reduce the blocks' partial results with each reduction's combine op, then finish the trace on the host."""
-    combined = {node: COMBINE[op](stack([o[node] for o in outputs], BLOCKS_DIM), BLOCKS_DIM) for node, op in partials}
+    combined = {node: COMBINE[op]([o[node] for o in outputs]) for node, op in partials}
     results = trace.replay(combined)
     return tree_map(lambda t: results[t._node], trace.output, leaf_types=Tracer)
 

@@ -33,8 +33,9 @@ CHUNK_BYTES = 16 * 2 ** 20  # target size of one storage chunk (reads of 32 MiB 
 MIN_CHUNKS = 16  # a parallel dim with at least this many elements is cut into at least this many chunks
 BLOCKS_PER_WORKER = 2
 BLOCK_BYTES = 256 * 2 ** 20  # largest output of one block, so that workers' memory stays bounded
+# reduction -> how blocks' partial results combine (a mean or std weighs each block by its element count)
 DECOMPOSABLE = {'sum': 'sum', 'prod': 'prod', 'max': 'max', 'min': 'min', 'any': 'any', 'all': 'all',
-                'finite_sum': 'sum', 'finite_max': 'max', 'finite_min': 'min'}  # partial op -> combine op
+                'finite_sum': 'sum', 'finite_max': 'max', 'finite_min': 'min', 'mean': 'mean', 'std': 'std'}
 
 
 @dataclass(frozen=True)
