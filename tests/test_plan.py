@@ -1,6 +1,7 @@
 """Planning parallel_compute: the stages, blocks, modes and fallbacks a plan holds — not only values."""
 
 import functools
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -142,6 +143,31 @@ def test_blocks_are_whole_chunks_and_cover_the_dim():
     assert len(stage.blocks) == 4  # 2 blocks per worker
     one = plan(Tutorial(DATA), [Tutorial.plus], block_size=1)
     assert len(one.stages[0].blocks) == 64
+
+
+def test_blocks_follow_the_workers_the_scheduler_has():
+    assert plan(Tutorial(DATA), [Tutorial.plus], scheduler='sync').max_workers == 1
+    assert plan(Tutorial(DATA), [Tutorial.plus], scheduler='threads').max_workers == (os.cpu_count() or 1)
+    assert plan(Tutorial(DATA), [Tutorial.plus], scheduler='sync', max_workers=3).max_workers == 3
+    for bad in (0, -1, 2.5, True, '4'):
+        with pytest.raises(ValueError, match=f'max_workers must be a positive int or None.*{bad!r}'):
+            plan(Tutorial(DATA), [Tutorial.plus], max_workers=bad)
+
+
+def test_a_distributed_client_is_planned_for_its_worker_threads():
+    distributed = pytest.importorskip('distributed')
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=3, processes=False, dashboard_address=None) as cl, \
+            distributed.Client(cl) as client:
+        p = plan(Tutorial(DATA), [Tutorial.plus], scheduler=client)
+        assert p.max_workers == 6 and not p.notes
+        six = plan(Tutorial(DATA), [Tutorial.plus], scheduler='threads', max_workers=6)
+        assert p.stages[0].blocks == six.stages[0].blocks  # cut for its worker threads, not the host's CPUs
+        assert plan(Tutorial(DATA), [Tutorial.plus]).max_workers == 6  # the active client, by default
+    with distributed.LocalCluster(n_workers=0, processes=False, dashboard_address=None) as cl, \
+            distributed.Client(cl) as client:
+        p = plan(Tutorial(DATA), [Tutorial.plus], scheduler=client)
+        assert p.max_workers == (os.cpu_count() or 1) and 'no workers yet' in p.notes[0]
+        assert 'max_workers' in str(p)
 
 
 def test_planning_never_runs_a_property_on_real_data():

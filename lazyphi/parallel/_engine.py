@@ -29,8 +29,9 @@ from ..storage import ArraySpec, block_complete, load_cache_as, worker_load_back
 from ..storage._disk import disk_tensor
 from ..storage._results import array_spec
 from ..storage._write import check_cache_dir_visible, prepare_result, write_block
+from ._clients import client_of
 from ._plan import Plan, Stage, _descriptor, plan
-from ._schedulers import client_of, run_graph
+from ._schedulers import run_graph
 from ._tracer import Tracer
 
 FORMAT_VERSION = 1

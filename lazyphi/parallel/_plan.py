@@ -25,6 +25,7 @@ from ..math._shape import EMPTY_SHAPE, resolve_dims
 from ..math._tensor import REDUCE
 from ..math._tree import register_cache_check, tree_map
 from ..math._tree import shape as tree_shape
+from ._clients import worker_count
 from ._code import code_token
 from ._property import INFER, MIXED
 from ._tracer import PerElement, Trace, TraceAborted, Tracer, tracer_for
@@ -248,14 +249,14 @@ def plan(instance, properties: Sequence, parallel_dims=batch, max_workers: int |
                          f'limit are written')
     if block_size is not None and (not isinstance(block_size, int) or block_size < 1):
         raise ValueError(f'block_size must be a positive int (elements per block), got {block_size!r}')
-    workers = _worker_count(max_workers)
+    workers, guess = worker_count(max_workers, scheduler)
     names = tuple(property_name(p) for p in properties)
     known = cached_property_names(cls)
     for n in names:
         if n not in known:
             raise TypeError(f'{cls.__name__}.{n} is not a @cached_property or @parallel_property; those of '
                             f'{cls.__name__} are {list(known)}')
-    notes = []
+    notes = [] if guess is None else [guess]
     instance_shape = tree_shape(instance)
     dims = instance_shape.only(resolve_dims(parallel_dims, instance_shape))
     if not dims:
@@ -326,15 +327,6 @@ register_cache_check(cache_stays_valid)
 
 def _filter_repr(dims) -> str:
     return getattr(dims, '__name__', repr(dims))
-
-
-def _worker_count(max_workers) -> int:
-    if max_workers is None:
-        import os
-        return os.cpu_count() or 1
-    if not isinstance(max_workers, int) or max_workers < 1:
-        raise ValueError(f'max_workers must be a positive int or None (all CPUs), got {max_workers!r}')
-    return max_workers
 
 
 def _reads(cls: type, name: str, field_names: frozenset) -> tuple[frozenset, frozenset, bool]:

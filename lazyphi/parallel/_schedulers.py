@@ -6,7 +6,6 @@ import contextlib
 import importlib.util
 import logging
 import multiprocessing
-import sys
 import threading
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -16,6 +15,8 @@ import dask.multiprocessing
 import dask.threaded
 from dask.diagnostics import ProgressBar
 
+from ._clients import client_of
+
 LOG = logging.getLogger('lazyphi')
 SCHEDULER_NAMES = ('threads', 'sync', 'processes')
 PROGRESS_AFTER = 1.0  # seconds before a local progress bar appears
@@ -24,26 +25,6 @@ _pool_lock = threading.Lock()
 _pool: ProcessPoolExecutor | None = None
 _pool_workers = 0
 _announced: set = set()
-
-
-def active_client():
-    """The current `distributed` client, if `distributed` is in use and one is active; else None."""
-    if 'distributed' not in sys.modules:
-        return None
-    from distributed import default_client
-    try:
-        return default_client()
-    except ValueError:
-        return None
-
-
-def _is_client(scheduler) -> bool:
-    return type(scheduler).__module__.startswith('distributed') and hasattr(scheduler, 'get')
-
-
-def client_of(scheduler):
-    """The `distributed` client that `scheduler` means, or None for a local scheduler."""
-    return scheduler if _is_client(scheduler) else active_client() if scheduler is None else None
 
 
 def run_graph(graph: dict, keys: list, scheduler, max_workers: int, progress: bool | None) -> list:

@@ -1,0 +1,64 @@
+"""Finding the `distributed` client a scheduler argument means, without importing Dask or distributed.
+
+The planner asks it how many worker threads a cluster has; the engine runs graphs on it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+LOG = logging.getLogger('lazyphi')
+
+
+def active_client():
+    """The current `distributed` client, if `distributed` is in use and one is active; else None."""
+    if 'distributed' not in sys.modules:
+        return None
+    from distributed import default_client
+    try:
+        return default_client()
+    except ValueError:
+        return None
+
+
+def is_client(scheduler) -> bool:
+    return type(scheduler).__module__.startswith('distributed') and hasattr(scheduler, 'get')
+
+
+def client_of(scheduler):
+    """The `distributed` client that `scheduler` means, or None for a local scheduler."""
+    return scheduler if is_client(scheduler) else active_client() if scheduler is None else None
+
+
+def worker_count(max_workers, scheduler) -> tuple[int, str | None]:
+    """How many tasks run at once: `max_workers`, else what `scheduler` offers; and a note when it is a guess.
+
+    'sync' runs one task at a time; a `distributed` client as many as its workers have threads; local
+    threads and processes one per CPU. A client without workers yet (a cluster still scaling up)
+    is planned for the CPUs here, and the note says so.
+
+    Raises:
+        ValueError: `max_workers` is not a positive int or None.
+    """
+    if max_workers is not None:
+        if not isinstance(max_workers, int) or isinstance(max_workers, bool) or max_workers < 1:
+            raise ValueError(f'max_workers must be a positive int or None (as many as the scheduler has), '
+                             f'got {max_workers!r}')
+        return max_workers, None
+    if scheduler == 'sync':
+        return 1, None
+    cpus = os.cpu_count() or 1
+    client = client_of(scheduler)
+    if client is None:
+        return cpus, None
+    try:
+        threads = sum(client.nthreads().values())
+    except Exception as err:  # a closed or asynchronous client: plan as for local threads
+        LOG.debug('Cannot ask the Dask client for its workers: %s', err)
+        threads = 0
+    if threads:
+        return threads, None
+    return cpus, (f'the Dask client has no workers yet: blocks are planned for {cpus} workers (the CPUs here); '
+                  f'pass max_workers= the size the cluster will have')
