@@ -58,7 +58,11 @@ def _run_on_client(client, graph: dict, keys: list, progress: bool | None) -> li
         from distributed import progress as show_progress
         # in a notebook distributed draws a widget, which needs ipywidgets; without it, a text bar
         show_progress(futures, notebook=None if importlib.util.find_spec('ipywidgets') else False)
-    return client.gather(futures)
+    try:
+        return client.gather(futures)
+    except BaseException:  # Ctrl-C or a failed task: stop the rest (blocks already written stay on disk)
+        client.cancel(futures)
+        raise
 
 
 def process_pool(max_workers: int) -> ProcessPoolExecutor:
@@ -73,13 +77,21 @@ def process_pool(max_workers: int) -> ProcessPoolExecutor:
         return _pool
 
 
-def discard_pool() -> None:
-    """Shut the process pool down (a lost worker breaks it); the next call makes a new one."""
+def discard_pool(stop_tasks: bool = False) -> None:
+    """Shut the process pool down; the next call makes a new one.
+
+    With `stop_tasks`, its worker processes are also ended at once: the executor would still run the
+    tasks already handed to them. A task ended mid-write leaves a temporary file and no record.
+    """
     global _pool
     with _pool_lock:
         if _pool is not None:
+            workers = list((getattr(_pool, '_processes', None) or {}).values())
             _pool.shutdown(wait=False, cancel_futures=True)
             _pool = None
+            if stop_tasks:
+                for worker in workers:
+                    worker.terminate()
 
 
 def _run_on_processes(graph: dict, keys: list, max_workers: int, bar) -> list:
@@ -92,4 +104,7 @@ def _run_on_processes(graph: dict, keys: list, max_workers: int, bar) -> list:
             if attempt:
                 raise
             LOG.warning('A worker process was lost; running the lost work again once on a new pool')
+        except BaseException:  # Ctrl-C or a failed task: stop the rest (blocks already written stay on disk)
+            discard_pool(stop_tasks=True)
+            raise
     raise AssertionError('unreachable')

@@ -1,0 +1,103 @@
+"""Ctrl-C during parallel_compute: the run stops at once, and a new run keeps every block already on disk."""
+
+import glob
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+JOB = textwrap.dedent('''
+    import os, sys, time
+    from dataclasses import dataclass
+    from lazyphi import math
+    from lazyphi.dataclasses import cached_property
+    from lazyphi.math import Tensor, batch, spatial
+    from lazyphi.parallel import parallel_compute
+
+    MARKS = os.environ['MARKS']
+
+
+    @dataclass(frozen=True)
+    class Slow:
+        data: Tensor
+
+        @cached_property
+        def result(self) -> Tensor:
+            if self.data.available:  # a block on real data: say which, then take a while
+                open(os.path.join(MARKS, str(int(self.data.example[0].x[0]))), 'w').close()
+                time.sleep(0.4)
+            return self.data * 2
+
+
+    def make():
+        return Slow(math.expand(math.arange(batch(example=32)), spatial(x=3)) * 1.0)
+
+
+    if __name__ == '__main__':
+        slow = make()
+        scheduler = sys.argv[1]
+        if scheduler == 'client':
+            from distributed import Client, LocalCluster
+            scheduler = Client(LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                            dashboard_address=None))
+        print('started', flush=True)
+        try:
+            parallel_compute(slow, [Slow.result], scheduler=scheduler, max_workers=2, block_size=2,
+                             cache_dir=sys.argv[2], progress=False)
+        except KeyboardInterrupt:
+            ran = len(os.listdir(MARKS))
+            time.sleep(2)  # blocks running when interrupted finish; no other block may start
+            print('blocks started after the interrupt:', len(os.listdir(MARKS)) - ran - 2, flush=True)
+            raise
+        assert slow.result.numpy('example,x').tolist() == [[2.0 * i] * 3 for i in range(32)]
+        print('finished', flush=True)
+''')
+
+
+def _start(script, scheduler: str, cache_dir, marks) -> subprocess.Popen:
+    # Ctrl-C reaches a process whose SIGINT is handled; a child of a non-interactive shell may inherit it ignored
+    return subprocess.Popen([sys.executable, str(script), scheduler, str(cache_dir)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, 'MARKS': str(marks)},
+                            cwd=script.parent, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
+def _records(cache_dir) -> set:
+    return {int(os.path.basename(p).split('.')[0]) for p in glob.glob(f'{cache_dir}/*/result.done/*')}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('scheduler', ['sync', 'threads', 'processes', 'client'])
+def test_ctrl_c_stops_the_run_and_the_next_run_resumes(tmp_path, scheduler):
+    script = tmp_path / 'slow_job.py'
+    script.write_text(JOB)
+    cache_dir, marks = tmp_path / 'cache', tmp_path / 'marks'  # MARKS is the same in both runs: it is in the key
+    marks.mkdir()
+    job = _start(script, scheduler, cache_dir, marks)
+    deadline = time.monotonic() + 120
+    while not _records(cache_dir) and time.monotonic() < deadline and job.poll() is None:
+        time.sleep(0.05)
+    job.send_signal(signal.SIGINT)
+    interrupted = time.monotonic()
+    out, err = job.communicate(timeout=60)
+    assert time.monotonic() - interrupted < 10, 'the run went on after Ctrl-C'
+    assert 'finished' not in out and err.rstrip().endswith('KeyboardInterrupt'), err[-2000:]
+    late = int(out.split('blocks started after the interrupt:')[1].split()[0])
+    assert late <= 0, out  # at most the two running when interrupted finished
+    assert job.returncode != 0
+    done_chunks = _records(cache_dir)
+    assert done_chunks  # some blocks had completed and are on disk
+
+    for name in os.listdir(marks):
+        os.remove(marks / name)
+    job = _start(script, scheduler, cache_dir, marks)
+    out, err = job.communicate(timeout=300)
+    assert job.returncode == 0 and 'finished' in out, err[-3000:]
+    recomputed = {int(name) for name in os.listdir(marks)}  # first examples of the blocks run again
+    assert len(_records(cache_dir)) == 16  # 32 examples: chunks of 2, and blocks of one chunk (block_size=2)
+    kept = {2 * c for c in done_chunks}
+    assert not recomputed & kept  # no block already on disk ran again
+    assert recomputed | kept == set(range(0, 32, 2))  # every other block did
