@@ -38,6 +38,8 @@ JOB = textwrap.dedent('''
 
 
     if __name__ == '__main__':
+        import signal
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # in case it was inherited ignored (CI, nohup)
         slow = make()
         scheduler = sys.argv[1]
         if scheduler == 'client':
@@ -59,10 +61,9 @@ JOB = textwrap.dedent('''
 
 
 def _start(script, scheduler: str, cache_dir, marks) -> subprocess.Popen:
-    # Ctrl-C reaches a process whose SIGINT is handled; a child of a non-interactive shell may inherit it ignored
     return subprocess.Popen([sys.executable, str(script), scheduler, str(cache_dir)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env={**os.environ, 'MARKS': str(marks)},
-                            cwd=script.parent, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            cwd=script.parent)
 
 
 def _records(cache_dir) -> set:
