@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from dataclasses import dataclass
 
 import dask
@@ -284,3 +285,66 @@ def test_assembled_outputs_keep_the_blocks_apart_without_copying():
     assert isinstance(m.spectrum, Joined)
     assert len(m.spectrum.parts) == len(done.stages[0].blocks)
     math.assert_close(m.spectrum, math.fft(DATA))
+
+
+# --- large inputs -------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Weighted:
+    data: Tensor
+    weights: Tensor
+
+    @cached_property
+    def weighted(self) -> Tensor:
+        return self.data * self.weights
+
+
+def _big_input():
+    data = math.random_normal(batch(example=16), spatial(x=128, y=160))  # 1.25 MiB in float32: sliced per block
+    return Weighted(data, math.random_uniform(spatial(x=128, y=160)))
+
+
+def test_large_host_values_reach_each_block_as_its_own_slice():
+    w = _big_input()
+    p = plan(w, [Weighted.weighted], max_workers=2, block_size=4)
+    from lazyphi.parallel._engine import PRESLICE_BYTES, compiled, host_bytes
+
+    assert host_bytes(w.data) > PRESLICE_BYTES >= host_bytes(w.weights)
+    nodes = compiled(p).graph
+    data_nodes = {k: v.value for k, v in nodes.items() if type(v).__name__ == 'DataNode'}
+    pieces = [v for k, v in data_nodes.items() if isinstance(k, tuple) and k[0].startswith('field-data-')]
+    assert [piece.shape.get_size('example') for piece in pieces] == [4, 4, 4, 4]
+    assert not [k for k in data_nodes if isinstance(k, str) and k.startswith('field-data-')]  # never whole
+    assert [k for k in data_nodes if isinstance(k, str) and k.startswith('field-weights-')]  # small: shared
+    parallel_compute(w, [Weighted.weighted], scheduler='processes', max_workers=2, block_size=4, progress=False)
+    math.assert_close(w.weighted, w.data * w.weights)
+
+
+def test_dask_counts_a_tensors_memory():
+    from dask.sizeof import sizeof
+
+    assert sizeof(math.zeros(batch(b=1000), spatial(x=10))) == 1000 * 10 * 4
+    assert sizeof(math.ones(spatial(x=8), dtype=DType(int, 64))) == 64
+
+
+def test_large_inputs_are_scattered_to_a_cluster_not_sent_in_the_graph():
+    distributed = pytest.importorskip('distributed')
+    w = _big_input()
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cl, \
+            distributed.Client(cl) as client:
+        sent = []
+        original = client.get
+
+        def recording_get(graph, keys, **kwargs):
+            sent.append(graph)
+            return original(graph, keys, **kwargs)
+        client.get = recording_get
+        parallel_compute(w, [Weighted.weighted], scheduler=client, block_size=4, progress=False)
+        (graph,) = sent
+        largest = max(distributed.sizeof.sizeof(v.value) for v in graph.values() if type(v).__name__ == 'DataNode')
+        assert largest <= 2 ** 20  # the input slices went to the workers directly
+        math.assert_close(w.weighted, w.data * w.weights)
+        deadline = time.monotonic() + 30
+        while [k for k in client.who_has() if 'field-data' in str(k)] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not [k for k in client.who_has() if 'field-data' in str(k)]  # the scattered slices are released

@@ -14,6 +14,7 @@ import traceback
 from collections.abc import Callable, Sequence
 
 from dask.base import tokenize
+from dask.sizeof import sizeof
 from dask.system import CPU_COUNT
 from dask.task_spec import DataNode, Task, TaskRef
 
@@ -26,7 +27,7 @@ from ..math._structure import Joined
 from ..math._tree import shape as tree_shape
 from ..math._tree import slice_, tree_map
 from ..storage import ArraySpec, block_complete, load_cache_as, worker_load_backend
-from ..storage._disk import disk_tensor
+from ..storage._disk import DiskTensor, disk_tensor
 from ..storage._results import array_spec
 from ..storage._write import check_cache_dir_visible, prepare_result, write_block
 from ._clients import client_of
@@ -35,6 +36,7 @@ from ._schedulers import run_graph
 from ._tracer import Tracer
 
 FORMAT_VERSION = 1
+PRESLICE_BYTES = 2 ** 20  # a host value larger than this reaches the block tasks as one slice per block
 
 
 class PropertyFailed(RuntimeError):
@@ -121,23 +123,25 @@ def compile_plan(p: Plan, instance) -> CompiledPlan:
     graph = {}
     template_key = f'template-{token}'
     graph[template_key] = DataNode(template_key, _template(instance))
-    field_keys = {}
-    for f in data_fields(instance):
-        key = f'field-{f.name}-{token}'
-        graph[key] = DataNode(key, getattr(instance, f.name))
-        field_keys[f.name] = key
-    for n in p.done:
-        key = f'cached-{n}-{token}'
-        graph[key] = DataNode(key, instance.__dict__[n])
-        field_keys[n] = key
+    host_values = {**{f.name: (f'field-{f.name}-{token}', getattr(instance, f.name)) for f in data_fields(instance)},
+                   **{n: (f'cached-{n}-{token}', instance.__dict__[n]) for n in p.done}}
+    field_keys = {}  # name -> key of the node holding a host value whole, made when first needed
+
+    def whole(n: str) -> TaskRef:
+        if n not in field_keys:
+            key, value = host_values[n]
+            graph[key] = DataNode(key, value)
+            field_keys[n] = key
+        return TaskRef(field_keys[n])
+
     assembled = {}  # property name -> key of the task holding its full value (a dict entry)
     block_outputs = {}  # property name -> (stage, list of block keys)
     for stage in p.stages:
         names = [q.name for q in stage.properties]
         if stage.host:
             key = f'host-{stage.index}-{"-".join(names)}-{token}'
-            inputs = {**{f: TaskRef(field_keys[f]) for f in stage.fields},
-                      **{c: _full_ref(c, assembled, field_keys) for c in stage.cached_inputs}}
+            inputs = {**{f: whole(f) for f in stage.fields},
+                      **{c: _full_ref(c, assembled, whole) for c in stage.cached_inputs}}
             graph[key] = Task(key, run_stage, TaskRef(template_key), _stage_spec(stage, group), None, settings,
                               tuple(inputs), (), *inputs.values())
             for n in names:
@@ -147,15 +151,26 @@ def compile_plan(p: Plan, instance) -> CompiledPlan:
         name = f'{"-".join(names)}-{token}'
         spec = _stage_spec(stage, group)
         template_ref = TaskRef(template_key)
-        full = {**{f: TaskRef(field_keys[f]) for f in stage.fields},
-                **{c: _full_ref(c, assembled, field_keys) for c in stage.cached_inputs}}
+        input_names = (*stage.fields, *stage.cached_inputs)
         same_grid = {c for c in stage.cached_inputs if c in block_outputs and _same_grid(block_outputs[c][0], stage)}
-        input_names = tuple(full)
-        sliced = tuple(n for n in input_names if n not in same_grid)  # the task cuts its block out of these
+        # large host values go to each block as its own slice: a process or cluster worker receives its part only
+        cut = {n for n in input_names if n in host_values and n not in assembled
+               and host_bytes(host_values[n][1]) > PRESLICE_BYTES}
+        full = {n: _full_ref(n, assembled, whole) for n in input_names if n not in same_grid and n not in cut}
+        sliced = tuple(full)  # the task cuts its block out of these
         with _gc_paused():  # 100,000s of small objects: the cyclic collector would rescan them all repeatedly
             for block in stage.blocks:
-                values = [Task(None, _pick, TaskRef(block_outputs[n][1][block.index]), n) if n in same_grid
-                          else full[n] for n in input_names]
+                values = []
+                for n in input_names:
+                    if n in same_grid:
+                        values.append(Task(None, _pick, TaskRef(block_outputs[n][1][block.index]), n))
+                    elif n in cut:
+                        key = (host_values[n][0], stage.index, block.index)
+                        graph[key] = DataNode(key, slice_block(host_values[n][1], stage.block_dim, block.start,
+                                                               block.stop))
+                        values.append(TaskRef(key))
+                    else:
+                        values.append(full[n])
                 key = (name, block.index)
                 graph[key] = Task(key, run_stage, template_ref, spec, (stage.block_dim, block.start, block.stop),
                                   settings, input_names, sliced, *values)
@@ -171,10 +186,27 @@ def compile_plan(p: Plan, instance) -> CompiledPlan:
     return CompiledPlan(graph, result_key, token)
 
 
-def _full_ref(name: str, assembled: dict, field_keys: dict):
+def _full_ref(name: str, assembled: dict, whole: Callable):
     if name in assembled:
         return Task(None, _pick, TaskRef(assembled[name]), name)
-    return TaskRef(field_keys[name])
+    return whole(name)
+
+
+def host_bytes(value) -> int:
+    """Bytes of the in-memory tensors in `value` (a tree); disk-backed tensors count nothing."""
+    found = []
+    tree_map(lambda t: found.append(t) or t, value)
+    return sum(_tensor_bytes(t) for t in found if not isinstance(t, DiskTensor))
+
+
+def _tensor_bytes(t: Tensor) -> int:
+    return (t.shape.volume or 0) * (t.dtype.itemsize or 1)
+
+
+@sizeof.register(Tensor)
+def _sizeof_tensor(t: Tensor) -> int:
+    """What a tensor holds in memory, for Dask's memory accounting (a disk-backed one: its reference)."""
+    return 1024 if isinstance(t, DiskTensor) else _tensor_bytes(t)
 
 
 @contextlib.contextmanager

@@ -14,12 +14,15 @@ import dask.local
 import dask.multiprocessing
 import dask.threaded
 from dask.diagnostics import ProgressBar
+from dask.sizeof import sizeof
+from dask.task_spec import DataNode
 
 from ._clients import client_of
 
 LOG = logging.getLogger('lazyphi')
 SCHEDULER_NAMES = ('threads', 'sync', 'processes')
 PROGRESS_AFTER = 1.0  # seconds before a local progress bar appears
+SCATTER_BYTES = 2 ** 20  # graph data larger than this is scattered to a distributed cluster's workers first
 
 _pool_lock = threading.Lock()
 _pool: ProcessPoolExecutor | None = None
@@ -53,7 +56,11 @@ def _run_on_client(client, graph: dict, keys: list, progress: bool | None) -> li
         _announced.add(id(client))
         print(f'lazyphi: running on {client.scheduler.address if client.scheduler else client}; '
               f'dashboard: {client.dashboard_link}')
-    futures = client.get(graph, keys, sync=False)
+    # large data goes to the workers straight from here, not through the scheduler inside the graph
+    large = {key: node.value for key, node in graph.items()
+             if isinstance(node, DataNode) and sizeof(node.value) > SCATTER_BYTES}
+    scattered = client.scatter(large) if large else {}
+    futures = client.get({k: v for k, v in graph.items() if k not in scattered}, keys, sync=False)
     if progress is not False:
         from distributed import progress as show_progress
         # in a notebook distributed draws a widget, which needs ipywidgets; without it, a text bar
@@ -63,6 +70,8 @@ def _run_on_client(client, graph: dict, keys: list, progress: bool | None) -> li
     except BaseException:  # Ctrl-C or a failed task: stop the rest (blocks already written stay on disk)
         client.cancel(futures)
         raise
+    finally:
+        client.cancel(list(scattered.values()))
 
 
 def process_pool(max_workers: int) -> ProcessPoolExecutor:
