@@ -485,16 +485,18 @@ def test_to_dask_checks_completion_records(tmp_path):
         array.compute(scheduler='sync')
 
 
-def test_to_xarray_has_dim_names_and_labels(group):
-    try:
-        import xarray  # noqa: F401
-    except ImportError:
-        with pytest.raises(ImportError, match='xarray'):
-            disk_tensor(group, 'labelled').to_xarray()
-        pytest.skip('xarray is not installed: checked that to_xarray() says so')
+def test_to_xarray_has_dim_names_and_labels_and_reads_lazily(group, reads):
     array = disk_tensor(group, 'labelled').time[2:5].to_xarray()
     assert array.dims == ('time', 'vector') and list(array.coords['vector'].values) == ['a', 'b', 'c']
-    np.testing.assert_array_equal(array.values, np.arange(24).reshape(8, 3)[2:5])
+    assert array.name == 'labelled' and not _chunk_keys(reads)  # nothing read yet: dask-backed
+    np.testing.assert_array_equal(array.sel(vector='b').values, np.arange(24).reshape(8, 3)[2:5, 1])
+    assert _chunk_keys(reads) == {('labelled', (0, 0)), ('labelled', (1, 0))}  # chunks of 4 along time
+
+
+def test_to_xarray_without_xarray_says_how_to_install_it(group, monkeypatch):
+    monkeypatch.setitem(sys.modules, 'xarray', None)  # import xarray now raises ImportError
+    with pytest.raises(ImportError, match=r'pip install "xarray"'):
+        disk_tensor(group, 'labelled').to_xarray()
 
 
 # --- files referenced by trees ----------------------------------------------------------------------------------
