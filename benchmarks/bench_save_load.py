@@ -2,12 +2,14 @@
 
 Prints: the save time against `np.save` (target <= 1.5x), the time `load` takes to open a save with Zarr
 already imported (target < 50 ms) and in a fresh process, and the time to read 1 MiB from each tensor of
-a store not yet opened. `--quick` runs 8 MiB in all, as a smoke test.
+a store not yet opened; the same for tensordict's memmap format where `tensordict` is installed (the
+peer). `--quick` runs 8 MiB in all, as a smoke test.
 
     python benchmarks/bench_save_load.py [--quick] [--dir DIR]
 """
 
 import argparse
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -38,6 +40,29 @@ def _cold(code: str) -> float:
     """Seconds `code` takes in a fresh interpreter (it prints them itself)."""
     out = subprocess.run([sys.executable, '-c', code], check=True, capture_output=True, text=True).stdout
     return float(out.split()[-1])
+
+
+def _compare_tensordict(arrays: list, tree: dict, root: str, timed, t_lz: float) -> None:
+    """The peer: tensordict's `TensorDict.memmap` / `load_memmap` on the same bytes (as torch tensors)."""
+    if importlib.util.find_spec('tensordict') is None:
+        print('tensordict: not installed (pip install tensordict), no peer figures')
+        return
+    import torch
+    from tensordict import TensorDict
+
+    td = TensorDict({n: torch.from_numpy(a) for n, a in zip(tree, arrays, strict=True)}, batch_size=[len(arrays[0])])
+    td.memmap(os.path.join(root, 'tensordict-warm'))
+    t_td = timed(td.memmap, 'tensordict')
+    path = os.path.join(root, 'tensordict')
+    t_open = _best(lambda: TensorDict.load_memmap(path), 10)
+    mib_rows = 2 ** 20 // (4 * 1024)
+    read = ('import time; s = time.perf_counter(); from tensordict import TensorDict\n'
+            f'd = TensorDict.load_memmap({path!r})\n'
+            f'for n in {list(tree)!r}: d[n][:{mib_rows}].clone()\nprint(time.perf_counter() - s)')
+    full = _best(lambda: [t.clone() for t in TensorDict.load_memmap(path).values()], 2)
+    print(f'tensordict (the peer): memmap {t_td:.3f} s (lazyphi.save / it: {t_lz / t_td:.2f}x); load_memmap '
+          f'{t_open * 1e3:.2f} ms; read 1 MiB from each, fresh process {_cold(read) * 1e3:.0f} ms; load all '
+          f'{full:.3f} s')
 
 
 def main() -> None:
@@ -74,11 +99,7 @@ def main() -> None:
         t_np = timed(np_save, 'npy')
         t_lz = timed(lambda p: lazyphi.save(tree, p), 'lazyphi')
         print(f'save: np.save {t_np:.3f} s, lazyphi.save {t_lz:.3f} s: {t_lz / t_np:.2f}x (target <= 1.5x)')
-        try:
-            import tensordict  # noqa: F401
-            print('tensordict is importable, but its memmap comparison is not implemented here')
-        except ImportError:
-            print('tensordict: not installed, skipped')
+        _compare_tensordict(arrays, tree, root, timed, t_lz)
 
         path = os.path.join(root, 'lazyphi')
         t_open = _best(lambda: lazyphi.load(path), 10)
