@@ -214,8 +214,11 @@ def run(args: argparse.Namespace) -> int:
     instance = factory(**values)
     properties = [p.strip() for p in args.properties.split(',') if p.strip()]
     dims = getattr(lazyphi.math, args.dims) if args.dims in DIM_TYPES else args.dims
-    memory_limit = _bytes(args.memory_limit) if args.memory_limit is not None else None
-    options = dict(max_workers=args.max_workers, memory_limit=memory_limit, cache_dir=args.cache_dir)
+    memory_limit = _bytes(args.memory_limit, '--memory-limit') if args.memory_limit is not None else None
+    options = dict(max_workers=args.max_workers, memory_limit=memory_limit, cache_dir=args.cache_dir,
+                   compressor=args.compressor)
+    if args.chunk_bytes is not None:
+        options['chunk_bytes'] = _bytes(args.chunk_bytes, '--chunk-bytes')
     scheduler, client = _scheduler(args.scheduler)
     try:
         print(parallel.plan(instance, properties, dims, **options, scheduler=scheduler), flush=True)
@@ -266,13 +269,13 @@ def _scheduler(name: str | None):
                      f'got {name!r}')
 
 
-def _bytes(text: str) -> int:
+def _bytes(text: str, option: str) -> int:
     from dask.utils import parse_bytes
 
     try:
         return parse_bytes(text)
     except ValueError as err:
-        raise UsageError(f'--memory-limit: {err}') from err
+        raise UsageError(f'{option}: {err}') from err
 
 
 def _describe(value) -> str:
@@ -344,7 +347,10 @@ def _parser() -> argparse.ArgumentParser:
                         '(default: the active client, else threads)')
     p.add_argument('--cache-dir', metavar='DIR', help='write results to this disk cache')
     p.add_argument('--max-workers', type=int, metavar='N', help='number of parallel workers')
-    p.add_argument('--memory-limit', metavar='BYTES', help='memory per worker, like 4e9 or 4GiB')
+    p.add_argument('--memory-limit', metavar='BYTES',
+                   help='bytes of results to hold in memory, like 4e9 or 4GiB; the rest goes to --cache-dir')
+    p.add_argument('--chunk-bytes', metavar='BYTES', help='size of one disk-cache chunk, like 32MiB (default 16MiB)')
+    p.add_argument('--compressor', choices=['zstd'], help='compress new disk-cache results (default: uncompressed)')
     p.add_argument('--no-progress', action='store_true', help='show no progress bar')
     p.set_defaults(command=run, name='run')
     return parser

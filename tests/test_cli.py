@@ -153,10 +153,20 @@ def test_run_computes_and_summarises(workdir):
                          '--dims', 'batch', '--scheduler', 'sync', '--cache-dir', cache_dir, '--memory-limit', '1GiB',
                          cwd=workdir)
     assert result.returncode == 0, result.stderr
-    assert 'Plan for Ramp: doubled' in result.stdout
+    assert 'Plan for Ramp: doubled' in result.stdout and '(1 workers)' in result.stdout  # sync: one at a time
     assert 'doubled: (exampleᵇ=8), float32, on disk' in result.stdout
     [stored] = list_results(cache_dir)
     assert stored.complete and stored.properties == ('doubled',)
+
+
+def test_run_chooses_chunk_size_and_codec(workdir):
+    cache_dir = str(workdir / 'results')
+    result = lazyphi_cli('run', 'ramp_model:make', '--set', 'n=8', '--properties', 'doubled', '--scheduler', 'sync',
+                         '--cache-dir', cache_dir, '--chunk-bytes', '8B', '--compressor', 'zstd', cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    assert '(chunks of 2)' in result.stdout and 'to disk (zstd)' in result.stdout  # 8 bytes: two float32
+    bad = lazyphi_cli('run', 'ramp_model:make', '--properties', 'doubled', '--chunk-bytes', 'lots', cwd=workdir)
+    assert bad.returncode == 2 and '--chunk-bytes' in bad.stderr and 'Traceback' not in bad.stderr
 
 
 def test_run_in_process_without_a_cache_keeps_results_in_memory(workdir, monkeypatch, capsys):

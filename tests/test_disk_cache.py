@@ -1,6 +1,7 @@
 """parallel_compute with cache_dir / memory_limit: outputs in Zarr, lazy disk-backed results, resumable runs."""
 
 import hashlib
+import json
 import os
 import pickle
 from dataclasses import dataclass
@@ -90,6 +91,31 @@ def test_memory_limit_one_puts_a_three_stage_result_on_disk(tmp_path):
     assert isinstance(p.centred, DiskTensor) and isinstance(p.shifted, DiskTensor)
     expected = (DATA + 1) - math.mean(DATA + 1, batch)
     math.assert_close(p.centred, expected, abs_tolerance=1e-6)
+
+
+def test_chunk_size_and_codec_can_be_chosen(tmp_path):
+    chosen = plan(Pipeline(DATA), [Pipeline.shifted], cache_dir='unused', chunk_bytes=8 * 8 * 4, compressor='zstd')
+    assert chosen.stages[0].chunk_size == 1 and '(zstd)' in str(chosen)
+    p = Pipeline(DATA)
+    run(p, Pipeline.shifted, cache_dir=str(tmp_path), chunk_bytes=8 * 8 * 4, compressor='zstd')
+    assert p.shifted.chunks == (1, 8, 8)  # one example: 256 bytes
+    with open(os.path.join(p.shifted.path, 'zarr.json')) as f:
+        assert [c['name'] for c in json.load(f)['codecs']] == ['bytes', 'zstd']
+    math.assert_close(p.shifted, DATA + 1)
+    COMPUTED.clear()
+    again = Pipeline(DATA)
+    run(again, Pipeline.shifted, cache_dir=str(tmp_path), chunk_bytes=8 * 8 * 4)  # the codec is not in the key
+    assert COMPUTED == [] and again.shifted.path == p.shifted.path
+    run(Pipeline(DATA), Pipeline.shifted, cache_dir=str(tmp_path))  # the chunk grid is: another result
+    assert len(cache.list_results(str(tmp_path))) == 2
+
+
+@pytest.mark.parametrize(('option', 'bad', 'accepted'), [
+    ('chunk_bytes', 0, 'positive int'), ('chunk_bytes', 2.5e6, 'positive int'), ('chunk_bytes', True, 'positive int'),
+    ('compressor', 'gzip', r"one of \(None, 'zstd'\)"), ('compressor', 'ZSTD', r"one of \(None, 'zstd'\)")])
+def test_bad_chunk_size_or_codec_names_the_value_and_what_is_accepted(option, bad, accepted):
+    with pytest.raises(ValueError, match=f'{option} must be .*{accepted}.*got {bad!r}'):
+        plan(Pipeline(DATA), [Pipeline.shifted], cache_dir='unused', **{option: bad})
 
 
 def test_memory_limit_sends_the_largest_outputs_to_disk_first():

@@ -31,7 +31,7 @@ from ..storage._disk import DiskTensor, disk_tensor
 from ..storage._results import array_spec
 from ..storage._write import check_cache_dir_visible, prepare_result, write_block
 from ._clients import client_of
-from ._plan import Plan, Stage, _descriptor, plan
+from ._plan import CHUNK_BYTES, Plan, Stage, _descriptor, plan
 from ._schedulers import run_graph
 from ._tracer import Tracer
 
@@ -45,7 +45,8 @@ class PropertyFailed(RuntimeError):
 
 def parallel_compute(instance, properties: Sequence, parallel_dims=batch, max_workers: int | None = None,
                      memory_limit: float | None = None, cache_dir: str | None = None, keep_intermediate: bool = False,
-                     *, scheduler=None, block_size: int | None = None, progress: bool | None = None) -> Plan:
+                     *, scheduler=None, block_size: int | None = None, progress: bool | None = None,
+                     chunk_bytes: int = CHUNK_BYTES, compressor: str | None = None) -> Plan:
     """Compute cached and parallel properties of `instance` in parallel, with Dask.
 
     The computation is planned (`lazyphi.parallel.plan`), compiled into one Dask graph and run
@@ -53,11 +54,35 @@ def parallel_compute(instance, properties: Sequence, parallel_dims=batch, max_wo
     callable, or by default the active `distributed` client, else threads. Results go into the
     instance's property cache; read them as attributes afterwards.
 
+    Args:
+        instance: a dataclass instance (frozen or not) with a `__dict__` to cache results in.
+        properties: the `cached_property` / `parallel_property` members to compute (`Cls.prop` or names).
+        parallel_dims: the dims to split the work along (a dim filter: `batch`, 'example', a Shape, ...).
+        max_workers: tasks run at once; None: what the scheduler offers (a client's worker threads,
+            the CPUs for local threads and processes, one for 'sync').
+        memory_limit: bytes of property outputs to hold in memory; outputs beyond it, largest
+            first, go to `cache_dir`. Needs `cache_dir`; 1 sends everything to disk.
+        cache_dir: directory of the disk cache (a shared file system for a cluster). With it every
+            requested output is written there, and running again resumes from what is written.
+        keep_intermediate: keep the values of properties computed only as inputs of `properties`.
+        scheduler: see above.
+        block_size: elements per block along the split dim, instead of two blocks per worker.
+        progress: show a progress bar (None: after a second, for runs that take that long).
+        chunk_bytes: target bytes of one disk-cache chunk (default 16 MiB); it is part of a result's key.
+        compressor: None (uncompressed, the default: measured fastest) or 'zstd', for the arrays of a
+            result created by this run; an existing result keeps its codec and is reused.
+
     Returns:
         The plan that ran (print it to see what ran where).
+
+    Raises:
+        TypeError, ValueError: bad arguments (see `plan`).
+        PropertyFailed: a property raised; the message names it, its block and the original traceback.
+        CacheDirNotShared: on a `distributed` cluster whose workers do not see `cache_dir`.
     """
     p = plan(instance, properties, parallel_dims, max_workers, memory_limit, cache_dir, keep_intermediate,
-             scheduler=scheduler, block_size=block_size, progress=progress)
+             scheduler=scheduler, block_size=block_size, progress=progress, chunk_bytes=chunk_bytes,
+             compressor=compressor)
     started = time.perf_counter()
     client = client_of(scheduler)
     if cache_dir is not None and client is not None:
@@ -256,7 +281,7 @@ def _prepare_disk(p: Plan, instance, key: str) -> str | None:
                 shape = q.output.shape
                 along = stage.block_dim if stage.block_dim in shape.names else shape.names[0]
                 chunk = stage.chunk_size if along == stage.block_dim else shape.get_size(along)
-                specs[q.name] = ArraySpec(shape, q.output.dtype, default_backend().name, along, chunk)
+                specs[q.name] = ArraySpec(shape, q.output.dtype, default_backend().name, along, chunk, p.compressor)
     return prepare_result(p.cache_dir, key, type(instance), specs) if specs else None
 
 

@@ -25,12 +25,15 @@ from ..math._shape import EMPTY_SHAPE, resolve_dims
 from ..math._tensor import REDUCE
 from ..math._tree import register_cache_check, tree_map
 from ..math._tree import shape as tree_shape
+from ..storage._results import COMPRESSORS
 from ._clients import worker_count
 from ._code import code_token
 from ._property import INFER, MIXED
 from ._tracer import PerElement, Trace, TraceAborted, Tracer, tracer_for
 
-CHUNK_BYTES = 16 * 2 ** 20  # target size of one storage chunk (reads of 32 MiB chunks measured 1.5-2x slower)
+# target size of one storage chunk: 16 and 32 MiB measured alike for whole reads and writes (bench_cache.py);
+# the smaller one resumes and reads slices at a finer grain
+CHUNK_BYTES = 16 * 2 ** 20
 MIN_CHUNKS = 16  # a parallel dim with at least this many elements is cut into at least this many chunks
 BLOCKS_PER_WORKER = 2
 BLOCK_BYTES = 256 * 2 ** 20  # largest output of one block, so that workers' memory stays bounded
@@ -119,6 +122,7 @@ class Plan:
     keep_intermediate: bool = False
     instance: object = field(default=None, repr=False)
     code: tuple = ()  # code_token of the class when planned
+    compressor: str | None = None  # codec of the arrays a new disk-cache result is created with
     elapsed: float | None = None  # seconds the run took, once it ran
     compiled: object = field(default=None, repr=False)  # the Dask graph, built on first use
 
@@ -170,7 +174,7 @@ class Plan:
                                                                      if s.cached_inputs else ''))
             for p in s.properties:
                 out = _describe_output(p.output)
-                where = ', to disk' if p.disk else ''
+                where = f', to disk{f" ({self.compressor})" if self.compressor else ""}' if p.disk else ''
                 lines.append(f'    {p.name}: {p.mode}, requires {sorted(p.requires) or "nothing"}, out {out}{where}')
                 lines += [f'      fallback: {f}' for f in p.fallbacks]
                 if p.per_element_reason:
@@ -233,12 +237,14 @@ def property_name(prop) -> str:
 
 def plan(instance, properties: Sequence, parallel_dims=batch, max_workers: int | None = None,
          memory_limit: float | None = None, cache_dir: str | None = None, keep_intermediate: bool = False, *,
-         scheduler=None, block_size: int | None = None, progress=None) -> Plan:
+         scheduler=None, block_size: int | None = None, progress=None, chunk_bytes: int = CHUNK_BYTES,
+         compressor: str | None = None) -> Plan:
     """Decide how `parallel_compute` with the same arguments would compute `properties`; runs nothing.
 
     Raises:
         TypeError: `instance` has no `__dict__`, or a property is not a cached or parallel property.
-        ValueError: `memory_limit` without `cache_dir`, or a bad `block_size` / `max_workers`.
+        ValueError: `memory_limit` without `cache_dir`, or a bad `block_size` / `max_workers` /
+            `chunk_bytes` / `compressor`.
     """
     cls = type(instance)
     if not hasattr(instance, '__dict__'):
@@ -249,6 +255,11 @@ def plan(instance, properties: Sequence, parallel_dims=batch, max_workers: int |
                          f'limit are written')
     if block_size is not None and (not isinstance(block_size, int) or block_size < 1):
         raise ValueError(f'block_size must be a positive int (elements per block), got {block_size!r}')
+    if not isinstance(chunk_bytes, int) or isinstance(chunk_bytes, bool) or chunk_bytes < 1:
+        raise ValueError(f'chunk_bytes must be a positive int (bytes of one storage chunk, default {CHUNK_BYTES}), '
+                         f'got {chunk_bytes!r}')
+    if compressor not in COMPRESSORS:
+        raise ValueError(f'compressor must be one of {COMPRESSORS} (None: uncompressed), got {compressor!r}')
     workers, guess = worker_count(max_workers, scheduler)
     names = tuple(property_name(p) for p in properties)
     known = cached_property_names(cls)
@@ -269,11 +280,12 @@ def plan(instance, properties: Sequence, parallel_dims=batch, max_workers: int |
     for name in order:
         if name not in done:
             plans[name] = _plan_property(instance, cls, name, dims, plans, code)
-    stages = _stages(instance, [plans[n] for n in order if n in plans], dims, workers, block_size, memory_limit)
+    stages = _stages(instance, [plans[n] for n in order if n in plans], dims, workers, block_size, memory_limit,
+                     chunk_bytes)
     if cache_dir is not None:
         _choose_disk_outputs(plans, names, memory_limit, notes)
     return Plan(cls, names, dims, stages, done, notes, workers, block_size, memory_limit, cache_dir,
-                keep_intermediate, instance, code=code)
+                keep_intermediate, instance, code=code, compressor=compressor)
 
 
 def _choose_disk_outputs(plans: dict, requested: tuple, memory_limit, notes: list) -> None:
@@ -558,7 +570,7 @@ def _mixed_partials(trace: Trace, parallel: frozenset):
     return tuple(partials)
 
 
-def _stages(instance, props: list, dims: Shape, workers: int, block_size, memory_limit) -> list:
+def _stages(instance, props: list, dims: Shape, workers: int, block_size, memory_limit, chunk_bytes: int) -> list:
     """Group properties (in dependency order) into stages of equal split dims, then cut blocks."""
     stage_of: dict[str, int] = {}
     split_of = {p.name: frozenset(dims.names) - p.requires for p in props}
@@ -578,13 +590,13 @@ def _stages(instance, props: list, dims: Shape, workers: int, block_size, memory
         stage.fields = frozenset().union(*[p.fields for p in members])
         stage.cached_inputs = frozenset().union(*[p.cached for p in members]) - {p.name for p in members}
         if split_dims:
-            _cut_blocks(stage, instance, workers, block_size, memory_limit)
+            _cut_blocks(stage, instance, workers, block_size, memory_limit, chunk_bytes)
         stages.append(stage)
     return stages
 
 
-def _cut_blocks(stage: Stage, instance, workers: int, block_size, memory_limit) -> None:
-    """Cut the stage into blocks of whole chunks along its largest split dim.
+def _cut_blocks(stage: Stage, instance, workers: int, block_size, memory_limit, chunk_bytes: int) -> None:
+    """Cut the stage into blocks of whole chunks of about `chunk_bytes` along its largest split dim.
 
     Two blocks per worker, unless a block's outputs would exceed `BLOCK_BYTES` (or the memory limit
     shared by the workers): then more, smaller blocks.
@@ -592,7 +604,7 @@ def _cut_blocks(stage: Stage, instance, workers: int, block_size, memory_limit) 
     dim = max(stage.split_dims.names, key=lambda n: (stage.split_dims.get_size(n), n))
     n = stage.split_dims.get_size(dim)
     per_element = _bytes_per_element(stage, instance, dim, n)
-    chunk = max(1, min(CHUNK_BYTES // max(per_element, 1), pymath.ceil(n / MIN_CHUNKS) if n >= MIN_CHUNKS else n))
+    chunk = max(1, min(chunk_bytes // max(per_element, 1), pymath.ceil(n / MIN_CHUNKS) if n >= MIN_CHUNKS else n))
     if block_size is not None:
         chunk = min(chunk, block_size)
         per_block = max(chunk, block_size // chunk * chunk)
