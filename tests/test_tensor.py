@@ -221,6 +221,30 @@ def test_combining_unnamed_arrays_is_an_error():
         t + np.ones(3)
 
 
+@pytest.mark.parametrize('bits', [32, 64])
+def test_float_results_have_the_precision_on_every_backend(bits):
+    """True division of ints, means of ints, and stacking or joining mixed dtypes give floats of the precision."""
+    ints = wrap(np.arange(1, 4), spatial('x'))
+    floats = wrap(np.ones(3, np.float32), spatial('x'))
+    with math.precision(64):
+        doubles = wrap(np.ones(3, np.float64), spatial('x'))
+    assert (floats.dtype, doubles.dtype) == (DType(float, 32), DType(float, 64))
+    with math.precision(bits):
+        results = {
+            'int / int': ints / ints, 'int / 2': ints / 2, '2 / int': 2 / ints, 'int / float': ints / floats,
+            'mean(int)': math.mean(ints), 'std(int)': math.std(ints, 'x'), 'finite_mean(int)': math.finite_mean(ints),
+            'stack(float32, int)': math.stack([floats, ints], channel('c')),
+            'stack(float64, float32)': math.stack([doubles, floats], channel('c')),
+            'concat(float32, float64)': math.concat([floats, doubles], 'x'),
+            'vec(x=float32, y=0)': math.vec(x=floats, y=0),
+        }
+        wrong = {k: str(v.dtype) for k, v in results.items() if v.dtype != DType(float, bits)}
+        assert not wrong, f'expected float{bits}: {wrong}'
+        assert (ints // 2).dtype.kind is int and (ints * 2).dtype.kind is int  # integer results stay integers
+    np.testing.assert_allclose(results['int / 2'].numpy(), [0.5, 1, 1.5])
+    np.testing.assert_allclose(results['mean(int)'].numpy(), 2)
+
+
 # --- reductions and fft -----------------------------------------------------------------
 
 REDUCTIONS = {'sum': np.sum, 'prod': np.prod, 'mean': np.mean, 'std': np.std, 'max': np.max, 'min': np.min}

@@ -13,7 +13,19 @@ from collections.abc import Sequence
 from .._errors import IncompatibleShapes
 from ..backend import Backend, DType
 from ._shape import NonUniform, Shape, merge_shapes
-from ._tensor import ELEMENTWISE, GATHER, REDUCE, RENAME, Dense, Op, Tensor, aligned_native, common_backend, dispatch
+from ._tensor import (
+    ELEMENTWISE,
+    GATHER,
+    REDUCE,
+    RENAME,
+    Dense,
+    Op,
+    Tensor,
+    aligned_native,
+    auto_cast,
+    common_backend,
+    dispatch,
+)
 
 # how a reduction treats a dim along which the value is constant: sum-like ops scale by the size
 _SCALED_BY_COUNT = {'sum', 'finite_sum'}
@@ -236,4 +248,4 @@ def stack_dense(parts: Sequence[Tensor], dim: Shape, shape: Shape) -> Dense:
     natives = [backend.broadcast_to(aligned_native(p, inner, backend), inner.sizes) if p.shape.rank < inner.rank
                else aligned_native(p, inner, backend) for p in dense]
     axis = shape.index(dim.name)
-    return Dense(backend.stack(natives, axis), shape, backend)
+    return Dense(backend.stack(auto_cast(backend, natives), axis), shape, backend)

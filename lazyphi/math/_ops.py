@@ -189,15 +189,23 @@ def to_complex(x) -> Tensor:
 
 # --- reductions --------------------------------------------------------------------------
 
-def _dense_reduce(fn_name: str) -> Callable:
+def _dense_reduce(fn_name: str, to_float: bool = False) -> Callable:
+    """A reduction on Dense tensors; `to_float`: int and bool values become floats of the current precision first."""
     def run(ts: Sequence[Dense], dims: tuple) -> Dense:
         t = ts[0]
         if not dims:
             return t
-        axes = t._shape.indices(dims)
-        native = getattr(t._backend, fn_name)(t._native, axes)
+        native = _as_float(t) if to_float else t._native
+        native = getattr(t._backend, fn_name)(native, t._shape.indices(dims))
         return Dense(native, t._shape.without(dims), t._backend)
     return run
+
+
+def _as_float(t: Dense):
+    """The native of `t`, cast to the current precision's float type if it holds ints or bools."""
+    if t._backend.dtype(t._native).kind in (int, bool):
+        return t._backend.cast(t._native, t._backend.float_type)
+    return t._native
 
 
 def _reduce_op(name: str, dense: Callable | None = None) -> Op:
@@ -216,17 +224,18 @@ def _finite(fn: Callable, fill) -> Callable:
 def _dense_finite_mean(ts: Sequence[Dense], dims: tuple) -> Dense:
     t = ts[0]
     b = t._backend
-    finite = b.isfinite(t._native)
+    native = _as_float(t)
+    finite = b.isfinite(native)
     axes = t._shape.indices(dims)
-    total = b.sum(b.where(finite, t._native, 0), axes)
-    count = b.sum(b.cast(finite, t._backend.dtype(t._native)), axes)
+    total = b.sum(b.where(finite, native, 0), axes)
+    count = b.sum(b.cast(finite, b.dtype(native)), axes)
     return Dense(total / count, t._shape.without(dims), b)
 
 
 _SUM = _reduce_op('sum')
 _PROD = _reduce_op('prod')
-_MEAN = _reduce_op('mean')
-_STD = _reduce_op('std')
+_MEAN = _reduce_op('mean', _dense_reduce('mean', to_float=True))
+_STD = _reduce_op('std', _dense_reduce('std', to_float=True))
 _MAX = _reduce_op('max')
 _MIN = _reduce_op('min')
 _ANY = _reduce_op('any')

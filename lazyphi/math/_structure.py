@@ -32,6 +32,7 @@ from ._tensor import (
     Tensor,
     aligned_native,
     as_tensor,
+    auto_cast,
     common_backend,
     dims_in,
     dispatch,
@@ -59,7 +60,8 @@ def _dense_stack(ts: Sequence[Dense], dim: Shape) -> Tensor:
     if all(t._shape == first and t._backend is backend for t in ts):  # identical layouts stack without alignment
         inner = shape.without(dim.name)
         if inner.names == first.names:
-            return Dense(backend.stack([t._native for t in ts], shape.index(dim.name)), shape, backend)
+            natives = auto_cast(backend, [t._native for t in ts])
+            return Dense(backend.stack(natives, shape.index(dim.name)), shape, backend)
     return stack_dense(ts, dim, shape)
 
 
@@ -91,7 +93,7 @@ def _dense_concat(ts: Sequence[Dense], dim: str, shape: Shape) -> Dense:
         if t._shape.rank < shape.rank:
             native = backend.broadcast_to(native, layout.sizes)
         natives.append(native)
-    return Dense(backend.concat(natives, shape.index(dim)), shape, backend)
+    return Dense(backend.concat(auto_cast(backend, natives), shape.index(dim)), shape, backend)
 
 
 CONCAT_OP = Op('concat', CONCAT, _dense_concat)

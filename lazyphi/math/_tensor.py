@@ -469,11 +469,15 @@ def common_backend(tensors: Sequence[Dense]) -> Backend:
     return backend
 
 
-def _dense_elementwise(fn_name: str) -> Callable:
+def _dense_elementwise(fn_name: str, to_float: bool = False) -> Callable:
+    """An element-wise operation on Dense tensors; `to_float`: ints and bools become floats of the precision first."""
     def run(tensors: Sequence[Dense], *params):
         out = tensors[0]._shape if len(tensors) == 1 else merge_shapes(*[t._shape for t in tensors])
         backend = common_backend(tensors)
         natives = [aligned_native(t, out, backend) for t in tensors]
+        if to_float:
+            natives = [backend.cast(n, backend.float_type) if backend.dtype(n).kind in (int, bool) else n
+                       for n in natives]
         if len(natives) > 1:
             natives = auto_cast(backend, natives)
         return Dense(getattr(backend, fn_name)(*natives, *params), out, backend)
@@ -501,7 +505,7 @@ def elementwise_op(name: str, fn_name: str | None = None) -> Op:
 ADD = elementwise_op('add')
 SUB = elementwise_op('sub')
 MUL = elementwise_op('mul')
-DIV = elementwise_op('div')
+DIV = Op('div', ELEMENTWISE, _dense_elementwise('div', to_float=True))  # true division: ints give floats
 FLOORDIV = elementwise_op('floordiv')
 MOD = elementwise_op('mod')
 POW = elementwise_op('pow')
@@ -520,26 +524,39 @@ _PY_FLOATS = (float, complex)
 
 
 def _binary(a: Tensor, b, op: Op):
-    """Operators on two dense tensors of one backend and dtype skip dispatch: the common case, kept cheap."""
+    """Operators on two dense tensors of one backend and dtype skip dispatch: the common case, kept cheap.
+
+    Not where the library would choose the result's dtype: int with float, and true division of ints
+    (floats of the current precision, the same on every backend).
+    """
     if type(a) is Dense:
         if type(b) is Dense:
             backend = a._backend
-            if b._backend is backend and backend.dtype(a._native) == backend.dtype(b._native):
+            dtype = backend.dtype(a._native)
+            if b._backend is backend and dtype == backend.dtype(b._native) and (
+                    op is not DIV or dtype.kind not in _INTEGRAL):
                 if a._shape is b._shape or a._shape == b._shape:
                     return Dense(getattr(backend, _FN[op])(a._native, b._native), a._shape, backend)
                 out = merge_shapes(a._shape, b._shape)
                 return Dense(getattr(backend, _FN[op])(aligned_native(a, out), aligned_native(b, out)), out, backend)
-        elif isinstance(b, (int, float)) and not isinstance(b, bool) and not (
-                isinstance(b, float) and a._backend.dtype(a._native).kind in (int, bool)):
+        elif _scalar_keeps_dtype(a, b, op):
             return Dense(getattr(a._backend, _FN[op])(a._native, b), a._shape, a._backend)
     return dispatch(op, (a, as_tensor(b)))
 
 
 def _binary_r(a: Tensor, b, op: Op):
-    if type(a) is Dense and isinstance(b, (int, float)) and not isinstance(b, bool) and not (
-            isinstance(b, float) and a._backend.dtype(a._native).kind in (int, bool)):
+    if type(a) is Dense and _scalar_keeps_dtype(a, b, op):
         return Dense(getattr(a._backend, _FN[op])(b, a._native), a._shape, a._backend)
     return dispatch(op, (as_tensor(b), a))
+
+
+_INTEGRAL = (int, bool)
+
+
+def _scalar_keeps_dtype(a: Dense, b, op: Op) -> bool:
+    """Whether `a op b` with a Python number `b` has `a`'s dtype, so the library may compute it directly."""
+    return isinstance(b, (int, float)) and not isinstance(b, bool) and not (
+        (isinstance(b, float) or op is DIV) and a._backend.dtype(a._native).kind in _INTEGRAL)
 
 
 _FN = {op: op.name for op in (ADD, SUB, MUL, DIV, FLOORDIV, MOD, POW, EQUAL, NOT_EQUAL, AND, OR, XOR)}
