@@ -429,6 +429,15 @@ def test_assert_close_reports_location():
 
 # --- protocol -----------------------------------------------------------------------------
 
+def test_a_slice_pickles_its_own_elements_only():
+    """What a task or a cluster worker receives for one block of a large input (torch pickles whole storages)."""
+    whole = wrap(arr(1000, 100), batch('b'), spatial('x'))
+    part = whole.b[10:20]
+    assert len(pickle.dumps(part)) < 2 * 10 * 100 * 4 + 2000 < len(pickle.dumps(whole)) // 10
+    math.assert_close(pickle.loads(pickle.dumps(part)), part)
+    assert pickle.loads(pickle.dumps(part)).backend is part.backend
+
+
 def test_pickle_round_trip_keeps_backend_and_shape():
     t = wrap(arr(2, 3), batch('b'), channel(vector='x,y,z'))
     back = pickle.loads(pickle.dumps(t))

@@ -307,6 +307,13 @@ class Backend:
     def block_until_ready(self, values: Any) -> None:
         """Waits until asynchronously computed `values` are ready; a no-op for eager backends."""
 
+    def for_pickling(self, native: Any) -> Any:
+        """What to pickle for `native`: a copy where pickling a view would write all of the memory it views into.
+
+        The native itself here: NumPy pickles a view's own elements, and JAX and TensorFlow slices are copies.
+        """
+        return native
+
     @_fallback
     def jit_compile(self, f: Callable) -> Callable:
         """Returns a compiled version of `f`; backends without a compiler return `f` unchanged."""

@@ -77,6 +77,13 @@ class TorchBackend(Backend):
         if torch.cuda.is_initialized():
             torch.cuda.synchronize()
 
+    def for_pickling(self, native: Any) -> Any:
+        """A copy of a view that shows part of its storage: torch pickles a view's whole storage."""
+        if isinstance(native, torch.Tensor) and native.untyped_storage().nbytes() > native.numel() * \
+                native.element_size():
+            return native.clone()
+        return native
+
     # --- functions of functions ---
 
     def jit_compile(self, f: Callable) -> Callable:

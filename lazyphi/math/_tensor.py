@@ -352,7 +352,7 @@ class Dense(Tensor):
         return _relayout(self, kept, perm, sources)
 
     def __reduce__(self):
-        return _rebuild_dense, (self._native, self._shape, self._backend.name)
+        return _rebuild_dense, (self._backend.for_pickling(self._native), self._shape, self._backend.name)
 
 
 def _rebuild_dense(native, shape: Shape, backend_name: str) -> Dense:
