@@ -301,7 +301,8 @@ class Weighted:
 
 def _big_input():
     data = math.random_normal(batch(example=16), spatial(x=128, y=160))  # 1.25 MiB in float32: sliced per block
-    return Weighted(data, math.random_uniform(spatial(x=128, y=160)))
+    weights = math.random_uniform(spatial(x=128, y=160))  # no block dim: one node, whole
+    return Weighted(data, weights)
 
 
 def test_large_host_values_reach_each_block_as_its_own_slice():
@@ -311,6 +312,10 @@ def test_large_host_values_reach_each_block_as_its_own_slice():
 
     assert host_bytes(w.data) > PRESLICE_BYTES >= host_bytes(w.weights)
     nodes = compiled(p).graph
+    big_weights = Weighted(w.data, math.expand(w.weights, spatial(z=16)) * 1.0)  # large, but without the block dim
+    assert host_bytes(big_weights.weights) > PRESLICE_BYTES
+    shared = compiled(plan(big_weights, [Weighted.weighted], block_size=4)).graph
+    assert sum('field-weights-' in str(k) for k in shared) == 1
     data_nodes = {k: v.value for k, v in nodes.items() if type(v).__name__ == 'DataNode'}
     pieces = [v for k, v in data_nodes.items() if isinstance(k, tuple) and k[0].startswith('field-data-')]
     assert [piece.shape.get_size('example') for piece in pieces] == [4, 4, 4, 4]
@@ -339,12 +344,17 @@ def test_large_inputs_are_scattered_to_a_cluster_not_sent_in_the_graph():
             sent.append(graph)
             return original(graph, keys, **kwargs)
         client.get = recording_get
-        parallel_compute(w, [Weighted.weighted], scheduler=client, block_size=4, progress=False)
-        (graph,) = sent
-        largest = max(distributed.sizeof.sizeof(v.value) for v in graph.values() if type(v).__name__ == 'DataNode')
-        assert largest <= 2 ** 20  # the input slices went to the workers directly
-        math.assert_close(w.weighted, w.data * w.weights)
+        weights = math.expand(w.weights, spatial(z=16)) * 1.0  # 1.25 MiB, no block dim: scattered whole
+        for _ in range(2):  # the same plan twice in a row: its graph keys repeat, the scattered data's do not
+            again = Weighted(w.data, weights)
+            parallel_compute(again, [Weighted.weighted], scheduler=client, block_size=4, progress=False)
+            math.assert_close(again.weighted, w.data * weights)
+        data = [v.value for graph in sent for v in graph.values() if type(v).__name__ == 'DataNode']
+        assert max(distributed.sizeof.sizeof(value) for value in data) <= 2 ** 20  # the slices went directly
+        aliases = [v for graph in sent for v in graph.values() if type(v).__name__ == 'Alias']
+        scattered = {key for alias in aliases for key in alias.dependencies}
+        assert len(scattered) == 2  # the weights, once per run, under keys of their own
         deadline = time.monotonic() + 30
-        while [k for k in client.who_has() if 'field-data' in str(k)] and time.monotonic() < deadline:
+        while scattered & set(client.who_has()) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not [k for k in client.who_has() if 'field-data' in str(k)]  # the scattered slices are released
+        assert not scattered & set(client.who_has())  # and released after the run

@@ -180,7 +180,8 @@ def compile_plan(p: Plan, instance) -> CompiledPlan:
         same_grid = {c for c in stage.cached_inputs if c in block_outputs and _same_grid(block_outputs[c][0], stage)}
         # large host values go to each block as its own slice: a process or cluster worker receives its part only
         cut = {n for n in input_names if n in host_values and n not in assembled
-               and host_bytes(host_values[n][1]) > PRESLICE_BYTES}
+               and host_bytes(host_values[n][1]) > PRESLICE_BYTES
+               and stage.block_dim in tree_shape(host_values[n][1]).names}
         full = {n: _full_ref(n, assembled, whole) for n in input_names if n not in same_grid and n not in cut}
         sliced = tuple(full)  # the task cuts its block out of these
         with _gc_paused():  # 100,000s of small objects: the cyclic collector would rescan them all repeatedly

@@ -15,7 +15,7 @@ import dask.multiprocessing
 import dask.threaded
 from dask.diagnostics import ProgressBar
 from dask.sizeof import sizeof
-from dask.task_spec import DataNode
+from dask.task_spec import Alias, DataNode
 
 from ._clients import client_of
 
@@ -56,11 +56,14 @@ def _run_on_client(client, graph: dict, keys: list, progress: bool | None) -> li
         _announced.add(id(client))
         print(f'lazyphi: running on {client.scheduler.address if client.scheduler else client}; '
               f'dashboard: {client.dashboard_link}')
-    # large data goes to the workers straight from here, not through the scheduler inside the graph
-    large = {key: node.value for key, node in graph.items()
-             if isinstance(node, DataNode) and sizeof(node.value) > SCATTER_BYTES}
-    scattered = client.scatter(large) if large else {}
-    futures = client.get({k: v for k, v in graph.items() if k not in scattered}, keys, sync=False)
+    # Large data goes to the workers straight from here, not through the scheduler inside the graph. Under keys
+    # of its own (the graph's keys repeat when the same plan runs again, while the last run's data may still
+    # be being released), which the graph's nodes alias.
+    large = [key for key, node in graph.items() if isinstance(node, DataNode) and sizeof(node.value) > SCATTER_BYTES]
+    scattered = dict(zip(large, client.scatter([graph[key].value for key in large], hash=False), strict=True)
+                     ) if large else {}
+    graph = {**graph, **{key: Alias(key, future.key) for key, future in scattered.items()}}
+    futures = client.get(graph, keys, sync=False)
     if progress is not False:
         from distributed import progress as show_progress
         # in a notebook distributed draws a widget, which needs ipywidgets; without it, a text bar
