@@ -73,8 +73,10 @@ def _run_on_client(client, graph: dict, keys: list, progress: bool | None) -> li
     except BaseException:  # Ctrl-C or a failed task: stop the rest (blocks already written stay on disk)
         client.cancel(futures)
         raise
-    finally:
-        client.cancel(list(scattered.values()))
+    finally:  # release the scattered data even while a traceback holds this frame (cancelling it upsets the scheduler)
+        for future in scattered.values():
+            future.release()
+        scattered.clear()
 
 
 def process_pool(max_workers: int) -> ProcessPoolExecutor:
