@@ -92,6 +92,8 @@ CASES = {
     'content_hash': lambda h=NUMPY.content_hash: ((h(_X) == h(np.asfortranarray(_X)), h(_X) != h(_X.reshape(4, 3)),
                                                    len(h(_X))), (True, True, 32)),
     'copy': lambda: ((c := NUMPY.copy(_X), c is _X), (_X, False)),
+    'for_pickling': lambda: ((NUMPY.for_pickling(_X[1:]) is not None, len(pickle.dumps(NUMPY.for_pickling(_X[:1])))
+                              < len(pickle.dumps(_X))), (True, True)),  # a NumPy view pickles its own elements
     'to_dlpack': lambda: (np.from_dlpack(NUMPY.to_dlpack(_X)), _X),
     'from_dlpack': lambda: (NUMPY.from_dlpack(_X), _X),
     'dtype': lambda: ([NUMPY.dtype(v) for v in (_X, True, 3, 1.5, 1j, [1, 2])],

@@ -77,6 +77,7 @@ CASES = {
     'numpy': lambda b, t: (b.numpy(t(_X)), type(b.numpy(t(_I))) is np.ndarray),
     'content_hash': lambda b, t: [b.content_hash(t(x)) for x in (_X, _I, _B, _Z, np.float64(2), _M[:, ::2, 1:])],
     'copy': lambda b, t: ((x := t(_X)), b.copy(x), b.copy(x) is x),
+    'for_pickling': lambda b, t: b.for_pickling(t(_X)),  # the same values (a copy only of views: test_tensor.py)
     'to_dlpack': lambda b, t: b.from_dlpack(b.to_dlpack(t(_X))),
     'from_dlpack': lambda b, t: (b.from_dlpack(_X.copy()), b.from_dlpack(np.arange(5))),
     'dtype': lambda b, t: [b.dtype(v) for v in (t(_X), True, 3, 1.5, 1j, t(_I), t(_B), t(_Z), t(np.float16(1)),
