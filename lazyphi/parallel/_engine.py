@@ -31,7 +31,7 @@ from ..storage._disk import DiskTensor, disk_tensor
 from ..storage._results import array_spec
 from ..storage._write import check_cache_dir_visible, prepare_result, write_block
 from ._clients import client_of
-from ._plan import CHUNK_BYTES, Plan, Stage, _descriptor, plan
+from ._plan import CHUNK_BYTES, Plan, Stage, _descriptor, _tensors, plan
 from ._schedulers import run_graph
 from ._tracer import Tracer
 
@@ -220,9 +220,7 @@ def _full_ref(name: str, assembled: dict, whole: Callable):
 
 def host_bytes(value) -> int:
     """Bytes of the in-memory tensors in `value` (a tree); disk-backed tensors count nothing."""
-    found = []
-    tree_map(lambda t: found.append(t) or t, value)
-    return sum(_tensor_bytes(t) for t in found if not isinstance(t, DiskTensor))
+    return sum(_tensor_bytes(t) for t in _tensors(value) if not isinstance(t, DiskTensor))
 
 
 def _tensor_bytes(t: Tensor) -> int:
@@ -380,10 +378,7 @@ def _partials(trace, partials: tuple, instance) -> dict:
         if node not in needed:
             continue
         if (origin, name) not in leaves:
-            found = []
-            source = getattr(instance, name) if origin == 'field' else instance.__dict__[name]
-            tree_map(lambda t, found=found: found.append(t) or t, source)
-            leaves[origin, name] = found
+            leaves[origin, name] = _tensors(getattr(instance, name) if origin == 'field' else instance.__dict__[name])
         values[node] = leaves[origin, name][index]
     results = trace.replay(values, only=needed)
     return {i: _partial(trace.nodes[i], results[i], op, results) for i, op in partials}
