@@ -1,0 +1,63 @@
+"""PhiML's private helpers that its own tests import, mapped to lazyphi's public equivalents.
+
+Test-only code: the conformance suite (`../shared/conformance/phiml/`) imports these names from here
+instead of from PhiML's private modules. Each is lazyphi's own function or value under PhiML's name;
+none of them is part of lazyphi's API. A name lazyphi has no equivalent for yet raises when used, so
+the tests that need it fail (and are listed as expected failures) while the rest of the file runs.
+"""
+
+import importlib
+import importlib.util
+
+from lazyphi.backend import NUMPY, DType, backend_by_name
+from lazyphi.math import EMPTY_SHAPE, Shape, dual, instance, spatial, tensor, wrap
+
+
+def _lazyphi(module: str, name: str):
+    """`module.name` of lazyphi, or a function that raises naming the missing equivalent."""
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError):
+        def missing(*args, **kwargs):
+            raise NotImplementedError(f'lazyphi has no equivalent of this PhiML helper yet: {module}.{name}')
+        missing.__name__ = name
+        return missing
+
+
+def init_installed_backends() -> tuple:
+    """lazyphi's backends of every array library installed here, NumPy first."""
+    backends = [NUMPY]
+    for library in ('torch', 'jax', 'tensorflow'):
+        if importlib.util.find_spec(library) is not None:
+            backends.append(backend_by_name(library))
+    return tuple(backends)
+
+
+FLOAT16 = DType(float, 16)
+FLOAT32 = DType(float, 32)
+FLOAT64 = DType(float, 64)
+INT32 = DType(int, 32)
+INT64 = DType(int, 64)
+COMPLEX64 = DType(complex, 64)
+COMPLEX128 = DType(complex, 128)
+
+get_backend = _lazyphi('lazyphi.backend', 'backend_by_name')
+from_numpy_dtype = _lazyphi('lazyphi.backend', 'from_numpy_dtype')
+combine_types = _lazyphi('lazyphi.backend', 'combine_types')
+shape_stack = _lazyphi('lazyphi.math', 'shape_stack')
+resolve_index = _lazyphi('lazyphi.math', 'resolve_index')
+Layout = _lazyphi('lazyphi.math', 'Layout')
+cached = _lazyphi('lazyphi.math', 'cached')
+disassemble_tensors = _lazyphi('lazyphi.math', 'disassemble_tensors')
+assemble_tensors = _lazyphi('lazyphi.math', 'assemble_tensors')
+equality_by_ref = _lazyphi('lazyphi.math', 'equality_by_ref')
+equality_by_shape_and_value = _lazyphi('lazyphi.math', 'equality_by_shape_and_value')
+fit_hyperplane = _lazyphi('lazyphi.math', 'fit_hyperplane')
+bool_to_int = _lazyphi('lazyphi.math', 'bool_to_int')
+
+__all__ = [
+    'COMPLEX64', 'COMPLEX128', 'EMPTY_SHAPE', 'FLOAT16', 'FLOAT32', 'FLOAT64', 'INT32', 'INT64', 'Layout', 'Shape',
+    'assemble_tensors', 'bool_to_int', 'cached', 'combine_types', 'disassemble_tensors', 'dual',
+    'equality_by_ref', 'equality_by_shape_and_value', 'fit_hyperplane', 'from_numpy_dtype', 'get_backend',
+    'init_installed_backends', 'instance', 'resolve_index', 'shape_stack', 'spatial', 'tensor', 'wrap',
+]
