@@ -279,7 +279,7 @@ def test_the_reference_layouts_names_resolve_to_the_same_functions():
 
 
 def test_assembled_outputs_keep_the_blocks_apart_without_copying():
-    from lazyphi.math._structure import Joined
+    from lazyphi.math._kinds import Joined
     m = Model(DATA)
     done = parallel_compute(m, [Model.spectrum], scheduler='threads', progress=False)
     assert isinstance(m.spectrum, Joined)

@@ -496,7 +496,7 @@ def test_stacking_tensors_of_different_backends_converts_to_one():
 
 
 def test_joined_parts_behave_like_their_concatenation():
-    from lazyphi.math._structure import Joined
+    from lazyphi.math._kinds import Joined
     parts = [wrap(arr(n, 3, seed=n), batch('b'), spatial('x')) for n in (2, 3, 4)]
     joined = Joined(parts, 'b')
     dense = math.concat(parts, 'b')

@@ -22,8 +22,7 @@ from typing import Any, NamedTuple
 
 from ..backend import DType
 from ..math import BATCH, EMPTY_SHAPE, Shape, concat_shapes, shape
-from ..math._fields import _resolved_annotations
-from ..math._shape import parse_dim_spec
+from ..math.kinds import parse_dim_spec, resolved_annotations
 
 _KINDS = (float, int, complex, bool)
 _UNIONS = (typing.Union, types.UnionType)
@@ -99,7 +98,7 @@ def check_fields(obj) -> None:
 def _field_specs(cls: type) -> tuple[_FieldSpec, ...]:
     specs = _SPECS.get(cls)
     if specs is None:
-        hints = _resolved_annotations(cls)
+        hints = resolved_annotations(cls)
         specs = tuple(s for s in (_parse(cls, f.name, hints.get(f.name, f.type)) for f in dataclasses.fields(cls))
                       if s is not None)
         _SPECS[cls] = specs

@@ -31,7 +31,7 @@ from .._errors import IncompatibleShapes
 from ..backend import Backend, NoBackendFound, choose_backend
 from ..backend._backend import on_backend_loaded
 from ..math import Expanded, Shape, Stacked, Tensor, data_fields
-from ..math._tensor import Dense
+from ..math.kinds import Dense
 
 _STATIC = 'lazyphi_static'  # dataclass field metadata key: True static, False child, absent by classification
 _LIBRARIES = ('jax', 'torch')

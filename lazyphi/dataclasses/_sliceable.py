@@ -15,7 +15,7 @@ from typing import TypeVar
 import numpy as np
 
 from ..math import DUAL, Shape, Tensor, rename_dims, shape, slice_, unstack
-from ..math._tensor import normalize_selection
+from ..math.kinds import normalize_selection
 
 T = TypeVar('T')
 

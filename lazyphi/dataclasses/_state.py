@@ -25,8 +25,7 @@ from typing import Any, TypeVar
 
 from ..backend import Backend, ComputeDevice, backend_by_name, choose_backend, convert
 from ..math import data_fields
-from ..math._fields import _resolved_annotations
-from ..math._tree import _map_tensors
+from ..math.kinds import map_tensors, resolved_annotations
 from ._pytree import map_natives
 
 T = TypeVar('T')
@@ -56,7 +55,7 @@ def state_dict(obj) -> dict[str, Any]:
 def _field_entries(obj) -> list[tuple[str, Any, Any]]:
     """(name, value, annotation) of every field; the annotation is None (a leaf) for non-data fields."""
     cls = type(obj)
-    hints = _resolved_annotations(cls)
+    hints = resolved_annotations(cls)
     data = {f.name for f in data_fields(cls)}
     return [(f.name, getattr(obj, f.name), hints.get(f.name, f.type) if f.name in data else None)
             for f in dataclasses.fields(cls)]
@@ -190,7 +189,7 @@ def _build(node, annotation, path: str, strict: bool):
 
 
 def _build_dataclass(cls: type, node: dict, prefix: str, strict: bool):
-    hints = _resolved_annotations(cls)
+    hints = resolved_annotations(cls)
     data = {f.name for f in data_fields(cls)}
     fields = dataclasses.fields(cls)
     if strict:
@@ -227,7 +226,7 @@ def to_backend(obj: T, backend: Backend | str) -> T:
         ValueError: `backend` names no backend that can be loaded.
     """
     target = backend_by_name(backend) if isinstance(backend, str) else backend
-    return _map_tensors(lambda t: map_natives(t, lambda native: convert(native, target)), obj, 'to_backend')
+    return map_tensors(lambda t: map_natives(t, lambda native: convert(native, target)), obj, 'to_backend')
 
 
 def to_device(obj: T, device: ComputeDevice | str) -> T:
@@ -252,5 +251,5 @@ def to_device(obj: T, device: ComputeDevice | str) -> T:
                              f"{[d.name for d in backend.list_devices()]}")
         return backend.allocate_on_device(native, matching[0])
 
-    return _map_tensors(lambda t: map_natives(t, move), obj, 'to_device')
+    return map_tensors(lambda t: map_natives(t, move), obj, 'to_device')
 

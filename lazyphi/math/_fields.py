@@ -90,7 +90,7 @@ def is_data_annotation(annotation) -> bool:
     return is_data_annotation(origin)  # a generic class such as a parametrised dataclass
 
 
-def _resolved_annotations(cls: type) -> dict[str, Any]:
+def resolved_annotations(cls: type) -> dict[str, Any]:
     """Resolved annotation of every field of `cls`; where evaluation fails, the annotation as written."""
     try:
         return typing.get_type_hints(cls, include_extras=True)
@@ -127,7 +127,7 @@ def _classify(cls: type, obj) -> _Classification:
         raise TypeError(f"Field classification needs a dataclass type or instance, but got {obj!r} of type "
                         f"{type(obj).__module__}.{type(obj).__qualname__}")
     fields = dataclasses.fields(cls)
-    hints = _resolved_annotations(cls)
+    hints = resolved_annotations(cls)
     data, config, special = [], [], []
     for f in fields:
         if f.name in SPECIAL_FIELD_NAMES:

@@ -8,10 +8,11 @@ then runs on `_dense()`.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from .._errors import IncompatibleShapes
+from .._errors import DimNotFound, IncompatibleShapes
 from ..backend import Backend, DType
+from ._reductions import reduction_of
 from ._shape import NonUniform, Shape, merge_shapes
 from ._tensor import (
     ELEMENTWISE,
@@ -26,11 +27,6 @@ from ._tensor import (
     common_backend,
     dispatch,
 )
-
-# how a reduction treats a dim along which the value is constant: sum-like ops scale by the size
-_SCALED_BY_COUNT = {'sum', 'finite_sum'}
-_POWER_OF_COUNT = {'prod'}
-_INVARIANT_UNDER_REPEAT = {'mean', 'max', 'min', 'any', 'all', 'std', 'finite_mean', 'finite_max', 'finite_min'}
 
 
 class Expanded(Tensor):
@@ -83,16 +79,13 @@ class Expanded(Tensor):
             return expand_to(inner, merge_shapes(*[t.shape for t in tensors]))
         self = tensors[0]
         if category == REDUCE:
-            if op.name not in _SCALED_BY_COUNT | _POWER_OF_COUNT | _INVARIANT_UNDER_REPEAT:
+            reduction = reduction_of(op)
+            if reduction is None:
                 return NotImplemented
             (dims,) = params
             inner_dims = tuple(d for d in dims if d in self._inner.shape.names)
-            result = dispatch(op, (self._inner,), (inner_dims,)) if inner_dims else self._inner
             count = math.prod(self._shape.get_size(d) for d in dims if d not in inner_dims)
-            if count != 1 and op.name in _SCALED_BY_COUNT:
-                result = result * count
-            elif count != 1 and op.name in _POWER_OF_COUNT:
-                result = result ** count
+            result = reduction.repeated(reduction(self._inner, inner_dims), count)
             return expand_to(result, self._shape.without(dims))
         if category == GATHER:
             (selection,) = params
@@ -187,21 +180,36 @@ class Stacked(PartsKind):
             return Stacked(picked, first._dim.after_gather({dim: sel}))
         if category == REDUCE:
             (dims,) = params
-            per_part = [dispatch(op, (p,), (tuple(d for d in dims if d in p.shape.names),)) for p in first._parts]
-            if dim not in dims:
-                return Stacked(per_part, first._dim)
-            if op.name in ('mean', 'finite_mean'):
-                return NotImplemented if first._shape.is_uniform else _non_uniform_mean(op, first, dims)
-            combined = Stacked(per_part, first._dim)
-            if not combined.shape.is_uniform:
-                return NotImplemented
-            return dispatch(op, (combined._dense(),), ((dim,),))
+            return _reduce_parts(op, first, [tuple(d for d in dims if d in p.shape.names) for p in first._parts],
+                                 dim in dims, lambda parts: Stacked(parts, first._dim))
         if category == RENAME:
             old, new = params
             parts = [dispatch(op, (p,), _rename_params(p.shape, old, new)) for p in first._parts]
             new_dim = first._dim.replace(old, new) if dim in old else first._dim
             return Stacked(parts, new_dim)
         return NotImplemented
+
+
+def _reduce_parts(op: Op, tensor: PartsKind, part_dims: list, across: bool, rebuild: Callable):
+    """Reduce a tensor of parts: part by part, then across the parts with the reduction's combine if asked.
+
+    `part_dims` are the dims to reduce within each part; `across`: the reduction spans the parts too.
+    `rebuild` makes a tensor of the same kind from reduced parts. Across parts, a reduction whose combine
+    would round differently from reducing all values at once (float sums, means) materialises instead,
+    unless the parts cannot be held in one array.
+    """
+    reduction = reduction_of(op)
+    if reduction is None:
+        return NotImplemented
+    if not across:
+        return rebuild([reduction(p, d) for p, d in zip(tensor._parts, part_dims, strict=True)])
+    if tensor.dtype.kind not in reduction.exact_kinds and tensor.shape.is_uniform:
+        return NotImplemented
+    try:
+        partials = [reduction.partial(p, d) for p, d in zip(tensor._parts, part_dims, strict=True)]
+    except ValueError:  # a part whose element count is unknown: reduce the materialised tensor instead
+        return NotImplemented
+    return reduction.combine(partials)
 
 
 def _part(t: Tensor, dim: str, i: int) -> Tensor:
@@ -213,17 +221,6 @@ def _part(t: Tensor, dim: str, i: int) -> Tensor:
 def _rename_params(shape: Shape, old: tuple, new: Shape) -> tuple:
     present = [i for i, n in enumerate(old) if n in shape.names]
     return tuple(old[i] for i in present), new[[new.names[i] for i in present]]
-
-
-def _non_uniform_mean(op: Op, stacked: Stacked, dims: tuple):
-    from_sum = {'mean': 'sum', 'finite_mean': 'finite_sum'}[op.name]
-    sum_op = SUM_LIKE[from_sum]
-    total = dispatch(sum_op, (stacked,), (dims,))
-    counts = [math.prod(p.shape.get_size(d) for d in dims if d in p.shape.names) for p in stacked._parts]
-    return total / sum(counts)
-
-
-SUM_LIKE: dict[str, Op] = {}  # filled by _ops with the sum reductions the non-uniform mean needs
 
 
 def stacked_shape(shapes: Sequence[Shape], dim: Shape) -> Shape:
@@ -249,3 +246,105 @@ def stack_dense(parts: Sequence[Tensor], dim: Shape, shape: Shape) -> Dense:
                else aligned_native(p, inner, backend) for p in dense]
     axis = shape.index(dim.name)
     return Dense(backend.stack(auto_cast(backend, natives), axis), shape, backend)
+
+
+def concat_dense(ts: Sequence[Dense], dim: str, shape: Shape) -> Dense:
+    backend = common_backend(ts)
+    natives = []
+    for t in ts:
+        layout = shape.with_dim_size(dim, t._shape.get_size(dim))
+        native = aligned_native(t, layout, backend)
+        if t._shape.rank < shape.rank:
+            native = backend.broadcast_to(native, layout.sizes)
+        natives.append(native)
+    return Dense(backend.concat(auto_cast(backend, natives), shape.index(dim)), shape, backend)
+
+
+def joined_shape(tensors: Sequence[Tensor], name: str) -> Shape:
+    """The shape of `tensors` laid end to end along their dim `name`."""
+    for t in tensors:
+        if name not in t.shape.names:
+            raise DimNotFound(f'concat() along {name!r}: a value of shape {t.shape} lacks that dim')
+    others = merge_shapes(*[t.shape.without(name) for t in tensors])
+    labels = [t.shape.get_item_names(name) for t in tensors]
+    if all(ls is not None for ls in labels):
+        joined = tensors[0].shape[name].with_size(tuple(label for ls in labels for label in ls))
+    else:
+        joined = tensors[0].shape[name].with_size(sum(t.shape.get_size(name) for t in tensors))
+    return merge_shapes(joined, others)
+
+
+class Joined(PartsKind):
+    """Tensors laid end to end along their dim `dim` but kept apart: a concatenation without a copy.
+
+    `parallel_compute` returns its blocks' outputs this way, so assembling them costs no memory.
+    Element-wise operations, slicing, renaming and most reductions work part by part while there
+    are at most `PART_LIMIT` parts; everything else (and `numpy()`) materialises the concatenation.
+    """
+
+    __slots__ = ('_dim', '_offsets', '_parts', '_shape')
+    _kind_priority = 15
+    PART_LIMIT = 64
+
+    def __init__(self, parts: Sequence[Tensor], dim: str):
+        self._parts = tuple(parts)
+        self._dim = dim
+        self._shape = joined_shape(self._parts, dim)
+        offsets = [0]
+        for p in self._parts:
+            offsets.append(offsets[-1] + p.shape.get_size(dim))
+        self._offsets = tuple(offsets)
+
+    @property
+    def shape(self) -> Shape:
+        return self._shape
+
+    def _dense(self) -> Dense:
+        return concat_dense([p._dense() for p in self._parts], self._dim, self._shape)
+
+    def __reduce__(self):
+        return Joined, (self._parts, self._dim)
+
+    def _range(self, i: int) -> slice:
+        return slice(self._offsets[i], self._offsets[i + 1])
+
+    @classmethod
+    def __handle__(cls, op: Op, tensors: Sequence[Tensor], params: tuple):
+        first = next(t for t in tensors if type(t) is Joined)
+        dim = first._dim
+        if len(first._parts) > cls.PART_LIMIT:
+            return NotImplemented
+        if op.category == ELEMENTWISE:
+            if any(type(t) is Joined and t is not first and t._offsets != first._offsets for t in tensors):
+                return NotImplemented
+            parts = [dispatch(op, [t._parts[i] if type(t) is Joined else
+                                   t[{dim: first._range(i)}] if dim in t.shape.names else t for t in tensors], params)
+                     for i in range(len(first._parts))]
+            return Joined(parts, dim)
+        if op.category == GATHER:
+            (selection,) = params
+            rest = {d: s for d, s in selection.items() if d != dim}
+            sel = selection.get(dim, slice(None))
+            if isinstance(sel, int):
+                i = max(j for j in range(len(first._parts)) if first._offsets[j] <= sel)
+                part = first._parts[i][{dim: sel - first._offsets[i]}]
+                return part[rest] if rest else part
+            if not isinstance(sel, slice) or sel.step not in (None, 1):
+                return NotImplemented
+            start, stop, _ = sel.indices(first._offsets[-1])
+            picked = [p[{dim: slice(max(start, lo) - lo, min(stop, hi) - lo), **rest}]
+                      for p, lo, hi in zip(first._parts, first._offsets[:-1], first._offsets[1:], strict=True)
+                      if max(start, lo) < min(stop, hi)]
+            if not picked:
+                return NotImplemented
+            return picked[0] if len(picked) == 1 else Joined(picked, dim)
+        if op.category == RENAME:
+            old, new = params
+            if dim in old:  # each part keeps its own size (and labels) along the joined dim
+                new = new.with_dim_size(new.names[old.index(dim)], None)
+            parts = [dispatch(op, (p,), (old, new)) for p in first._parts]
+            return Joined(parts, new.names[old.index(dim)] if dim in old else dim)
+        if op.category == REDUCE:
+            (dims,) = params
+            return _reduce_parts(op, first, [dims] * len(first._parts), dim in dims, lambda parts: Joined(parts, dim))
+        return NotImplemented

@@ -4,16 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-import numpy as np
-
 from ..backend import Backend, DType, get_precision
-from ._kinds import SUM_LIKE
-from ._shape import non_batch, spatial
+from ._shape import spatial
 from ._tensor import (
     ABS,
     ELEMENTWISE,
     FFT,
-    REDUCE,
     Dense,
     Op,
     Tensor,
@@ -185,97 +181,6 @@ def to_int64(x) -> Tensor:
 def to_complex(x) -> Tensor:
     """`x` as complex numbers of the current precision."""
     return cast(x, DType(complex, 2 * get_precision()))
-
-
-# --- reductions --------------------------------------------------------------------------
-
-def _dense_reduce(fn_name: str, to_float: bool = False) -> Callable:
-    """A reduction on Dense tensors; `to_float`: int and bool values become floats of the current precision first."""
-    def run(ts: Sequence[Dense], dims: tuple) -> Dense:
-        t = ts[0]
-        if not dims:
-            return t
-        native = _as_float(t) if to_float else t._native
-        native = getattr(t._backend, fn_name)(native, t._shape.indices(dims))
-        return Dense(native, t._shape.without(dims), t._backend)
-    return run
-
-
-def _as_float(t: Dense):
-    """The native of `t`, cast to the current precision's float type if it holds ints or bools."""
-    if t._backend.dtype(t._native).kind in (int, bool):
-        return t._backend.cast(t._native, t._backend.float_type)
-    return t._native
-
-
-def _reduce_op(name: str, dense: Callable | None = None) -> Op:
-    return Op(name, REDUCE, dense or _dense_reduce(name))
-
-
-def _finite(fn: Callable, fill) -> Callable:
-    def run(ts: Sequence[Dense], dims: tuple) -> Dense:
-        t = ts[0]
-        finite = t._backend.isfinite(t._native)
-        masked = Dense(t._backend.where(finite, t._native, fill), t._shape, t._backend)
-        return fn([masked], dims)
-    return run
-
-
-def _dense_finite_mean(ts: Sequence[Dense], dims: tuple) -> Dense:
-    t = ts[0]
-    b = t._backend
-    native = _as_float(t)
-    finite = b.isfinite(native)
-    axes = t._shape.indices(dims)
-    total = b.sum(b.where(finite, native, 0), axes)
-    count = b.sum(b.cast(finite, b.dtype(native)), axes)
-    return Dense(total / count, t._shape.without(dims), b)
-
-
-_SUM = _reduce_op('sum')
-_PROD = _reduce_op('prod')
-_MEAN = _reduce_op('mean', _dense_reduce('mean', to_float=True))
-_STD = _reduce_op('std', _dense_reduce('std', to_float=True))
-_MAX = _reduce_op('max')
-_MIN = _reduce_op('min')
-_ANY = _reduce_op('any')
-_ALL = _reduce_op('all')
-_FINITE_SUM = _reduce_op('finite_sum', _finite(_dense_reduce('sum'), 0))
-_FINITE_MAX = _reduce_op('finite_max', _finite(_dense_reduce('max'), -np.inf))
-_FINITE_MIN = _reduce_op('finite_min', _finite(_dense_reduce('min'), np.inf))
-_FINITE_MEAN = _reduce_op('finite_mean', _dense_finite_mean)
-SUM_LIKE.update(sum=_SUM, finite_sum=_FINITE_SUM)
-
-
-def _reduction(op: Op, doc: str) -> Callable:
-    def function(value, dim=non_batch) -> Tensor:
-        value = as_tensor(value)
-        dims = dims_in(value.shape, dim)
-        if not dims:
-            return value
-        return dispatch(op, (value,), (dims,))
-    function.__name__ = op.name
-    function.__doc__ = doc + '\n\n    `dim` is any dim filter; by default every non-batch dim is reduced.'
-    return function
-
-
-sum_ = _reduction(_SUM, 'Sum of the values along `dim`.')
-sum_.__name__ = 'sum_'
-prod = _reduction(_PROD, 'Product of the values along `dim`.')
-mean = _reduction(_MEAN, 'Mean of the values along `dim`.')
-std = _reduction(_STD, 'Standard deviation (population) of the values along `dim`.')
-max_ = _reduction(_MAX, 'Maximum of the values along `dim`.')
-max_.__name__ = 'max_'
-min_ = _reduction(_MIN, 'Minimum of the values along `dim`.')
-min_.__name__ = 'min_'
-any_ = _reduction(_ANY, 'Whether any value along `dim` is true.')
-any_.__name__ = 'any_'
-all_ = _reduction(_ALL, 'Whether all values along `dim` are true.')
-all_.__name__ = 'all_'
-finite_sum = _reduction(_FINITE_SUM, 'Sum along `dim`, ignoring NaN and infinite values.')
-finite_mean = _reduction(_FINITE_MEAN, 'Mean along `dim` over the finite values only.')
-finite_max = _reduction(_FINITE_MAX, 'Maximum along `dim` over the finite values only (-inf if none).')
-finite_min = _reduction(_FINITE_MIN, 'Minimum along `dim` over the finite values only (+inf if none).')
 
 
 # --- Fourier transforms --------------------------------------------------------------------

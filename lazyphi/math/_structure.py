@@ -6,11 +6,10 @@ import math
 from collections.abc import Sequence
 
 from .._errors import DimNotFound, IncompatibleShapes
-from ._kinds import PartsKind, Stacked, expand_to, stack_dense, stacked_shape
+from ._kinds import Stacked, concat_dense, expand_to, joined_shape, stack_dense, stacked_shape
 from ._shape import (
     EMPTY_SHAPE,
     Shape,
-    batch,
     concat_shapes,
     instance,
     merge_shapes,
@@ -20,20 +19,14 @@ from ._shape import (
 )
 from ._tensor import (
     CONCAT,
-    ELEMENTWISE,
-    GATHER,
-    REDUCE,
-    RENAME,
     RENAME_OP,
     RESHAPE,
     STACK,
     Dense,
     Op,
     Tensor,
-    aligned_native,
     as_tensor,
     auto_cast,
-    common_backend,
     dims_in,
     dispatch,
 )
@@ -84,19 +77,7 @@ def stack_tensors(values: Sequence, dim: Shape) -> Tensor:
     return dispatch(STACK_OP, tensors, (dim,))
 
 
-def _dense_concat(ts: Sequence[Dense], dim: str, shape: Shape) -> Dense:
-    backend = common_backend(ts)
-    natives = []
-    for t in ts:
-        layout = shape.with_dim_size(dim, t._shape.get_size(dim))
-        native = aligned_native(t, layout, backend)
-        if t._shape.rank < shape.rank:
-            native = backend.broadcast_to(native, layout.sizes)
-        natives.append(native)
-    return Dense(backend.concat(auto_cast(backend, natives), shape.index(dim)), shape, backend)
-
-
-CONCAT_OP = Op('concat', CONCAT, _dense_concat)
+CONCAT_OP = Op('concat', CONCAT, concat_dense)
 
 
 def concat_tensors(values: Sequence, dim) -> Tensor:
@@ -106,103 +87,9 @@ def concat_tensors(values: Sequence, dim) -> Tensor:
         raise ValueError('concat() needs at least one value')
     name = dim.name if isinstance(dim, Shape) else resolve_dims(dim)[0]
     if len(tensors) == 1:
-        _joined_shape(tensors, name)
+        joined_shape(tensors, name)
         return tensors[0]
-    return dispatch(CONCAT_OP, tensors, (name, _joined_shape(tensors, name)))
-
-
-def _joined_shape(tensors: Sequence[Tensor], name: str) -> Shape:
-    """The shape of `tensors` laid end to end along their dim `name`."""
-    for t in tensors:
-        if name not in t.shape.names:
-            raise DimNotFound(f'concat() along {name!r}: a value of shape {t.shape} lacks that dim')
-    others = merge_shapes(*[t.shape.without(name) for t in tensors])
-    labels = [t.shape.get_item_names(name) for t in tensors]
-    if all(ls is not None for ls in labels):
-        joined = tensors[0].shape[name].with_size(tuple(label for ls in labels for label in ls))
-    else:
-        joined = tensors[0].shape[name].with_size(sum(t.shape.get_size(name) for t in tensors))
-    return merge_shapes(joined, others)
-
-
-class Joined(PartsKind):
-    """Tensors laid end to end along their dim `dim` but kept apart: a concatenation without a copy.
-
-    `parallel_compute` returns its blocks' outputs this way, so assembling them costs no memory.
-    Element-wise operations, slicing, renaming and most reductions work part by part while there
-    are at most `PART_LIMIT` parts; everything else (and `numpy()`) materialises the concatenation.
-    """
-
-    __slots__ = ('_dim', '_offsets', '_parts', '_shape')
-    _kind_priority = 15
-    PART_LIMIT = 64
-
-    def __init__(self, parts: Sequence[Tensor], dim: str):
-        self._parts = tuple(parts)
-        self._dim = dim
-        self._shape = _joined_shape(self._parts, dim)
-        offsets = [0]
-        for p in self._parts:
-            offsets.append(offsets[-1] + p.shape.get_size(dim))
-        self._offsets = tuple(offsets)
-
-    @property
-    def shape(self) -> Shape:
-        return self._shape
-
-    def _dense(self) -> Dense:
-        return _dense_concat([p._dense() for p in self._parts], self._dim, self._shape)
-
-    def __reduce__(self):
-        return Joined, (self._parts, self._dim)
-
-    def _range(self, i: int) -> slice:
-        return slice(self._offsets[i], self._offsets[i + 1])
-
-    @classmethod
-    def __handle__(cls, op: Op, tensors: Sequence[Tensor], params: tuple):
-        first = next(t for t in tensors if type(t) is Joined)
-        dim = first._dim
-        if len(first._parts) > cls.PART_LIMIT:
-            return NotImplemented
-        if op.category == ELEMENTWISE:
-            if any(type(t) is Joined and t is not first and t._offsets != first._offsets for t in tensors):
-                return NotImplemented
-            parts = [dispatch(op, [t._parts[i] if type(t) is Joined else
-                                   t[{dim: first._range(i)}] if dim in t.shape.names else t for t in tensors], params)
-                     for i in range(len(first._parts))]
-            return Joined(parts, dim)
-        if op.category == GATHER:
-            (selection,) = params
-            rest = {d: s for d, s in selection.items() if d != dim}
-            sel = selection.get(dim, slice(None))
-            if isinstance(sel, int):
-                i = max(j for j in range(len(first._parts)) if first._offsets[j] <= sel)
-                part = first._parts[i][{dim: sel - first._offsets[i]}]
-                return part[rest] if rest else part
-            if not isinstance(sel, slice) or sel.step not in (None, 1):
-                return NotImplemented
-            start, stop, _ = sel.indices(first._offsets[-1])
-            picked = [p[{dim: slice(max(start, lo) - lo, min(stop, hi) - lo), **rest}]
-                      for p, lo, hi in zip(first._parts, first._offsets[:-1], first._offsets[1:], strict=True)
-                      if max(start, lo) < min(stop, hi)]
-            if not picked:
-                return NotImplemented
-            return picked[0] if len(picked) == 1 else Joined(picked, dim)
-        if op.category == RENAME:
-            old, new = params
-            parts = [dispatch(op, (p,), params) for p in first._parts]
-            return Joined(parts, new.names[old.index(dim)] if dim in old else dim)
-        if op.category == REDUCE and op.name in _PART_REDUCIBLE:
-            (dims,) = params
-            per_part = [dispatch(op, (p,), (dims,)) for p in first._parts]
-            if dim not in dims:
-                return Joined(per_part, dim)
-            return dispatch(op, (stack_tensors(per_part, batch('parts_')),), (('parts_',),))
-        return NotImplemented
-
-
-_PART_REDUCIBLE = {'sum', 'prod', 'max', 'min', 'any', 'all', 'finite_sum', 'finite_max', 'finite_min'}
+    return dispatch(CONCAT_OP, tensors, (name, joined_shape(tensors, name)))
 
 
 def unstack_tensor(value: Tensor, dim) -> tuple:

@@ -73,7 +73,7 @@ def _drop_invalid_caches(result, original) -> None:
     dims, on_result = affected
     probe = result if on_result else original
     cls = type(result)
-    for name in [n for n in state if n not in field_names(cls) and _is_cached_property(cls, n)]:
+    for name in [n for n in state if n not in field_names(cls) and is_cached_property(cls, n)]:
         if not all(check(probe, name, dims) for check in _CACHE_CHECKS):
             del state[name]
 
@@ -183,14 +183,14 @@ def _mapped_cache(cache_fn: CacheFunction | None, trees: Sequence) -> dict:
             # a cache that does not survive the operation is dropped and recomputed when next accessed
             with contextlib.suppress(ValueError, TypeError, KeyError, IndexError):
                 new = cache_fn(values, trees)
-        if new is _DROPPED and not _is_cached_property(cls, name):
+        if new is _DROPPED and not is_cached_property(cls, name):
             continue  # instance state that is not a cache: kept as it is
         if new is not value:
             result[name] = new
     return result
 
 
-def _is_cached_property(cls: type, name: str) -> bool:
+def is_cached_property(cls: type, name: str) -> bool:
     """Whether `name` in an instance's `__dict__` caches a non-data descriptor such as `functools.cached_property`."""
     for klass in cls.__mro__:
         if name in vars(klass):
@@ -368,7 +368,7 @@ def concat(values, dim):
 # --- transforming one tree -----------------------------------------------------------------------
 
 
-def _map_tensors(fn: Callable[[Tensor], Tensor], value, what: str, leaf_types: tuple = (Tensor,),
+def map_tensors(fn: Callable[[Tensor], Tensor], value, what: str, leaf_types: tuple = (Tensor,),
                  cache_fn: CacheFunction | None = None):
     """Map `fn` over the tensors of one tree and, unless `cache_fn` says otherwise, over cached Tensors too."""
     if cache_fn is None:
@@ -387,7 +387,7 @@ def expand(value, *dims):
     """
     added = [d for d in dims if isinstance(d, Shape)]
     with _affecting(tuple(n for d in added for n in d.names), on_result=True):
-        return _map_tensors(lambda t: expand_tensor(t, *dims), value, 'expand', (Tensor, *NUMBER_TYPES))
+        return map_tensors(lambda t: expand_tensor(t, *dims), value, 'expand', (Tensor, *NUMBER_TYPES))
 
 
 def rename_dims(value, dims, names):
@@ -402,7 +402,7 @@ def rename_dims(value, dims, names):
     if callable(dims) and not isinstance(dims, Shape):
         dims = resolve_dims(dims, shape(value))
     with _affecting(resolve_dims(dims), on_result=False):
-        return _map_tensors(lambda t: rename_tensor_dims(t, dims, names), value, 'rename_dims')
+        return map_tensors(lambda t: rename_tensor_dims(t, dims, names), value, 'rename_dims')
 
 
 def slice_(value, selection):
@@ -434,7 +434,7 @@ def slice_(value, selection):
         return cached[0][selection]
 
     with _affecting(sliced, on_result=False):
-        return _map_tensors(lambda t: t[selection], value, 'slice_', cache_fn=slice_cached)
+        return map_tensors(lambda t: t[selection], value, 'slice_', cache_fn=slice_cached)
 
 
 def unstack(value, dim) -> tuple:

@@ -21,11 +21,10 @@ from dask.task_spec import DataNode, Task, TaskRef
 from .. import math
 from ..backend import backend_by_name, default_backend, get_precision, precision
 from ..dataclasses import cached_property_names
-from ..math import Tensor, batch, concat, stack
-from ..math._fields import config_fields, data_fields
-from ..math._structure import Joined
-from ..math._tree import shape as tree_shape
-from ..math._tree import slice_, tree_map
+from ..math import Tensor, batch, concat, config_fields, data_fields, stack
+from ..math import shape as tree_shape
+from ..math import slice as slice_
+from ..math.kinds import Joined, tree_map
 from ..storage import ArraySpec, block_complete, load_cache_as, worker_load_backend
 from ..storage._disk import DiskTensor, disk_tensor
 from ..storage._results import array_spec

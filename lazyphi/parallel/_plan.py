@@ -19,12 +19,10 @@ from dataclasses import dataclass, field
 from ..backend import DType
 from ..dataclasses import ALL, cached_property_names, direct_dependencies
 from ..dataclasses._cached import CACHED_PROPERTY_TYPES
-from ..math import Shape, ShapeDtype, Tensor, batch
-from ..math._fields import config_fields, data_fields
-from ..math._shape import EMPTY_SHAPE, resolve_dims
-from ..math._tensor import REDUCE
-from ..math._tree import register_cache_check, tree_map
-from ..math._tree import shape as tree_shape
+from ..math import EMPTY_SHAPE, Shape, ShapeDtype, Tensor, batch, config_fields, data_fields
+from ..math import shape as tree_shape
+from ..math._tree import register_cache_check
+from ..math.kinds import REDUCE, resolve_dims, tree_map
 from ..storage._results import COMPRESSORS
 from ._clients import worker_count
 from ._code import code_token

@@ -17,10 +17,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..backend import NUMPY, Backend, DType, combine_types
-from ..math import Shape, Tensor
-from ..math._kinds import stacked_shape
-from ..math._shape import merge_shapes
-from ..math._tensor import (
+from ..math import Shape, Tensor, merge_shapes
+from ..math.kinds import (
     CONCAT,
     ELEMENTWISE,
     FFT,
@@ -33,6 +31,7 @@ from ..math._tensor import (
     Dense,
     Op,
     dispatch,
+    stacked_shape,
 )
 
 

@@ -24,9 +24,8 @@ import numpy as np
 
 from .._errors import ChunkDamaged, ChunkMissing, DimNotFound
 from ..backend import NUMPY, Backend, DType, backend_by_name, convert
-from ..math._kinds import Expanded, Stacked
-from ..math._shape import Shape
-from ..math._tensor import CONCAT, GATHER, RENAME, Dense, Op, Tensor, read_only_native
+from ..math import Shape
+from ..math.kinds import CONCAT, GATHER, RENAME, Dense, Expanded, Op, Stacked, Tensor, read_only_native
 from ._chunks import aligned_empty, chunk_reader, range_slice
 from ._memory import MEMORY, current_load_backend, notify_loaded
 from ._results import ArraySpec, read_manifest, record_name, records_dir

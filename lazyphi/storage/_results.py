@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from .._errors import ManifestDamaged
 from ..backend import DType
 from ..math import Shape
-from ..math._shape import DIM_TYPES
+from ..math.kinds import DIM_TYPES
 
 FORMAT = 1
 MANIFEST = 'lazyphi.json'

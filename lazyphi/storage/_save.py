@@ -32,11 +32,8 @@ import numpy as np
 
 from .._errors import ManifestDamaged
 from ..backend import DType, backend_by_name, convert
-from ..math import Shape, ShapeDtype, Tensor
-from ..math._fields import data_fields, non_data_fields
-from ..math._shape import DIM_TYPES
-from ..math._tensor import Dense
-from ..math._tree import _is_cached_property
+from ..math import Shape, ShapeDtype, Tensor, data_fields, non_data_fields
+from ..math.kinds import DIM_TYPES, Dense, is_cached_property
 from ._chunks import chunk_writer, create_array, create_group
 from ._disk import DiskArray, DiskTensor, read_selection
 from ._memory import current_load_backend, notify_loaded
@@ -172,7 +169,7 @@ class _Writer:
         cache = {}
         if self.include_cache:
             for name, value in getattr(obj, '__dict__', {}).items():
-                if isinstance(value, Tensor) and name not in fields and _is_cached_property(cls, name):
+                if isinstance(value, Tensor) and name not in fields and is_cached_property(cls, name):
                     cache[name] = self.tensor(value, _join(location, name), f'{where}.{name}')
         return {'kind': 'dataclass', 'class': path, 'group': location, 'fields': fields, 'config': config,
                 'cache': cache}

@@ -1,0 +1,55 @@
+"""The extension interface of `lazyphi.math` for the layers above it.
+
+The layers above math (storage, dataclasses, parallel) import from math only `lazyphi.math`, the
+user's API, and this module; never math's private modules (a test walks the imports).
+
+**Tensor kinds.** Every operation is an `Op` with a category (`ELEMENTWISE`, `REDUCE`, `GATHER`, ...)
+and runs through `dispatch(op, tensors, params)`: all-`Dense` arguments run the dense
+implementation; otherwise each kind present is asked through its class method
+`__handle__(op, tensors, params)`, highest `_kind_priority` first, and a kind returns
+`NotImplemented` to pass; when all pass, the arguments are materialised with `_dense()`. A new
+kind subclasses `Tensor`, implements `shape`, `dtype`, `backend` and `_dense()` (and `available`
+if its data may be absent), and handles by category whatever it can serve better than
+materialising — so it takes part in operations written after it. `Expanded`, `Stacked` and
+`Joined` are the kinds of this layer; the disk-backed kind (storage) and the tracer are others.
+
+**Reductions.** `REDUCTIONS` says how each reduction behaves (under repetition, split into partial
+results and combined); kinds and the planner read it instead of keeping lists of their own.
+
+**Helpers** the layers above build on: tree traversal of tensors in tuples, lists, dicts and
+dataclasses; dim filters and specs; backend-native layout of dense tensors.
+"""
+
+from ._fields import resolved_annotations
+from ._kinds import Expanded, Joined, PartsKind, Stacked, expand_to, stack_dense, stacked_shape
+from ._reductions import REDUCTIONS, Reduction, reduction_of
+from ._shape import DIM_TYPES, parse_dim_spec, resolve_dims
+from ._tensor import (
+    CONCAT,
+    ELEMENTWISE,
+    FFT,
+    GATHER,
+    GATHER_TENSOR,
+    REDUCE,
+    RENAME,
+    RESHAPE,
+    STACK,
+    Dense,
+    Op,
+    Tensor,
+    aligned_native,
+    auto_cast,
+    common_backend,
+    dispatch,
+    normalize_selection,
+    read_only_native,
+)
+from ._tree import is_cached_property, map_tensors, tree_map
+
+__all__ = [
+    'CONCAT', 'DIM_TYPES', 'ELEMENTWISE', 'FFT', 'GATHER', 'GATHER_TENSOR', 'REDUCE', 'REDUCTIONS', 'RENAME',
+    'RESHAPE', 'STACK', 'Dense', 'Expanded', 'Joined', 'Op', 'PartsKind', 'Reduction', 'Stacked', 'Tensor',
+    'aligned_native', 'auto_cast', 'common_backend', 'dispatch', 'expand_to', 'is_cached_property', 'map_tensors',
+    'normalize_selection', 'parse_dim_spec', 'read_only_native', 'reduction_of', 'resolve_dims', 'resolved_annotations',
+    'stack_dense', 'stacked_shape', 'tree_map',
+]
