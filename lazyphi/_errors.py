@@ -26,10 +26,6 @@ class LabelNotFound(_ReadableKeyError):
     """An item label named by the caller is not among a dim's labels."""
 
 
-class NotAvailable(RuntimeError):
-    """A value's data is not available in this context (for example while tracing)."""
-
-
 class ManifestDamaged(OSError):
     """The manifest (`lazyphi.json`) of a disk-cache group is missing, unreadable or invalid."""
 

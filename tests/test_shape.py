@@ -8,7 +8,19 @@ from hypothesis import strategies as st
 from strategies import compatible_shapes, dims_of, shapes, sub_shapes
 
 from lazyphi._errors import DimNotFound, IncompatibleShapes
-from lazyphi.math._shape import _SHAPE_GETTERS as SHAPE_GETTERS
+from lazyphi.math._dims import (
+    batch,
+    channel,
+    dual,
+    instance,
+    non_batch,
+    non_channel,
+    non_dual,
+    non_instance,
+    non_spatial,
+    primal,
+    spatial,
+)
 from lazyphi.math._shape import (
     BATCH,
     CHANNEL,
@@ -21,23 +33,11 @@ from lazyphi.math._shape import (
     NonUniform,
     Shape,
     ShapeDtype,
-    batch,
-    channel,
     concat_shapes,
-    dual,
-    instance,
     merge_shapes,
-    non_batch,
-    non_channel,
-    non_dual,
-    non_instance,
-    non_spatial,
     parse_dim_spec,
-    primal,
-    register_shape_getter,
     resolve_dims,
     shape_of,
-    spatial,
 )
 
 FULL = batch(b=4) & dual(x=3) & instance(points=10) & spatial(x=64) & channel(vector='x,y')
@@ -600,35 +600,6 @@ def test_shape_of():
         shape_of(Opaque())
     with pytest.raises(TypeError, match=r"Cannot determine the Shape of a test_shape\.Shaped"):
         shape_of(Shaped((3,)))
-
-
-def test_register_shape_getter():
-    class Box:
-        pass
-
-    class Odd:
-        pass
-
-    def box_shape(obj):
-        return spatial(x=7) if isinstance(obj, Box) else None
-
-    def bad_getter(obj):
-        return (7,) if isinstance(obj, Odd) else None
-
-    register_shape_getter(box_shape)
-    register_shape_getter(bad_getter)
-    try:
-        assert shape_of(Box()) == spatial(x=7)
-        assert spatial(Box()) == spatial(x=7)
-        with pytest.raises(TypeError, match=r"Shape getter .*bad_getter.* returned tuple instead of a Shape"):
-            shape_of(Odd())
-        with pytest.raises(TypeError, match=r"Cannot determine the Shape of a test_shape\.Opaque"):
-            shape_of(Opaque())
-    finally:
-        SHAPE_GETTERS.remove(box_shape)
-        SHAPE_GETTERS.remove(bad_getter)
-    with pytest.raises(TypeError, match=r"A shape getter must be callable but got 3"):
-        register_shape_getter(3)
 
 
 # --- properties ---

@@ -14,7 +14,7 @@ from strategies import dims_of, shapes
 from lazyphi import math
 from lazyphi._errors import DimNotFound, IncompatibleShapes
 from lazyphi.math import EMPTY_SHAPE, Shape, Tensor, batch, channel, instance, merge_shapes, spatial
-from lazyphi.math._shape import DIM_TYPES, shape_of
+from lazyphi.math._shape import DIM_TYPES
 from lazyphi.math._tree import concat, expand, rename_dims, shape, slice_, stack, tree_map, unstack
 
 CALLS = collections.Counter()
@@ -138,7 +138,6 @@ def test_shape_of_dataclass_does_not_ask_getattr_for_a_shape():
 
     obj = DimLookup(points())
     assert shape(obj) == points().shape
-    assert shape_of(obj) == points().shape
     assert obj.points == 'points'
 
 
@@ -168,10 +167,9 @@ def test_dim_filters_and_merge_shapes_understand_trees():
     assert spatial(tree) == spatial(x=3)
     assert batch(tree) == batch(b=2)
     assert math.non_batch(tree) == spatial(x=3) & points().shape
-    assert shape_of(tree) == shape(tree)
     assert merge_shapes(tree, channel(k=1)) == shape(tree) & channel(k=1)
     assert spatial(cloud()) == EMPTY_SHAPE
-    assert shape_of(None) == EMPTY_SHAPE
+    assert shape(None) == EMPTY_SHAPE
 
 
 # --- stack ---------------------------------------------------------------------------------------

@@ -22,6 +22,22 @@ from ._creation import (
     zeros,
     zeros_like,
 )
+from ._dims import (
+    batch,
+    channel,
+    concat_shapes,
+    dual,
+    instance,
+    merge_shapes,
+    non_batch,
+    non_channel,
+    non_dual,
+    non_instance,
+    non_spatial,
+    primal,
+    shape,
+    spatial,
+)
 from ._fields import config_fields, data_fields, non_data_fields, special_fields
 from ._functional import assert_close, iterate
 from ._kinds import Expanded, Stacked
@@ -92,26 +108,13 @@ from ._shape import (
     NonUniform,
     Shape,
     ShapeDtype,
-    batch,
-    channel,
-    concat_shapes,
-    dual,
-    instance,
-    merge_shapes,
-    non_batch,
-    non_channel,
-    non_dual,
-    non_instance,
-    non_spatial,
-    primal,
-    spatial,
 )
 from ._structure import flatten_tensor as flatten
 from ._structure import pack_tensor_dims as pack_dims
 from ._structure import transpose
 from ._structure import unpack_tensor_dim as unpack_dim
 from ._tensor import DimView, Tensor
-from ._tree import concat, expand, rename_dims, shape, slice_, stack, unstack
+from ._tree import concat, expand, rename_dims, slice_, stack, unstack
 
 abs = abs_
 round = round_

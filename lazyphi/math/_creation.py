@@ -9,8 +9,9 @@ import numpy as np
 
 from .._errors import IncompatibleShapes
 from ..backend import Backend, DType, choose_backend, default_backend, get_precision
+from ._dims import channel, shape
 from ._kinds import expand_to
-from ._shape import EMPTY_SHAPE, Shape, channel, concat_shapes, merge_shapes, parse_dim_spec, shape_of
+from ._shape import EMPTY_SHAPE, Shape, concat_shapes, merge_shapes, parse_dim_spec
 from ._structure import as_dim, stack_tensors
 from ._tensor import NUMBER_TYPES, Dense, Tensor, read_only_native, scalar
 
@@ -19,7 +20,7 @@ DEFAULT_LIST_DIM = channel('vector')
 
 
 def _dims_of(dims: tuple) -> Shape:
-    return concat_shapes(*[parse_dim_spec(d) if isinstance(d, str) else shape_of(d) for d in dims]) if dims \
+    return concat_shapes(*[parse_dim_spec(d) if isinstance(d, str) else shape(d) for d in dims]) if dims \
         else EMPTY_SHAPE
 
 
@@ -174,8 +175,8 @@ def meshgrid(dims=None, stack_dim: Shape = DEFAULT_LIST_DIM, **dimensions) -> Te
     """
     axes = {}
     if dims is not None:
-        for name, size in zip(shape_of(dims).names, shape_of(dims).sizes, strict=True):
-            axes[name] = (shape_of(dims)[name], size)
+        for name, size in zip(shape(dims).names, shape(dims).sizes, strict=True):
+            axes[name] = (shape(dims)[name], size)
     for name, values in dimensions.items():
         axes[name] = (None, values)
     if not axes:

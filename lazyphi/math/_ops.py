@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from ..backend import Backend, DType, get_precision
-from ._shape import spatial
+from ._dims import spatial
 from ._tensor import (
     ABS,
     ELEMENTWISE,

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._dims import non_batch
 from ._ops import maximum, minimum, where
-from ._shape import non_batch
 from ._tensor import REDUCE, Dense, Op, Tensor, as_tensor, dims_in, dispatch
 
 

@@ -6,13 +6,13 @@ few attribute stores, and the functions here keep the common cases (equal shapes
 empty shape, one shape holding the other) free of any loops.
 """
 import operator
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import partialmethod
 from operator import itemgetter
-from typing import Any
 
 from .._errors import DimNotFound, IncompatibleShapes, LabelNotFound
+from ._sizes import NonUniform, gather_non_uniform, map_size_leaves, parse_size, size_from_nested
 
 BATCH = 'batch'
 DUAL = 'dual'
@@ -24,7 +24,6 @@ DIM_TYPES = (BATCH, DUAL, INSTANCE, SPATIAL, CHANNEL)
 _TYPE_ORDER = {t: i for i, t in enumerate(DIM_TYPES)}
 _SUPERSCRIPTS = {BATCH: 'ᵇ', DUAL: 'ᵈ', INSTANCE: 'ⁱ', SPATIAL: 'ˢ', CHANNEL: 'ᶜ'}
 _TYPE_LETTERS = {'b': BATCH, 'd': DUAL, 'i': INSTANCE, 's': SPATIAL, 'c': CHANNEL}
-_SIZE_FORMS = "an int >= 0, None, a NonUniform, or item labels as a str 'a,b' or a tuple of str"
 _FILTER_FORMS = ("None, a str like 'x,y', a Shape, a sequence of those, "
                  "or a function mapping a Shape to a Shape (such as spatial or non_batch)")
 _RAISE = object()  # default marker: no default was given
@@ -32,51 +31,6 @@ _CACHE_LIMIT = 4096  # entries per memo dict; they are keyed by small tuples and
 _CANONICAL_ORDERS: dict = {}  # types tuple -> itemgetter sorting them canonically, or None
 _TYPE_POSITIONS: dict = {}  # types tuple -> {dim type: (positions of that type, positions of others)}
 _RESOLVED: dict = {}  # parsed str and all-str tuple dim filters
-
-
-@dataclass(frozen=True)
-class NonUniform:
-    """Size of a dim whose length varies along other dims.
-
-    Args:
-        sizes: nested tuples of ints, the outermost level running along `along[0]`.
-        along: names of the dims the size varies along, one per nesting level.
-    """
-    sizes: tuple
-    along: tuple[str, ...]
-
-    def __post_init__(self):
-        if not isinstance(self.along, tuple) or not self.along or not all(isinstance(a, str) for a in self.along):
-            raise ValueError(f"NonUniform.along must be a non-empty tuple of dim names but got {self.along!r}")
-        if not isinstance(self.sizes, tuple) or not all(type(n) is int and n >= 0 for n in _leaves(self.sizes)):
-            raise ValueError(f"NonUniform.sizes must be nested tuples of ints >= 0 but got {self.sizes!r}")
-
-    @property
-    def max(self) -> int:
-        """Largest size found anywhere."""
-        return max(_leaves(self.sizes))
-
-    @property
-    def min(self) -> int:
-        """Smallest size found anywhere."""
-        return min(_leaves(self.sizes))
-
-    def __int__(self):
-        raise TypeError(f"A non-uniform size varies along {', '.join(self.along)} and has no single int value; "
-                        f"use .max or .min, or select along {self.along[0]!r} first")
-
-    def __str__(self) -> str:
-        leaves = list(_leaves(self.sizes))
-        span = f"{min(leaves)}..{max(leaves)}" if leaves else 'empty'
-        return f"{span} along {','.join(self.along)}"
-
-
-def _leaves(sizes) -> Iterator[int]:
-    if isinstance(sizes, tuple):
-        for item in sizes:
-            yield from _leaves(item)
-    else:
-        yield sizes
 
 
 class Shape:
@@ -290,7 +244,7 @@ class Shape:
     def with_size(self, size) -> 'Shape':
         """Copy of a rank-1 shape with a new size; str or tuple-of-str sizes become item labels."""
         i = self._single('with_size')
-        size, labels = _parse_size(size, self.names[i])
+        size, labels = parse_size(size, self.names[i])
         return Shape((size,), self.names, self.types, (labels,))
 
     def with_sizes(self, sizes) -> 'Shape':
@@ -309,11 +263,11 @@ class Shape:
                     new_sizes[i], new_labels[i] = sizes.sizes[j], sizes.labels[j]
             return Shape(tuple(new_sizes), names, self.types, tuple(new_labels))
         if not isinstance(sizes, (tuple, list)):
-            size, _ = _parse_size(sizes, ','.join(names))
+            size, _ = parse_size(sizes, ','.join(names))
             return Shape((size,) * len(names), names, self.types, (None,) * len(names))
         if len(sizes) != len(names):
             raise ValueError(f"with_sizes needs one size per dim of {self} but got {len(sizes)}: {sizes!r}")
-        parsed = [_parse_size(s, n) for s, n in zip(sizes, names, strict=True)]
+        parsed = [parse_size(s, n) for s, n in zip(sizes, names, strict=True)]
         return Shape(tuple(p[0] for p in parsed), names, self.types, tuple(p[1] for p in parsed))
 
     def with_dim_size(self, dim: 'str | Shape', size, keep_labels: bool = False) -> 'Shape':
@@ -324,7 +278,7 @@ class Shape:
         """
         i = self.index(dim)
         name = self.names[i]
-        new_size, new_labels = _parse_size(size, name)
+        new_size, new_labels = parse_size(size, name)
         if keep_labels and new_labels is None and self.labels[i] is not None:
             new_labels = self.labels[i]
             if len(new_labels) != new_size:
@@ -366,7 +320,7 @@ class Shape:
                 raise TypeError(f"New dim names must be a str 'a,b', a sequence of str or a Shape, but got {new!r}")
             _check_same_count(idx, new_names, self)
             for i, name in zip(idx, new_names, strict=True):
-                names[i] = _checked_name(name, types[i])
+                names[i] = checked_name(name, types[i])
         return _unique_or_raise(Shape(tuple(sizes), tuple(names), tuple(types), tuple(labels)), 'Shape.replace')
 
     def rename(self, dims, new_names) -> 'Shape':
@@ -411,10 +365,10 @@ class Shape:
                 continue
             s, lab = self.sizes[i], self.labels[i]
             if type(s) is NonUniform and any(a in norm for a in s.along):
-                s = _gather_non_uniform(s, norm)
+                s = gather_non_uniform(s, norm)
             if type(sel) is slice:
                 if isinstance(s, NonUniform):
-                    s = _size_from_nested(_map_leaves(s.sizes, lambda k, sl=sel: len(range(k)[sl])), s.along)
+                    s = size_from_nested(map_size_leaves(s.sizes, lambda k, sl=sel: len(range(k)[sl])), s.along)
                 elif s is not None:
                     s = len(range(s)[sel])
                 elif sel != slice(None):
@@ -477,35 +431,6 @@ def _dim_repr(name, size, dim_type, labels) -> str:
     return head if size is None else f"{head}={size}"
 
 
-def _gather_non_uniform(size: NonUniform, norm: dict) -> 'int | NonUniform':
-    """Select the entries of a non-uniform size along the dims it varies along."""
-    along = size.along
-
-    def walk(sizes, level):
-        if level == len(along):
-            return sizes
-        sel = norm.get(along[level])
-        if type(sel) is int:
-            return walk(sizes[sel], level + 1)
-        if sel is not None:
-            sizes = sizes[sel] if type(sel) is slice else tuple(sizes[i] for i in sel)
-        return tuple(walk(s, level + 1) for s in sizes)
-
-    return _size_from_nested(walk(size.sizes, 0), tuple(a for a in along if type(norm.get(a)) is not int))
-
-
-def _size_from_nested(sizes, along: tuple[str, ...]) -> 'int | NonUniform':
-    """An int if all nested `sizes` agree (or none are left to vary along), else a NonUniform."""
-    if not along:
-        return sizes
-    distinct = set(_leaves(sizes))
-    return distinct.pop() if len(distinct) == 1 else NonUniform(sizes, along)
-
-
-def _map_leaves(sizes, fn: Callable[[int], int]):
-    return tuple(_map_leaves(s, fn) for s in sizes) if isinstance(sizes, tuple) else fn(sizes)
-
-
 def _check_same_count(idx: list, new_names: Sequence, shape: Shape) -> None:
     if len(idx) != len(new_names):
         old = tuple(shape.names[i] for i in idx)
@@ -525,7 +450,7 @@ def _name_for_type(name: str, dim_type: str) -> str:
     return name[1:] if name.startswith('~') else name
 
 
-def _checked_name(name: str, dim_type: str) -> str:
+def checked_name(name: str, dim_type: str) -> str:
     """Validate a user-given dim name; dual names get their '~' prefix."""
     if dim_type != DUAL and name.isidentifier():
         return name
@@ -539,26 +464,6 @@ def _checked_name(name: str, dim_type: str) -> str:
         hint = "; only dual dims may start with '~'" if name.startswith('~') and dim_type != DUAL else ''
         raise ValueError(f"Invalid dim name {name!r}: names must be Python identifiers{prefix}{hint}")
     return name
-
-
-def _parse_size(value, name: str) -> tuple:
-    """Return (size, labels) for a user-given size of dim `name`."""
-    if type(value) is int and value >= 0:
-        return value, None
-    if value is None:
-        return None, None
-    if isinstance(value, NonUniform):
-        return value, None
-    if isinstance(value, str) or (isinstance(value, (tuple, list)) and all(isinstance(v, str) for v in value)):
-        labels = tuple(v.strip() for v in value.split(',')) if isinstance(value, str) else tuple(value)
-        if not labels or not all(labels) or len(set(labels)) != len(labels):
-            raise ValueError(f"Invalid labels {value!r} for dim {name!r}: labels must be non-empty and distinct")
-        return len(labels), labels
-    if not isinstance(value, bool) and hasattr(type(value), '__index__'):
-        size = operator.index(value)
-        if size >= 0:
-            return size, None
-    raise ValueError(f"Invalid size {value!r} for dim {name!r}: expected {_SIZE_FORMS}")
 
 
 @dataclass(frozen=True)
@@ -706,76 +611,13 @@ def concat_shapes(*shapes) -> Shape:
     return _unique_or_raise(result, f"Concatenating {', '.join(map(repr, shapes))}")
 
 
-# --- constructors and filters ---
-
-
-_DUAL_PREFIX_NOTE = " Names get a '~' prefix if they lack one."
-_CONSTRUCTOR_DOC = """{Type} dims from names and sizes, or the {type} dims of one shaped object.{prefix}
-
-    Args:
-        *args: dim names as str ('x' or 'x,y'; size unknown), or a single Shape or shaped object to filter.
-        **dims: name=size with an int, None, a NonUniform, or item labels as a str 'a,b' or a tuple of str.
-
-    Returns:
-        The new dims in argument order (keyword dims last), or the filtered dims.
-    """
-
-
-def _dim_constructor(dim_type: str) -> Callable[..., Shape]:
-    def construct(*args, **dims) -> Shape:
-        if args and not isinstance(args[0], str):
-            if len(args) != 1 or dims:
-                raise TypeError(f"{dim_type}() filters exactly one Shape or shaped object and takes no keyword sizes "
-                                f"then, but got {len(args)} positional and {len(dims)} keyword arguments")
-            return shape_of(args[0])._of_type(dim_type)
-        for arg in args:
-            if not isinstance(arg, str):
-                raise TypeError(f"{dim_type}() takes dim names as str or one Shape to filter, but got {arg!r}")
-        names, sizes, labels = [], [], []
-        for raw_name, value in [(n, None) for arg in args for n in arg.split(',')] + list(dims.items()):
-            name = _checked_name(raw_name, dim_type)
-            if name in names:
-                raise ValueError(f"Dim {name!r} is given more than once")
-            size, item_labels = _parse_size(value, name)
-            names.append(name)
-            sizes.append(size)
-            labels.append(item_labels)
-        return Shape(tuple(sizes), tuple(names), (dim_type,) * len(names), tuple(labels))
-
-    construct.__name__ = construct.__qualname__ = dim_type
-    construct.__doc__ = _CONSTRUCTOR_DOC.format(type=dim_type, Type=dim_type.capitalize(),
-                                                prefix=_DUAL_PREFIX_NOTE if dim_type == DUAL else '')
-    return construct
-
-
-def _dim_excluder(dim_type: str) -> Callable[[Any], Shape]:
-    def exclude(obj) -> Shape:
-        return shape_of(obj)._not_of_type(dim_type)
-
-    exclude.__name__ = exclude.__qualname__ = f'non_{dim_type}'
-    exclude.__doc__ = f"All dims of `obj` (a Shape or shaped object) except {dim_type} dims."
-    return exclude
-
-
-batch = _dim_constructor(BATCH)
-dual = _dim_constructor(DUAL)
-instance = _dim_constructor(INSTANCE)
-spatial = _dim_constructor(SPATIAL)
-channel = _dim_constructor(CHANNEL)
-non_batch = _dim_excluder(BATCH)
-non_dual = _dim_excluder(DUAL)
-non_instance = _dim_excluder(INSTANCE)
-non_spatial = _dim_excluder(SPATIAL)
-non_channel = _dim_excluder(CHANNEL)
-primal = non_dual
-_CONSTRUCTOR_TYPES = {batch: BATCH, dual: DUAL, instance: INSTANCE, spatial: SPATIAL, channel: CHANNEL}
-
-
 def _dim_type_arg(dim_type) -> str:
+    """A dim type from a type name ('batch', ...) or a dim constructor (`batch`, ..., which carry `dim_type`)."""
     if dim_type in _TYPE_ORDER:
         return dim_type
-    if dim_type in _CONSTRUCTOR_TYPES:
-        return _CONSTRUCTOR_TYPES[dim_type]
+    constructed = getattr(dim_type, 'dim_type', None)
+    if constructed in _TYPE_ORDER:
+        return constructed
     raise ValueError(f"Invalid dim type {dim_type!r}: expected one of {DIM_TYPES} or one of the functions "
                      f"batch, dual, instance, spatial, channel")
 
@@ -844,7 +686,7 @@ def parse_dim_spec(spec: str) -> Shape:
         if not sep or dim_type is None:
             raise ValueError(f"Invalid dim spec {part!r} in {spec!r}: expected 'name:type' "
                              f"with a type letter b, d, i, s or c")
-        name = _checked_name(name, dim_type)
+        name = checked_name(name, dim_type)
         if name in names:
             raise ValueError(f"Dim {name!r} appears more than once in {spec!r}")
         names.append(name)
@@ -854,21 +696,14 @@ def parse_dim_spec(spec: str) -> Shape:
 
 # --- shape_of ---
 
-_SHAPE_GETTERS: list[Callable[[Any], Shape | None]] = []
-
-
-def register_shape_getter(fn: Callable[[Any], Shape | None]) -> None:
-    """Let `shape_of` ask `fn(obj)` for the Shape of objects it does not know; `fn` returns None to pass."""
-    if not callable(fn):
-        raise TypeError(f"A shape getter must be callable but got {fn!r}")
-    _SHAPE_GETTERS.append(fn)
-
 
 def shape_of(obj) -> Shape:
-    """Shape of a Shape, of an object with a `.shape` Shape, of a Python number, or via a registered getter.
+    """Shape of a Shape, of an object with a Shape-valued `.shape` (such as a Tensor), or of a Python number.
+
+    Trees (tuples, lists, dicts, dataclasses) are measured by `lazyphi.math.shape`, which builds on this.
 
     Raises:
-        TypeError: no rule applies to `obj`.
+        TypeError: `obj` is none of these.
     """
     if isinstance(obj, Shape):
         return obj
@@ -877,12 +712,5 @@ def shape_of(obj) -> Shape:
         return shape
     if isinstance(obj, (int, float, complex)):
         return EMPTY_SHAPE
-    for getter in _SHAPE_GETTERS:
-        shape = getter(obj)
-        if shape is not None:
-            if not isinstance(shape, Shape):
-                raise TypeError(f"Shape getter {getter!r} returned {type(shape).__name__} instead of a Shape")
-            return shape
     raise TypeError(f"Cannot determine the Shape of a {type(obj).__module__}.{type(obj).__qualname__}: "
-                    f"expected a Shape, an object with a Shape-valued .shape, a Python number, "
-                    f"or a type handled by a function passed to register_shape_getter")
+                    f"expected a Shape, an object with a Shape-valued .shape, or a Python number")

@@ -6,17 +6,9 @@ import math
 from collections.abc import Sequence
 
 from .._errors import DimNotFound, IncompatibleShapes
+from ._dims import instance, shape
 from ._kinds import Stacked, concat_dense, expand_to, joined_shape, stack_dense, stacked_shape
-from ._shape import (
-    EMPTY_SHAPE,
-    Shape,
-    concat_shapes,
-    instance,
-    merge_shapes,
-    parse_dim_spec,
-    resolve_dims,
-    shape_of,
-)
+from ._shape import EMPTY_SHAPE, Shape, concat_shapes, merge_shapes, parse_dim_spec, resolve_dims
 from ._tensor import (
     CONCAT,
     RENAME_OP,
@@ -110,7 +102,7 @@ def unstack_tensor(value: Tensor, dim) -> tuple:
 def expand_tensor(value, *dims) -> Tensor:
     """`value` with the dims `dims` added, lazily: the values are not repeated in memory."""
     value = as_tensor(value)
-    add = merge_shapes(*[parse_dim_spec(d) if isinstance(d, str) else shape_of(d) for d in dims]) if dims \
+    add = merge_shapes(*[parse_dim_spec(d) if isinstance(d, str) else shape(d) for d in dims]) if dims \
         else EMPTY_SHAPE
     for name, size in zip(add.names, add.sizes, strict=True):
         if size is None:

@@ -520,14 +520,12 @@ INVERT = elementwise_op('invert')
 NEGATIVE = Op('negative', ELEMENTWISE, lambda ts: Dense(-ts[0]._native, ts[0]._shape, ts[0]._backend))
 ABS = elementwise_op('abs')
 
-_PY_FLOATS = (float, complex)
-
-
 def _binary(a: Tensor, b, op: Op):
     """Operators on two dense tensors of one backend and dtype skip dispatch: the common case, kept cheap.
 
     Not where the library would choose the result's dtype: int with float, and true division of ints
-    (floats of the current precision, the same on every backend).
+    (floats of the current precision, the same on every backend). The operator ops are named after the
+    backend functions that implement them.
     """
     if type(a) is Dense:
         if type(b) is Dense:
@@ -536,17 +534,17 @@ def _binary(a: Tensor, b, op: Op):
             if b._backend is backend and dtype == backend.dtype(b._native) and (
                     op is not DIV or dtype.kind not in _INTEGRAL):
                 if a._shape is b._shape or a._shape == b._shape:
-                    return Dense(getattr(backend, _FN[op])(a._native, b._native), a._shape, backend)
+                    return Dense(getattr(backend, op.name)(a._native, b._native), a._shape, backend)
                 out = merge_shapes(a._shape, b._shape)
-                return Dense(getattr(backend, _FN[op])(aligned_native(a, out), aligned_native(b, out)), out, backend)
+                return Dense(getattr(backend, op.name)(aligned_native(a, out), aligned_native(b, out)), out, backend)
         elif _scalar_keeps_dtype(a, b, op):
-            return Dense(getattr(a._backend, _FN[op])(a._native, b), a._shape, a._backend)
+            return Dense(getattr(a._backend, op.name)(a._native, b), a._shape, a._backend)
     return dispatch(op, (a, as_tensor(b)))
 
 
 def _binary_r(a: Tensor, b, op: Op):
     if type(a) is Dense and _scalar_keeps_dtype(a, b, op):
-        return Dense(getattr(a._backend, _FN[op])(b, a._native), a._shape, a._backend)
+        return Dense(getattr(a._backend, op.name)(b, a._native), a._shape, a._backend)
     return dispatch(op, (as_tensor(b), a))
 
 
@@ -559,9 +557,6 @@ def _scalar_keeps_dtype(a: Dense, b, op: Op) -> bool:
         (isinstance(b, float) or op is DIV) and a._backend.dtype(a._native).kind in _INTEGRAL)
 
 
-_FN = {op: op.name for op in (ADD, SUB, MUL, DIV, FLOORDIV, MOD, POW, EQUAL, NOT_EQUAL, AND, OR, XOR)}
-_FN[GREATER] = 'greater_than'
-_FN[GREATER_EQUAL] = 'greater_or_equal'
 
 
 # --- selection -------------------------------------------------------------------------
@@ -714,10 +709,3 @@ def dims_in(shape: Shape, dims) -> tuple:
     """Names of `dims` (any dim filter) that `shape` has, in `shape`'s order."""
     names = resolve_dims(dims, shape)
     return tuple(n for n in shape.names if n in names)
-
-
-def check_labels_size(shape: Shape):
-    for name, size, labels in zip(shape.names, shape.sizes, shape.labels, strict=True):
-        if labels is not None and isinstance(size, int) and len(labels) != size:
-            raise IncompatibleShapes(f'Dim {name!r} has {size} entries but {len(labels)} labels {labels}')
-

@@ -27,8 +27,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._errors import DimNotFound
+from ._dims import shape
 from ._fields import data_fields, field_names, non_data_fields
-from ._shape import EMPTY_SHAPE, Shape, merge_shapes, register_shape_getter, resolve_dims
+from ._shape import Shape, merge_shapes, resolve_dims
 from ._structure import as_dim, concat_tensors, expand_tensor, rename_tensor_dims, stack_tensors, unstack_tensor
 from ._tensor import NUMBER_TYPES, Tensor, dims_in, normalize_selection
 
@@ -235,59 +236,6 @@ def tree_map(fn: Callable[[Any], Any], tree, leaf_types: type | tuple = Tensor):
 
 
 # --- shape ---------------------------------------------------------------------------------------
-
-
-def shape(obj) -> Shape:
-    """The Shape of a Tensor, a shaped object, or a tree of them.
-
-    Args:
-        obj: a Tensor or Shape; a number, bool, None, str or bytes (no dims); a tuple, list or dict,
-            whose element shapes are merged (no new dim is added); a dataclass instance, whose data
-            fields' shapes are merged unless it has a Shape-valued `shape` attribute; or any object
-            with a Shape-valued `shape` attribute.
-
-    Raises:
-        TypeError: `obj` is none of these, such as an array whose axes have no names.
-        IncompatibleShapes: the shapes of the elements of a tree disagree on a dim.
-    """
-    if isinstance(obj, Tensor):
-        return obj.shape
-    if isinstance(obj, Shape):
-        return obj
-    if obj is None or isinstance(obj, (*NUMBER_TYPES, str, bytes)):
-        return EMPTY_SHAPE
-    if isinstance(obj, (tuple, list)):
-        return merge_shapes(*map(shape, obj)) if obj else EMPTY_SHAPE
-    if isinstance(obj, dict):
-        return merge_shapes(*map(shape, obj.values())) if obj else EMPTY_SHAPE
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        # only a `shape` the class declares counts: a `__getattr__` that looks up dims must not be asked for it
-        own = obj.shape if hasattr(type(obj), 'shape') or 'shape' in field_names(obj) else None
-        if isinstance(own, Shape):
-            return own
-        return merge_shapes(*[shape(getattr(obj, f.name)) for f in data_fields(obj)])
-    own = getattr(obj, 'shape', None)
-    if isinstance(own, Shape):
-        return own
-    name = f"{type(obj).__module__}.{type(obj).__qualname__}"
-    if isinstance(own, tuple):
-        if not own:
-            return EMPTY_SHAPE
-        raise TypeError(f"Cannot determine the Shape of a {name} with axes of sizes {own}: its axes have no names. "
-                        f"Wrap it first, e.g. tensor(array, batch('b'), spatial('x')).")
-    raise TypeError(f"Cannot determine the Shape of {obj!r} of type {name}: expected {_TREE_FORMS}, "
-                    f"a Shape, or an object with a Shape-valued .shape attribute")
-
-
-def _tree_shape(obj) -> Shape | None:
-    """Shape getter for `shape_of`: the shape of trees, None, str and bytes; None (pass) for anything else."""
-    if obj is None or isinstance(obj, (tuple, list, dict, str, bytes)) or (
-            dataclasses.is_dataclass(obj) and not isinstance(obj, type)):
-        return shape(obj)
-    return None
-
-
-register_shape_getter(_tree_shape)
 
 
 # --- combining trees -----------------------------------------------------------------------------

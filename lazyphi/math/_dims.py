@@ -1,0 +1,155 @@
+"""The dim constructors and filters (`batch`, `spatial`, ..., `non_batch`, ...) and the Shape of any value.
+
+`batch(x=3)` makes dims; `batch(obj)` selects the batch dims of a Shape, a tensor or a tree of them,
+measured by `shape`, which knows tensors, numbers, tuples, lists, dicts and dataclass instances.
+"""
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from ._fields import data_fields, field_names
+from ._shape import (
+    BATCH,
+    CHANNEL,
+    DUAL,
+    EMPTY_SHAPE,
+    INSTANCE,
+    SPATIAL,
+    Shape,
+    checked_name,
+    parse_size,
+)
+from ._shape import concat_shapes as _concat_shapes
+from ._shape import merge_shapes as _merge_shapes
+from ._tensor import NUMBER_TYPES, Tensor
+
+_TREE_FORMS = 'a Tensor, a number, or a tuple, list, dict or dataclass instance holding those'
+
+
+def shape(obj) -> Shape:
+    """The Shape of a Tensor, a shaped object, or a tree of them.
+
+    Args:
+        obj: a Tensor or Shape; a number, bool, None, str or bytes (no dims); a tuple, list or dict,
+            whose element shapes are merged (no new dim is added); a dataclass instance, whose data
+            fields' shapes are merged unless it has a Shape-valued `shape` attribute; or any object
+            with a Shape-valued `shape` attribute.
+
+    Raises:
+        TypeError: `obj` is none of these, such as an array whose axes have no names.
+        IncompatibleShapes: the shapes of the elements of a tree disagree on a dim.
+    """
+    if isinstance(obj, Tensor):
+        return obj.shape
+    if isinstance(obj, Shape):
+        return obj
+    if obj is None or isinstance(obj, (*NUMBER_TYPES, str, bytes)):
+        return EMPTY_SHAPE
+    if isinstance(obj, (tuple, list)):
+        return _merge_shapes(*map(shape, obj)) if obj else EMPTY_SHAPE
+    if isinstance(obj, dict):
+        return _merge_shapes(*map(shape, obj.values())) if obj else EMPTY_SHAPE
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        # only a `shape` the class declares counts: a `__getattr__` that looks up dims must not be asked for it
+        own = obj.shape if hasattr(type(obj), 'shape') or 'shape' in field_names(obj) else None
+        if isinstance(own, Shape):
+            return own
+        return _merge_shapes(*[shape(getattr(obj, f.name)) for f in data_fields(obj)])
+    own = getattr(obj, 'shape', None)
+    if isinstance(own, Shape):
+        return own
+    name = f"{type(obj).__module__}.{type(obj).__qualname__}"
+    if isinstance(own, tuple):
+        if not own:
+            return EMPTY_SHAPE
+        raise TypeError(f"Cannot determine the Shape of a {name} with axes of sizes {own}: its axes have no names. "
+                        f"Wrap it first, e.g. tensor(array, batch('b'), spatial('x')).")
+    raise TypeError(f"Cannot determine the Shape of {obj!r} of type {name}: expected {_TREE_FORMS}, "
+                    f"a Shape, or an object with a Shape-valued .shape attribute")
+
+
+_DUAL_PREFIX_NOTE = " Names get a '~' prefix if they lack one."
+_CONSTRUCTOR_DOC = """{Type} dims from names and sizes, or the {type} dims of one shaped object.{prefix}
+
+    Args:
+        *args: dim names as str ('x' or 'x,y'; size unknown), or a single Shape or shaped object to filter.
+        **dims: name=size with an int, None, a NonUniform, or item labels as a str 'a,b' or a tuple of str.
+
+    Returns:
+        The new dims in argument order (keyword dims last), or the filtered dims.
+    """
+
+
+def _dim_constructor(dim_type: str) -> Callable[..., Shape]:
+    def construct(*args, **dims) -> Shape:
+        if args and not isinstance(args[0], str):
+            if len(args) != 1 or dims:
+                raise TypeError(f"{dim_type}() filters exactly one Shape or shaped object and takes no keyword sizes "
+                                f"then, but got {len(args)} positional and {len(dims)} keyword arguments")
+            return shape(args[0])._of_type(dim_type)
+        for arg in args:
+            if not isinstance(arg, str):
+                raise TypeError(f"{dim_type}() takes dim names as str or one Shape to filter, but got {arg!r}")
+        names, sizes, labels = [], [], []
+        for raw_name, value in [(n, None) for arg in args for n in arg.split(',')] + list(dims.items()):
+            name = checked_name(raw_name, dim_type)
+            if name in names:
+                raise ValueError(f"Dim {name!r} is given more than once")
+            size, item_labels = parse_size(value, name)
+            names.append(name)
+            sizes.append(size)
+            labels.append(item_labels)
+        return Shape(tuple(sizes), tuple(names), (dim_type,) * len(names), tuple(labels))
+
+    construct.__name__ = construct.__qualname__ = dim_type
+    construct.dim_type = dim_type  # lets Shape.as_type and dim filters recognise the constructor
+    construct.__doc__ = _CONSTRUCTOR_DOC.format(type=dim_type, Type=dim_type.capitalize(),
+                                                prefix=_DUAL_PREFIX_NOTE if dim_type == DUAL else '')
+    return construct
+
+
+def _dim_excluder(dim_type: str) -> Callable[[Any], Shape]:
+    def exclude(obj) -> Shape:
+        return shape(obj)._not_of_type(dim_type)
+
+    exclude.__name__ = exclude.__qualname__ = f'non_{dim_type}'
+    exclude.__doc__ = f"All dims of `obj` (a Shape or shaped object) except {dim_type} dims."
+    return exclude
+
+
+batch = _dim_constructor(BATCH)
+dual = _dim_constructor(DUAL)
+instance = _dim_constructor(INSTANCE)
+spatial = _dim_constructor(SPATIAL)
+channel = _dim_constructor(CHANNEL)
+non_batch = _dim_excluder(BATCH)
+non_dual = _dim_excluder(DUAL)
+non_instance = _dim_excluder(INSTANCE)
+non_spatial = _dim_excluder(SPATIAL)
+non_channel = _dim_excluder(CHANNEL)
+primal = non_dual
+
+
+def merge_shapes(*objs, allow_varying_sizes: bool = False) -> Shape:
+    """Union of the dims of `objs`: Shapes, tensors, or trees of them (see `shape`).
+
+    Dims are ordered by type (batch, dual, instance, spatial, channel), within a type by first appearance.
+
+    Args:
+        allow_varying_sizes: a dim whose sizes differ gets size None instead of raising.
+
+    Raises:
+        IncompatibleShapes: a shared dim differs in size, type or labels.
+    """
+    return _merge_shapes(*[o if isinstance(o, Shape) else shape(o) for o in objs],
+                         allow_varying_sizes=allow_varying_sizes)
+
+
+def concat_shapes(*objs) -> Shape:
+    """The dims of `objs` (Shapes, tensors, or trees of them) in the order given.
+
+    Raises:
+        IncompatibleShapes: a dim name occurs more than once.
+    """
+    return _concat_shapes(*[o if isinstance(o, Shape) else shape(o) for o in objs])
