@@ -24,7 +24,7 @@ from .math import (
 
 __version__ = '0.1.0.dev0'
 
-_LAZY = {'save': '.storage._save', 'load': '.storage._save'}  # these import Zarr: loaded on first use (PEP 562)
+_LAZY = {'save': '.storage', 'load': '.storage'}  # these import Zarr: loaded on first use (PEP 562)
 
 
 def __getattr__(name: str):

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from ._errors import ManifestDamaged, ResultNotFound
-from .storage._results import completion, delete_group, read_manifest, result_groups
+from .storage import completion, delete_group, read_manifest, result_groups
 
 __all__ = ['ResultInfo', 'ResultNotFound', 'delete_result', 'delete_results', 'list_results']
 

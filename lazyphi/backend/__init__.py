@@ -14,12 +14,13 @@ from ._backend import (
     context_backend,
     convert,
     default_backend,
+    on_backend_loaded,
     register_backend,
     register_lazy_backend,
     set_global_default_backend,
 )
 from ._device import ComputeDevice
-from ._dtype import DType, combine_types
+from ._dtype import DType, combine_types, to_numpy_dtype
 from ._numpy import NUMPY
 from ._objects import OBJECTS
 from ._precision import get_precision, precision, set_global_precision
@@ -46,6 +47,7 @@ __all__ = [
     'default_backend',
     'get_current_profile',
     'get_precision',
+    'on_backend_loaded',
     'precision',
     'profile',
     'profile_function',
@@ -53,4 +55,5 @@ __all__ = [
     'register_lazy_backend',
     'set_global_default_backend',
     'set_global_precision',
+    'to_numpy_dtype',
 ]

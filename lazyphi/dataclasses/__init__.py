@@ -9,7 +9,13 @@ did not change (found by analysing the property's code), the tree functions of `
 import importlib
 
 from ..math import config_fields, data_fields, non_data_fields, special_fields
-from ._cached import cached_properties, cached_property, cached_property_names, cached_values
+from ._cached import (
+    cached_properties,
+    cached_property,
+    cached_property_names,
+    cached_values,
+    is_cached_property,
+)
 from ._checked import checked
 from ._deps import ALL, DirectDependencies, direct_dependencies, explain_dependencies, property_dependencies
 from ._mutate import copy_and_mutate
@@ -31,9 +37,9 @@ def __getattr__(name: str):
 
 
 __all__ = [
-    'ALL', 'DirectDependencies',
-    'cached_properties', 'cached_property', 'cached_property_names', 'cached_values', 'checked', 'config_fields',
-    'copy', 'copy_and_mutate', 'data_eq', 'data_field', 'data_fields', 'dataclass_repr', 'direct_dependencies',
-    'equal', 'explain_dependencies', 'from_state_dict', 'getitem', 'non_data_fields', 'property_dependencies',
-    'replace', 'sliceable', 'special_fields', 'state_dict', 'static_field', 'to_backend', 'to_device',
+    'ALL', 'DirectDependencies', 'cached_properties', 'cached_property', 'cached_property_names', 'cached_values',
+    'checked', 'config_fields', 'copy', 'copy_and_mutate', 'data_eq', 'data_field', 'data_fields', 'dataclass_repr',
+    'direct_dependencies', 'equal', 'explain_dependencies', 'from_state_dict', 'getitem', 'is_cached_property',
+    'non_data_fields', 'property_dependencies', 'replace', 'sliceable', 'special_fields', 'state_dict',
+    'static_field', 'to_backend', 'to_device',
 ]

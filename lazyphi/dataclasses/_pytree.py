@@ -28,8 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._errors import IncompatibleShapes
-from ..backend import Backend, NoBackendFound, choose_backend
-from ..backend._backend import on_backend_loaded
+from ..backend import Backend, NoBackendFound, choose_backend, on_backend_loaded
 from ..math import Expanded, Shape, Stacked, Tensor, data_fields
 from ..math.kinds import Dense
 

@@ -21,8 +21,7 @@ from typing import Any
 import numpy as np
 
 from .._errors import DimNotFound, IncompatibleShapes, LabelNotFound
-from ..backend import NUMPY, Backend, DType, backend_by_name, choose_backend, convert, get_precision
-from ..backend._dtype import combine_types
+from ..backend import NUMPY, Backend, DType, backend_by_name, choose_backend, combine_types, convert, get_precision
 from ._shape import EMPTY_SHAPE, Shape, merge_shapes, resolve_dims
 
 ELEMENTWISE = 'elementwise'  # n-ary, broadcasting by name; params are non-tensor arguments

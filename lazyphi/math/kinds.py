@@ -44,12 +44,13 @@ from ._tensor import (
     normalize_selection,
     read_only_native,
 )
-from ._tree import is_cached_property, map_tensors, tree_map
+from ._tree import is_cached_property, map_tensors, register_cache_check, tree_map
 
 __all__ = [
     'CONCAT', 'DIM_TYPES', 'ELEMENTWISE', 'FFT', 'GATHER', 'GATHER_TENSOR', 'REDUCE', 'REDUCTIONS', 'RENAME',
     'RESHAPE', 'STACK', 'Dense', 'Expanded', 'Joined', 'Op', 'PartsKind', 'Reduction', 'Stacked', 'Tensor',
     'aligned_native', 'auto_cast', 'common_backend', 'dispatch', 'expand_to', 'is_cached_property', 'map_tensors',
-    'normalize_selection', 'parse_dim_spec', 'read_only_native', 'reduction_of', 'resolve_dims', 'resolved_annotations',
+    'normalize_selection', 'parse_dim_spec', 'read_only_native', 'reduction_of', 'register_cache_check', 'resolve_dims',
+    'resolved_annotations',
     'stack_dense', 'stacked_shape', 'tree_map',
 ]

@@ -25,10 +25,18 @@ from ..math import Tensor, batch, concat, config_fields, data_fields, stack
 from ..math import shape as tree_shape
 from ..math import slice as slice_
 from ..math.kinds import Joined, tree_map
-from ..storage import ArraySpec, block_complete, load_cache_as, worker_load_backend
-from ..storage._disk import DiskTensor, disk_tensor
-from ..storage._results import array_spec
-from ..storage._write import check_cache_dir_visible, prepare_result, write_block
+from ..storage import (
+    ArraySpec,
+    DiskTensor,
+    array_spec,
+    block_complete,
+    check_cache_dir_visible,
+    disk_tensor,
+    load_cache_as,
+    prepare_result,
+    worker_load_backend,
+    write_block,
+)
 from ._clients import client_of
 from ._plan import CHUNK_BYTES, Plan, Stage, _descriptor, _tensors, plan
 from ._schedulers import run_graph

@@ -17,13 +17,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..backend import DType
-from ..dataclasses import ALL, cached_property_names, direct_dependencies
-from ..dataclasses._cached import CACHED_PROPERTY_TYPES
+from ..dataclasses import ALL, cached_property_names, direct_dependencies, is_cached_property
 from ..math import EMPTY_SHAPE, Shape, ShapeDtype, Tensor, batch, config_fields, data_fields
 from ..math import shape as tree_shape
-from ..math._tree import register_cache_check
-from ..math.kinds import REDUCE, resolve_dims, tree_map
-from ..storage._results import COMPRESSORS
+from ..math.kinds import REDUCE, register_cache_check, resolve_dims, tree_map
+from ..storage import COMPRESSORS
 from ._clients import worker_count
 from ._code import code_token
 from ._property import INFER, MIXED
@@ -227,7 +225,7 @@ def property_name(prop) -> str:
     """The attribute name of a cached or parallel property given as `Cls.prop`, or the name itself."""
     if isinstance(prop, str):
         return prop
-    if isinstance(prop, CACHED_PROPERTY_TYPES) and prop.attrname:
+    if is_cached_property(prop) and prop.attrname:
         return prop.attrname
     raise TypeError(f'parallel_compute takes properties as Cls.prop of a @cached_property or @parallel_property '
                     f'(or their names); got {prop!r}')

@@ -19,7 +19,17 @@ from ._memory import (
     set_cache_ttl,
     worker_load_backend,
 )
-from ._results import ArraySpec, block_complete, complete_chunks, read_manifest
+from ._results import (
+    COMPRESSORS,
+    ArraySpec,
+    array_spec,
+    block_complete,
+    complete_chunks,
+    completion,
+    delete_group,
+    read_manifest,
+    result_groups,
+)
 
 # names loaded on first use -> their modules
 _LAZY = {'DiskTensor': '._disk', 'disk_tensor': '._disk', 'get_cache_files': '._disk',
@@ -35,8 +45,9 @@ def __getattr__(name: str):
 
 
 __all__ = [
-    'ArraySpec', 'CacheDirNotShared', 'ChunkDamaged', 'ChunkMissing', 'DiskTensor', 'ManifestDamaged',
-    'block_complete', 'check_cache_dir_visible', 'clear_memory_cache', 'complete_chunks', 'current_load_backend',
-    'disk_tensor', 'get_cache_files', 'load', 'load_cache_as', 'on_load_into_memory', 'prepare_result', 'read_manifest',
-    'save', 'set_cache_ttl', 'worker_load_backend', 'write_block',
+    'COMPRESSORS', 'ArraySpec', 'CacheDirNotShared', 'ChunkDamaged', 'ChunkMissing', 'DiskTensor',
+    'ManifestDamaged', 'array_spec', 'block_complete', 'check_cache_dir_visible', 'clear_memory_cache',
+    'complete_chunks', 'completion', 'current_load_backend', 'delete_group', 'disk_tensor', 'get_cache_files',
+    'load', 'load_cache_as', 'on_load_into_memory', 'prepare_result', 'read_manifest', 'result_groups', 'save',
+    'set_cache_ttl', 'worker_load_backend', 'write_block',
 ]

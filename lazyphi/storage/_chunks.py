@@ -31,7 +31,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..backend._dtype import to_numpy_dtype
+from ..backend import to_numpy_dtype
 
 # Zarr v3 data types whose little-endian bytes are NumPy's dtype of the same name.
 _DATA_TYPES = frozenset({'bool', 'int8', 'int16', 'int32', 'int64', 'uint8', 'uint16', 'uint32', 'uint64',
