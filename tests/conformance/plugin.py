@@ -37,7 +37,10 @@ def read_expected_failures(path: Path = LIST) -> dict[str, str]:
 
 
 def suite_test_ids(root: Path) -> list[str]:
-    """Ids of the test methods in the suite's files, read from their source (no import needed)."""
+    """Ids of the test methods in the suite's files, read from their source (no import needed).
+
+    A method defined twice in one class counts once, as Python keeps only the last definition.
+    """
     ids = []
     for file in sorted(root.rglob('test_*.py')):
         tree = ast.parse(file.read_text())
@@ -45,7 +48,7 @@ def suite_test_ids(root: Path) -> list[str]:
             if isinstance(cls, ast.ClassDef):
                 ids += [f'{file.relative_to(root).as_posix()}::{cls.name}::{f.name}' for f in cls.body
                         if isinstance(f, ast.FunctionDef) and f.name.startswith('test')]
-    return ids
+    return list(dict.fromkeys(ids))
 
 
 class Conformance:
