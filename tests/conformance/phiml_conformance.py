@@ -1,6 +1,6 @@
 """pytest plugin running PhiML's own test suite against lazyphi with a strict list of expected failures.
 
-Loaded by `pytest -c tests/conformance/pytest.ini` (see `scripts/test.sh`). Each line of
+Loaded by `pytest -c tests/conformance/pytest.ini` (see its comment for the whole command). Each line of
 `expected_failures.txt` names one test (`file::Class::test`, relative to the suite's `tests/` folder)
 and, after ` | `, why lazyphi fails it. Listed tests are strict expected failures: one that passes fails
 the run, so the list only shrinks. An entry naming no collected test fails the run too. At the end one
@@ -51,11 +51,18 @@ def suite_test_ids(root: Path) -> list[str]:
     return list(dict.fromkeys(ids))
 
 
+def suite_root(path: Path) -> Path:
+    """The suite's `tests/` folder: `path` itself or the nearest folder above it of that name."""
+    path = path.resolve()
+    return next((p for p in (path, *path.parents) if p.name == 'tests'), path)
+
+
 class Conformance:
     def __init__(self):
         self.expected = read_expected_failures()
         self.root: Path | None = None
         self.outcomes: dict[str, str] = {}
+        self.ids: dict[str, str] = {}  # pytest node id -> test id relative to the suite's root
 
     def test_id(self, item_path: Path, nodeid: str) -> str:
         relative = item_path.resolve().relative_to(self.root).as_posix()
@@ -63,10 +70,11 @@ class Conformance:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(self, config, items):
-        self.root = Path(config.args[0]).resolve() if config.args else Path.cwd()
+        self.root = suite_root(Path(config.args[0]) if config.args else Path.cwd())
         seen = set()
         for item in items:
             test_id = self.test_id(item.path, item.nodeid)
+            self.ids[item.nodeid] = test_id
             seen.add(test_id)
             if test_id in self.expected:
                 item.add_marker(pytest.mark.xfail(reason=self.expected[test_id], strict=True))
@@ -76,8 +84,8 @@ class Conformance:
                                     f'{stale}')
 
     def pytest_runtest_logreport(self, report):
-        if report.when == 'call' or report.outcome != 'passed':
-            test_id = self.test_id(Path(report.fspath), report.nodeid)
+        if report.nodeid in self.ids and (report.when == 'call' or report.outcome != 'passed'):
+            test_id = self.ids[report.nodeid]
             if hasattr(report, 'wasxfail'):
                 outcome = 'xpassed' if report.passed else 'xfailed'
             else:
