@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from strategies import compatible_shapes, dims_of, shapes, sub_shapes
 
-from lazyphi._errors import DimNotFound, IncompatibleShapes
+from lazyphi._errors import DimNotFound, IncompatibleShapes, LabelNotFound
 from lazyphi.math._dims import (
     batch,
     channel,
@@ -29,7 +29,6 @@ from lazyphi.math._shape import (
     EMPTY_SHAPE,
     INSTANCE,
     SPATIAL,
-    LabelNotFound,
     NonUniform,
     Shape,
     ShapeDtype,
@@ -237,7 +236,8 @@ def test_type_properties():
     assert FULL.batch == batch(b=4) and FULL.dual == dual(x=3) and FULL.instance == instance(points=10)
     assert FULL.spatial == spatial(x=64) and FULL.channel == channel(vector='x,y')
     assert FULL.non_batch.names == ('~x', 'points', 'x', 'vector')
-    assert FULL.non_dual.names == FULL.primal.names == ('b', 'points', 'x', 'vector')
+    assert FULL.non_dual.names == ('b', 'points', 'x', 'vector')
+    assert FULL.primal.names == ('points', 'x', 'vector') and FULL.non_primal.names == ('b', '~x')
     assert FULL.non_instance.names == ('b', '~x', 'x', 'vector')
     assert FULL.non_spatial.names == ('b', '~x', 'points', 'vector')
     assert FULL.non_channel.names == ('b', '~x', 'points', 'x')
@@ -578,12 +578,24 @@ def test_parse_dim_spec():
     assert parse_dim_spec('') == EMPTY_SHAPE
 
 
+def test_parse_dim_spec_forms_of_phiml():
+    assert parse_dim_spec('points:i,(x,y)') == instance('points') & channel(vector='x,y')
+    assert parse_dim_spec('row:c,~col') == channel('row') + dual('col')  # in the order written
+    assert parse_dim_spec('b:b,x') == batch('b') & spatial('x')
+    assert parse_dim_spec('x:spatial, t:batch') == spatial('x') + batch('t')
+    assert parse_dim_spec('~vector:d=(a,b)') == dual(vector='a,b')
+    assert parse_dim_spec('rgb=(r,g,b)') == channel(rgb='r,g,b')
+    assert parse_dim_spec('~(u,v)') == dual(vector='u,v')
+    assert parse_dim_spec('name', default_type=INSTANCE) == instance('name')
+
+
 @pytest.mark.parametrize('spec, error, message', [
-    ('x', ValueError, r"Invalid dim spec 'x' in 'x': expected 'name:type' with a type letter b, d, i, s or c"),
-    ('b:b,x:q', ValueError, r"Invalid dim spec 'x:q' in 'b:b,x:q'"),
-    ('x:spatial', ValueError, r"Invalid dim spec 'x:spatial'"),
+    ('xy', ValueError, r"Invalid dim spec 'xy': the dim 'xy' needs a type, as in 'xy:s'"),
+    ('b:b,x:q', ValueError, r"Invalid dim type 'q' in the dim spec 'b:b,x:q': expected one of b, d, i, s, c"),
+    ('~x:s', ValueError, r"Invalid dim spec '~x:s': only dual dims are written with a '~'"),
     ('1x:s', ValueError, r"Invalid dim name '1x'"),
     ('x:s,x:c', ValueError, r"Dim 'x' appears more than once in 'x:s,x:c'"),
+    ('x:s;y:s', ValueError, r"Invalid dim spec 'x:s;y:s' at 'x:s;y:s'"),
     (['x:s'], TypeError, r"A dim spec must be a str like 'b:b,x:s,vector:c' but got \['x:s'\]"),
 ])
 def test_parse_dim_spec_errors(spec, error, message):
@@ -705,3 +717,62 @@ def test_type_conversion_round_trip(shape):
     assert all(n.startswith('~') for n in shape.as_dual().names)
     assert not any(n.startswith('~') for n in shape.as_channel().names)
     assert shape.as_spatial().as_dual().as_spatial() == shape.as_spatial()
+
+
+# --- the Shape members phiml has ---
+
+
+def test_shape_arithmetic_and_concatenation():
+    s = spatial(x=3, y=2)
+    assert s + 1 == spatial(x=4, y=3) and s - 1 == spatial(x=2, y=1)
+    assert (s + channel(vector='a,b')).names == ('x', 'y', 'vector')
+    assert (spatial(x=3) + batch(b=2)).names == ('x', 'b')  # `+` keeps the order written
+    assert s - 'x' == spatial(y=2) and s - spatial == EMPTY_SHAPE and s - ['y'] == spatial(x=3)
+    with pytest.raises(ValueError, match=r"batch dims do not allow"):
+        batch(b=2) + 1
+    with pytest.raises(ValueError, match=r"sizes that stay >= 0"):
+        spatial(x=0) - 1
+
+
+def test_and_dual_appends_dual_twins_of_primal_dims():
+    s = batch(b=2) & spatial(x=10) & channel(vector='x,y')
+    assert (s & dual) == s + dual(x=10, vector='x,y')
+    assert (dual & s) == s & dual
+    with pytest.raises(TypeError, match=r"only `dual` can be merged as a function"):
+        s & spatial
+
+
+def test_counts_and_sub_shapes():
+    s = batch(b=2) & dual(x=2) & instance(p=1) & spatial(x=3, y=None) & channel(vector='u,v')
+    assert (s.batch_rank, s.dual_rank, s.instance_rank, s.spatial_rank, s.channel_rank) == (1, 1, 1, 2, 1)
+    assert s.singleton == instance(p=1) and s.non_singleton.names == ('b', '~x', 'x', 'y', 'vector')
+    assert s.undefined == spatial('y') and s.defined.names == ('b', '~x', 'p', 'x', 'vector')
+    assert not s.well_defined and s.defined.well_defined
+    assert s.name_list == list(s.names) and s.reversed.names == s.names[::-1]
+    assert s.untyped_dict == {'b': 2, '~x': 2, 'p': 1, 'x': 3, 'y': None, 'vector': ('u', 'v')}
+    assert spatial(x=2, y=3).dim_type == SPATIAL and s.get_dim_type('~x') == DUAL
+    with pytest.raises(ValueError, match=r"needs dims of one type"):
+        s.dim_type
+
+
+def test_non_uniform_members():
+    from lazyphi.math.kinds import stacked_shape
+    s = stacked_shape([spatial(x=3, y=3), spatial(x=3, y=4)], batch(stack=2))
+    assert s.is_non_uniform and s.non_uniform == s['y'] and s.non_uniform_shape == batch(stack=2)
+    assert s.unstack('stack') == (spatial(x=3, y=3), spatial(x=3, y=4))
+    assert not spatial(x=2).is_non_uniform and spatial(x=2).non_uniform_shape == EMPTY_SHAPE
+
+
+def test_compatibility_sizes_masks_and_indices():
+    s = spatial(x=2, y=3) & channel(vector='a,b')
+    assert s.is_compatible(spatial(x=2)) and not s.is_compatible(spatial(x=3))
+    assert s.without_sizes() == spatial('x,y') & channel('vector')
+    assert s.mask('vector,x') == (1, 0, 1)
+    assert s.flipped('vector').get_item_names('vector') == ('b', 'a') and s.flipped('x') == s
+    assert s.first_index() == {'x': 0, 'y': 0, 'vector': 0}
+    assert s.first_index(names=True) == {'x': 0, 'y': 0, 'vector': 'a'}
+    assert list(spatial(x=2, y=2).meshgrid()) == [{'x': 0, 'y': 0}, {'x': 0, 'y': 1}, {'x': 1, 'y': 0},
+                                                  {'x': 1, 'y': 1}]
+    assert s.after_pad({'x': (1, 2), 'vector': (0, 1), 'z': (5, 5)}) == spatial(x=5, y=3) & channel(vector=3)
+    assert s.prepare_gather('vector', 'b') == 1 and s.prepare_gather('x', slice(1)) == slice(1)
+    assert batch(b='0,') == batch(b=('0',))  # a trailing comma makes one label explicit

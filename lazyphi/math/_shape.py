@@ -5,14 +5,16 @@ optionally one label per item. Shapes are plain immutable values: building one c
 few attribute stores, and the functions here keep the common cases (equal shapes, an
 empty shape, one shape holding the other) free of any loops.
 """
-import operator
+import itertools
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import partialmethod
 from operator import itemgetter
 
-from .._errors import DimNotFound, IncompatibleShapes, LabelNotFound
-from ._sizes import NonUniform, gather_non_uniform, map_size_leaves, parse_size, size_from_nested
+from .._errors import DimNotFound, IncompatibleShapes
+from ._selection import ShapeSelection
+from ._sizes import NonUniform, parse_size
 
 BATCH = 'batch'
 DUAL = 'dual'
@@ -33,7 +35,7 @@ _TYPE_POSITIONS: dict = {}  # types tuple -> {dim type: (positions of that type,
 _RESOLVED: dict = {}  # parsed str and all-str tuple dim filters
 
 
-class Shape:
+class Shape(ShapeSelection):
     """Immutable sequence of named, typed dims with sizes and optional item labels.
 
     The constructor stores its arguments as they are, without checks, because it sits
@@ -110,9 +112,11 @@ class Shape:
             return default
         return self.sizes[self.index(name)]
 
-    def get_type(self, name: str) -> str:
-        """Type of dim `name`."""
+    def get_type(self, name: 'str | Shape') -> str:
+        """Type of dim `name`: 'batch', 'dual', 'instance', 'spatial' or 'channel'."""
         return self.types[self.index(name)]
+
+    get_dim_type = get_type
 
     def get_item_names(self, name: str) -> tuple[str, ...] | None:
         """Item labels of dim `name`, or None."""
@@ -180,7 +184,37 @@ class Shape:
         return '(' + ', '.join(map(_dim_repr, self.names, self.sizes, self.types, self.labels)) + ')'
 
     def __and__(self, other) -> 'Shape':
+        """Merge with another shape; `shape & dual` appends the dual twins of the non-batch, non-dual dims."""
+        if isinstance(other, Shape):
+            return merge_shapes(self, other)
+        if callable(other) and getattr(other, 'dim_type', None) == DUAL:
+            return concat_shapes(self, self.primal.as_dual())
+        if callable(other):
+            raise TypeError(f"Shape & {getattr(other, '__name__', other)!r}: only `dual` can be merged as a "
+                            f"function (it adds the dual twins of the dims); merge Shapes or shaped objects")
         return merge_shapes(self, other)
+
+    __rand__ = __and__
+
+    def __add__(self, other) -> 'Shape':
+        """`shape + int` adds to every size; `shape + shape` concatenates, keeping both orders."""
+        if isinstance(other, int) and not isinstance(other, bool):
+            return self._plus(other, '+')
+        return concat_shapes(self, other)
+
+    def __sub__(self, other) -> 'Shape':
+        """`shape - int` subtracts from every size; `shape - dims` removes dims (any dim filter)."""
+        if isinstance(other, int) and not isinstance(other, bool):
+            return self._plus(-other, '-')
+        return self.without(other)
+
+    def _plus(self, n: int, operator_name: str) -> 'Shape':
+        if self.batch:
+            raise ValueError(f"Shape {operator_name} int changes sizes, which batch dims do not allow: {self}")
+        if not all(isinstance(size, int) for size in self.sizes) or any(size + n < 0 for size in self.sizes):
+            raise ValueError(f"Shape {operator_name} {abs(n)} needs known sizes that stay >= 0, but the shape is "
+                             f"{self}")
+        return Shape(tuple(size + n for size in self.sizes), self.names, self.types, (None,) * len(self.names))
 
     def __mul__(self, dtype) -> 'ShapeDtype':
         return ShapeDtype(self, dtype)
@@ -237,7 +271,103 @@ class Shape:
     non_instance = property(lambda self: self._not_of_type(INSTANCE), doc="All dims except instance dims.")
     non_spatial = property(lambda self: self._not_of_type(SPATIAL), doc="All dims except spatial dims.")
     non_channel = property(lambda self: self._not_of_type(CHANNEL), doc="All dims except channel dims.")
-    primal = non_dual
+    primal = property(lambda self: self._select([i for i, t in enumerate(self.types) if t not in (BATCH, DUAL)]),
+                      doc="The dims that are neither batch nor dual: instance, spatial and channel dims.")
+    non_primal = property(lambda self: self._select([i for i, t in enumerate(self.types) if t in (BATCH, DUAL)]),
+                          doc="The batch and dual dims.")
+    batch_rank = property(lambda self: self.types.count(BATCH), doc="Number of batch dims.")
+    dual_rank = property(lambda self: self.types.count(DUAL), doc="Number of dual dims.")
+    instance_rank = property(lambda self: self.types.count(INSTANCE), doc="Number of instance dims.")
+    spatial_rank = property(lambda self: self.types.count(SPATIAL), doc="Number of spatial dims.")
+    channel_rank = property(lambda self: self.types.count(CHANNEL), doc="Number of channel dims.")
+    singleton = property(lambda self: self._select([i for i, s in enumerate(self.sizes) if s == 1]),
+                         doc="The dims of size 1.")
+    non_singleton = property(lambda self: self._select([i for i, s in enumerate(self.sizes) if s != 1]),
+                             doc="The dims whose size is not 1.")
+    defined = property(lambda self: self._select([i for i, s in enumerate(self.sizes) if s is not None]),
+                       doc="The dims of known size.")
+    undefined = property(lambda self: self._select([i for i, s in enumerate(self.sizes) if s is None]),
+                         doc="The dims whose size is unknown.")
+    well_defined = property(lambda self: None not in self.sizes, doc="True if every size is known.")
+    name_list = property(lambda self: list(self.names), doc="The dim names as a list.")
+    reversed = property(lambda self: self._select(range(len(self.names) - 1, -1, -1)),
+                        doc="This shape with its dims in reverse order.")
+    untyped_dict = property(lambda self: {n: lab if lab is not None else s for n, s, lab in
+                                          zip(self.names, self.sizes, self.labels, strict=True)},
+                            doc="{name: size, or the item labels where the dim has them}.")
+
+    @property
+    def dim_type(self) -> str:
+        """The type ('batch', 'spatial', ...) of the dims of a shape whose dims share one type."""
+        types = set(self.types)
+        if len(types) != 1:
+            raise ValueError(f"Shape.dim_type needs dims of one type, but {self} has {len(types)} types")
+        return types.pop()
+
+    @property
+    def non_uniform(self) -> 'Shape':
+        """The dims whose size varies along other dims (a `NonUniform` size)."""
+        return self._select([i for i, s in enumerate(self.sizes) if isinstance(s, NonUniform)])
+
+    @property
+    def is_non_uniform(self) -> bool:
+        """True if some size varies along other dims."""
+        return not self.is_uniform
+
+    @property
+    def non_uniform_shape(self) -> 'Shape':
+        """The dims along which some size of this shape varies."""
+        along = dict.fromkeys(a for s in self.sizes if isinstance(s, NonUniform) for a in s.along)
+        return self.only(tuple(along), reorder=True)
+
+    def unstack(self, dim: str) -> tuple['Shape', ...]:
+        """The shape of each slice along `dim` (non-uniform sizes resolved per slice), `dim` removed."""
+        size = self.get_size(dim)
+        if not isinstance(size, int):
+            raise ValueError(f"Shape.unstack({dim!r}) needs a dim of known, uniform size, but {self} has {size}")
+        return tuple(self.after_gather({dim: i}) for i in range(size))
+
+    def is_compatible(self, other: 'Shape') -> bool:
+        """True if this shape and `other` merge without conflict (sizes, types and labels of shared dims agree)."""
+        try:
+            merge_shapes(self, other)
+            return True
+        except IncompatibleShapes:
+            return False
+
+    def without_sizes(self) -> 'Shape':
+        """This shape with every size unknown and no item labels."""
+        return Shape((None,) * len(self.names), self.names, self.types, (None,) * len(self.names))
+
+    def mask(self, names) -> tuple[int, ...]:
+        """1 for each dim selected by the dim filter `names`, 0 for the others, in this shape's order."""
+        selected = resolve_dims(names, self)
+        return tuple(int(n in selected) for n in self.names)
+
+    def flipped(self, dims) -> 'Shape':
+        """The shape of a value flipped along `dims`: the item labels of those dims in reverse order."""
+        selected = resolve_dims(dims, self)
+        labels = tuple(lab[::-1] if lab is not None and n in selected else lab
+                       for n, lab in zip(self.names, self.labels, strict=True))
+        return Shape(self.sizes, self.names, self.types, labels)
+
+    def first_index(self, names: bool = False) -> dict:
+        """The index {dim: 0} of the first element (with `names`, the first item label where a dim has labels)."""
+        return {n: lab[0] if names and lab else 0 for n, lab in zip(self.names, self.labels, strict=True)}
+
+    def meshgrid(self, names: bool = False):
+        """Iterate over the index {dim: position} of every element, the last dim fastest.
+
+        Args:
+            names: give item labels instead of positions for dims that have labels.
+        """
+        for size in self.sizes:
+            if not isinstance(size, int):
+                raise ValueError(f"Shape.meshgrid() needs known, uniform sizes, but the shape is {self}")
+        for index in itertools.product(*[range(s) for s in self.sizes]):
+            yield {n: lab[i] if names and lab is not None else i
+                   for n, lab, i in zip(self.names, self.labels, index, strict=True)}
+
 
     # --- modified copies ---
 
@@ -344,75 +474,6 @@ class Shape:
     as_instance = partialmethod(as_type, INSTANCE)
     as_spatial = partialmethod(as_type, SPATIAL)
     as_channel = partialmethod(as_type, CHANNEL)
-
-    def after_gather(self, selection: dict) -> 'Shape':
-        """Shape of the result of indexing with `selection`, which maps dim names to selections.
-
-        An int or a single label removes the dim; a slice, a list or tuple of ints or labels, or a
-        str 'a,b' of several labels keeps it with the selected items. Non-uniform sizes follow
-        the selection along the dims they vary along. Names not in this shape are ignored.
-        """
-        norm = {}
-        for name, sel in selection.items():
-            if sel is not None and name in self.names:
-                norm[name] = self._normalize_selection(name, sel)
-        if not norm:
-            return self
-        sizes, names, types, labels = [], [], [], []
-        for i, n in enumerate(self.names):
-            sel = norm.get(n)
-            if type(sel) is int:
-                continue
-            s, lab = self.sizes[i], self.labels[i]
-            if type(s) is NonUniform and any(a in norm for a in s.along):
-                s = gather_non_uniform(s, norm)
-            if type(sel) is slice:
-                if isinstance(s, NonUniform):
-                    s = size_from_nested(map_size_leaves(s.sizes, lambda k, sl=sel: len(range(k)[sl])), s.along)
-                elif s is not None:
-                    s = len(range(s)[sel])
-                elif sel != slice(None):
-                    s = None
-                lab = None if lab is None else lab[sel]
-            elif sel is not None:
-                s = len(sel)
-                lab = None if lab is None else tuple(lab[i] for i in sel)
-            sizes.append(s)
-            names.append(n)
-            types.append(self.types[i])
-            labels.append(lab)
-        return Shape(tuple(sizes), tuple(names), tuple(types), tuple(labels))
-
-    def _normalize_selection(self, name: str, sel) -> int | slice | tuple[int, ...]:
-        """Turn a selection along `name` into an int, a slice or a tuple of ints."""
-        if isinstance(sel, slice):
-            return sel
-        if isinstance(sel, str):
-            if ',' in sel:
-                return tuple(self._label_index(name, label) for label in resolve_dims(sel))
-            return self._label_index(name, sel.strip())
-        if isinstance(sel, (list, tuple)):
-            return tuple(self._label_index(name, e) if isinstance(e, str) else self._int_index(name, e) for e in sel)
-        return self._int_index(name, sel)
-
-    def _int_index(self, name: str, index) -> int:
-        if isinstance(index, bool) or not hasattr(type(index), '__index__'):
-            raise TypeError(f"Cannot select {index!r} along dim {name!r}: expected an int, a slice, "
-                            f"an item label str, or a list or tuple of ints or labels")
-        index = operator.index(index)
-        size = self.sizes[self.names.index(name)]
-        if isinstance(size, int) and not -size <= index < size:
-            raise IndexError(f"Index {index} is out of range for dim {name!r} of size {size} in {self}")
-        return index
-
-    def _label_index(self, name: str, label: str) -> int:
-        labels = self.labels[self.names.index(name)]
-        if labels is None:
-            raise LabelNotFound(f"Cannot select label {label!r} along dim {name!r} of {self}: the dim has no labels")
-        try:
-            return labels.index(label)
-        except ValueError:
-            raise LabelNotFound(f"Label {label!r} is not among the labels {labels} of dim {name!r}") from None
 
 
 def _type_positions(types: tuple[str, ...]) -> dict[str, tuple[tuple[int, ...], tuple[int, ...]]]:
@@ -675,23 +736,68 @@ def _resolve_sequence(dims, shape: Shape | None) -> tuple[str, ...]:
     return tuple(names)
 
 
-def parse_dim_spec(spec: str) -> Shape:
-    """Shape of unknown sizes from a spec like 'b:b,x:s,vector:c' (type letters b, d, i, s, c)."""
+_SPEC = re.compile(r"""\s*(?:
+      (?P<tilde>~?)(?P<name>\w+)(?::(?P<type>\w+))?(?:=\((?P<labels>[^)]*)\))?   # name, :type, =(labels)
+    | (?P<vtilde>~?)\((?P<vlabels>[^)]*)\)                                     # (labels): the vector dim
+    )\s*(?:,|$)""", re.VERBOSE)
+_TYPE_WORDS = {**_TYPE_LETTERS, **{t: t for t in DIM_TYPES}}
+
+
+def parse_dim_spec(spec: str, default_type: str | None = None) -> Shape:
+    """The dims a spec string describes, e.g. 'b:b,x:s,vector:c', 'points:i,(x,y)' or 'row:c,~col'.
+
+    Each comma-separated entry is `name:type` (a type letter b, d, i, s, c or the type's name), optionally
+    followed by `=(a,b)` item labels; `name=(a,b)` is a channel dim with labels; `(a,b)` the channel dim
+    `vector` with labels; `~name` a dual dim; a single letter such as `x` a spatial dim. A plain name takes
+    `default_type` if given. Sizes are unknown unless labels give them.
+    """
     if not isinstance(spec, str):
         raise TypeError(f"A dim spec must be a str like 'b:b,x:s,vector:c' but got {spec!r}")
-    names, types = [], []
-    for part in resolve_dims(spec):
-        name, sep, letter = part.partition(':')
-        dim_type = _TYPE_LETTERS.get(letter.strip())
-        if not sep or dim_type is None:
-            raise ValueError(f"Invalid dim spec {part!r} in {spec!r}: expected 'name:type' "
-                             f"with a type letter b, d, i, s or c")
-        name = checked_name(name, dim_type)
+    sizes, names, types, labels = [], [], [], []
+    pos = 0
+    while pos < len(spec):
+        match = _SPEC.match(spec, pos)
+        if match is None or match.end() == pos:
+            raise ValueError(f"Invalid dim spec {spec!r} at {spec[pos:]!r}: expected entries like 'name:type', "
+                             f"'name:type=(a,b)', '(a,b)', '~name' or a single letter, the type being b, d, i, s or "
+                             f"c (batch, dual, instance, spatial, channel)")
+        pos = match.end()
+        if match['vlabels'] is not None:
+            tilde, name, type_word, items = match['vtilde'], 'vector', None, match['vlabels']
+        else:
+            tilde, name, type_word, items = match['tilde'], match['name'], match['type'], match['labels']
+        dim_type = _spec_type(spec, tilde, name, type_word, items, default_type)
+        name = checked_name(tilde + name, dim_type)
         if name in names:
             raise ValueError(f"Dim {name!r} appears more than once in {spec!r}")
+        item_labels = parse_size(items, name)[1] if items is not None else None
         names.append(name)
         types.append(dim_type)
-    return Shape((None,) * len(names), tuple(names), tuple(types), (None,) * len(names))
+        labels.append(item_labels)
+        sizes.append(len(item_labels) if item_labels else None)
+    return Shape(tuple(sizes), tuple(names), tuple(types), tuple(labels))
+
+
+def _spec_type(spec: str, tilde: str, name: str, type_word, items, default_type) -> str:
+    """The dim type of one entry of a dim spec (see `parse_dim_spec`)."""
+    if type_word is not None:
+        dim_type = _TYPE_WORDS.get(type_word)
+        if dim_type is None:
+            raise ValueError(f"Invalid dim type {type_word!r} in the dim spec {spec!r}: expected one of b, d, i, s, c "
+                             f"or {', '.join(DIM_TYPES)}")
+        if tilde and dim_type != DUAL:
+            raise ValueError(f"Invalid dim spec {spec!r}: only dual dims are written with a '~', as in '~{name}:d'")
+        return dim_type
+    if tilde:
+        return DUAL
+    if items is not None:
+        return CHANNEL
+    if len(name) == 1:
+        return SPATIAL
+    if default_type is not None:
+        return default_type
+    raise ValueError(f"Invalid dim spec {spec!r}: the dim {name!r} needs a type, as in '{name}:s' (b, d, i, s or c); "
+                     f"only single-letter names default to spatial")
 
 
 # --- shape_of ---

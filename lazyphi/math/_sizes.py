@@ -51,6 +51,12 @@ def size_leaves(sizes) -> Iterator[int]:
         yield sizes
 
 
+def _labels_of(text: str) -> tuple[str, ...]:
+    """Item labels from 'a,b' (a trailing comma, as in '0,', makes a single label explicit)."""
+    parts = [v.strip() for v in text.split(',')]
+    return tuple(parts[:-1] if len(parts) > 1 and not parts[-1] else parts)
+
+
 def parse_size(value, name: str) -> tuple:
     """Return (size, labels) for a user-given size of dim `name`."""
     if type(value) is int and value >= 0:
@@ -60,7 +66,7 @@ def parse_size(value, name: str) -> tuple:
     if isinstance(value, NonUniform):
         return value, None
     if isinstance(value, str) or (isinstance(value, (tuple, list)) and all(isinstance(v, str) for v in value)):
-        labels = tuple(v.strip() for v in value.split(',')) if isinstance(value, str) else tuple(value)
+        labels = _labels_of(value) if isinstance(value, str) else tuple(value)
         if not labels or not all(labels) or len(set(labels)) != len(labels):
             raise ValueError(f"Invalid labels {value!r} for dim {name!r}: labels must be non-empty and distinct")
         return len(labels), labels
