@@ -752,7 +752,7 @@ def test_counts_and_sub_shapes():
     assert s.untyped_dict == {'b': 2, '~x': 2, 'p': 1, 'x': 3, 'y': None, 'vector': ('u', 'v')}
     assert spatial(x=2, y=3).dim_type == SPATIAL and s.get_dim_type('~x') == DUAL
     with pytest.raises(ValueError, match=r"needs dims of one type"):
-        s.dim_type
+        _ = s.dim_type
 
 
 def test_non_uniform_members():
