@@ -300,6 +300,18 @@ OPERATIONS = {
     'slicing': lambda t: t.x[1:3], 'operators': lambda t: (t * 2 - 1) / 3 % 2 ** t // 1,
     'comparisons': lambda t: (t < 0) | (t >= 1) & ~(t == 0.5),
     'assert_close': lambda t: math.assert_close(t, t),
+    'b2i': math.b2i, 's2b': math.s2b, 'si2d': math.si2d, 'p2d': math.p2d,
+    'c2b': lambda t: math.c2b(math.expand(t, channel(c=2))), 'c2d': lambda t: math.c2d(math.expand(t, channel(c=2))),
+    'i2b': lambda t: math.i2b(math.expand(t, math.instance(i=2))),
+    'd2i': lambda t: math.d2i(math.expand(t, math.dual(d=2))), 'd2s': lambda t: math.d2s(math.expand(t, math.dual(d=2))),
+    'ccat': lambda t: math.ccat([math.expand(t, channel(c=1))] * 2), 'scat': lambda t: math.scat([t.y[0], t.y[1]]),
+    'icat': lambda t: math.icat([math.expand(t, math.instance(i=1))] * 2),
+    'dcat': lambda t: math.dcat([math.expand(t, math.dual(d=1))] * 2),
+    'tcat': lambda t: math.tcat([t.y[0], t.y[1]], spatial), 'ncat': lambda t: math.ncat([t, t], spatial('x')),
+    'spack': lambda t: math.spack(t, 'p'), 'ipack': lambda t: math.ipack(math.expand(t, math.instance(i=2)), 'p:i'),
+    'cpack': lambda t: math.cpack(math.expand(t, channel(c=2)), 'p'),
+    'dpack': lambda t: math.dpack(math.expand(t, math.dual(d=2)), '~p'),
+    'squeeze': lambda t: math.squeeze(math.expand(t, channel(c=1)), 'c'),
 }
 FALLBACKS = {
     'assert_close': 'numpy()',  # compares values: data-dependent conversion, per element
@@ -342,5 +354,5 @@ def test_operation_is_traced_or_a_listed_fallback(name):
         with np.errstate(all='ignore'):  # invalid values (log of negatives) only matter for the shape check
             expected = op(DATA)
         assert prop.output.shape == expected.shape and prop.output.dtype == expected.dtype
-        reduces_example = name in ('sum', 'transpose', 'flatten') and 'example' not in expected.shape
+        reduces_example = name in ('sum', 'transpose', 'flatten', 'b2i') and 'example' not in expected.shape
         assert ('example' in prop.requires) == reduces_example

@@ -405,7 +405,8 @@ def test_rename_pack_unpack_flatten_transpose():
     np.testing.assert_array_equal(p.numpy('b,points'), data.reshape(2, 12))
     u = math.unpack_dim(p, 'points', spatial(x=3), spatial('y'))
     math.assert_close(u, t)
-    f = math.flatten(t)
+    assert math.flatten(t).shape == batch(b=2) & instance(flat=12)  # batch dims stay, as in phiml
+    f = math.flatten(t, flatten_batch=True)
     assert f.shape == instance(flat=24)
     tr = math.transpose(t, 'y,x,b')
     assert tr.shape.names == ('y', 'x', 'b')

@@ -13,9 +13,10 @@ from strategies import dims_of, shapes
 
 from lazyphi import math
 from lazyphi._errors import DimNotFound, IncompatibleShapes
-from lazyphi.math import EMPTY_SHAPE, Shape, Tensor, batch, channel, instance, merge_shapes, spatial
+from lazyphi.math import EMPTY_SHAPE, Shape, Tensor, batch, channel, instance, merge_shapes, shape, spatial
+from lazyphi.math._magic_ops import concat, expand, rename_dims, slice_, stack, unstack
 from lazyphi.math._shape import DIM_TYPES
-from lazyphi.math._tree import concat, expand, rename_dims, shape, slice_, stack, tree_map, unstack
+from lazyphi.math._tree import tree_map
 
 CALLS = collections.Counter()
 
@@ -329,8 +330,9 @@ def test_stack_argument_errors():
     with pytest.raises(TypeError, match=r"the keys of a dict of values become item labels and must be str, but got "
                                         r"\[1, 2\]"):
         stack({1: points(), 2: points()}, batch('b'))
-    with pytest.raises(TypeError, match=r"stack\(\) dim must be a Shape with one dim"):
-        stack([points()], batch(b=1) & spatial(x=1))
+    with pytest.raises(ValueError, match=r"stack\(\) along \(bᵇ=2, xˢ=2\) needs 4 values \(the dims' volume\) but "
+                                         r"got 1"):
+        stack([points()], batch(b=2) & spatial(x=2))
     with pytest.raises(IncompatibleShapes, match=r"Cannot stack along 'points'"):
         stack([points(), points()], instance('points'))
 
@@ -509,7 +511,7 @@ def test_slice_that_changes_nothing_returns_the_same_objects():
 
 
 def test_slice_errors():
-    with pytest.raises(TypeError, match=r"slice_\(\) takes a dict \{dim: index, slice, label or index tensor\}, a "
+    with pytest.raises(TypeError, match=r"slice\(\) takes a dict \{dim: index, slice, label or index tensor\}, a "
                                         r"label str like 'x' or 'x,y', or a tuple or list of those, but got int 3"):
         slice_(points(), 3)
     with pytest.raises(KeyError, match=r"(?i)no dim of \(pointsⁱ=3, vectorᶜ=x,y\) has the labels"):

@@ -16,6 +16,7 @@ from ._reductions import reduction_of
 from ._shape import NonUniform, Shape, merge_shapes
 from ._tensor import (
     ELEMENTWISE,
+    EXPAND,
     GATHER,
     REDUCE,
     RENAME,
@@ -92,6 +93,8 @@ class Expanded(Tensor):
             inner_sel = {d: s for d, s in selection.items() if d in self._inner.shape.names}
             inner = dispatch(op, (self._inner,), (inner_sel,)) if inner_sel else self._inner
             return expand_to(inner, self._shape.after_gather(selection))
+        if category == EXPAND:
+            return Expanded(self._inner, params[0])
         if category == RENAME:
             old, new = params
             present = tuple(i for i, n in enumerate(old) if n in self._inner.shape.names)
@@ -103,12 +106,16 @@ class Expanded(Tensor):
 
 
 def expand_to(value: Tensor, shape: Shape) -> Tensor:
-    """`value` seen with `shape` (a superset of its dims), expanding lazily; unchanged if nothing is added."""
+    """`value` seen with `shape` (a superset of its dims), expanding lazily; unchanged if nothing is added.
+
+    Expanding is an operation (category EXPAND), so kinds without values, such as the tracer, take part.
+    """
     if value.shape.rank == shape.rank:
         return value
-    if type(value) is Expanded:
-        value = value._inner
-    return Expanded(value, shape)
+    return dispatch(EXPAND_OP, (value,), (shape,))
+
+
+EXPAND_OP = Op('expand', EXPAND, lambda ts, shape: Expanded(ts[0], shape), any_kind=True)
 
 
 class PartsKind(Tensor):

@@ -138,22 +138,33 @@ def _dense_reshape(ts: Sequence[Dense], order: tuple, shape: Shape) -> Dense:
 RESHAPE_OP = Op('reshape', RESHAPE, _dense_reshape)
 
 
-def pack_tensor_dims(value: Tensor, dims, packed_dim: Shape) -> Tensor:
-    """Merge `dims` into the single dim `packed_dim`, in the order the dims are given (row-major)."""
+def pack_tensor_dims(value: Tensor, dims, packed_dim: Shape, pos: int | None = None) -> Tensor:
+    """Merge `dims` into the single dim `packed_dim`, in the order the dims are given (row-major).
+
+    The packed dim goes where the first packed dim was, or to position `pos` among the remaining dims.
+    Without dims to pack, `packed_dim` is added with its size (1 if it has none).
+    """
     value = as_tensor(value)
     packed_dim = as_dim(packed_dim, 'packed_dim')
     names = tuple(n for n in resolve_dims(dims, value.shape) if n in value.shape.names)
     if not names:
-        return expand_to(value, merge_shapes(value.shape, packed_dim.with_size(1)))
+        size = packed_dim.size if isinstance(packed_dim.size, int) else 1
+        return expand_to(value, merge_shapes(value.shape, packed_dim.with_size(size)))
     size = math.prod(value.shape.get_size(n) for n in names)
     if packed_dim.labels[0] is not None and len(packed_dim.labels[0]) != size:
         raise IncompatibleShapes(f'pack_dims(): {packed_dim} has labels for {len(packed_dim.labels[0])} entries '
                                  f'but the packed dims {names} hold {size}')
     packed = packed_dim if packed_dim.labels[0] is not None else packed_dim.with_size(size)
-    first = min(value.shape.index(n) for n in names)
     rest = [n for n in value.shape.names if n not in names]
-    before = value.shape[[n for n in rest if value.shape.index(n) < first]]
-    after = value.shape[[n for n in rest if value.shape.index(n) > first]]
+    if pos is None:
+        first = min(value.shape.index(n) for n in names)
+        before = value.shape[[n for n in rest if value.shape.index(n) < first]]
+        after = value.shape[[n for n in rest if value.shape.index(n) > first]]
+    else:
+        if not -len(rest) - 1 <= pos <= len(rest):
+            raise ValueError(f'pack_dims(): pos={pos} is outside the {len(rest)} remaining dims {rest}')
+        pos = pos % (len(rest) + 1)
+        before, after = value.shape[rest[:pos]], value.shape[rest[pos:]]
     result = concat_shapes(before, packed, after)
     order = before.names + names + after.names
     return dispatch(RESHAPE_OP, (value,), (order, result))

@@ -33,19 +33,25 @@ GATHER_TENSOR = 'gather_tensor'  # (tensor, integer index tensor); params: (dim,
 STACK = 'stack'  # params: (dim,) — a rank-1 Shape with size and labels set
 CONCAT = 'concat'  # params: (dim name, result Shape)
 FFT = 'fft'  # params: (dims,); element-wise along every other dim
+EXPAND = 'expand'  # params: (result Shape,) — the value seen constant along the dims it adds
 
 NUMBER_TYPES = (int, float, complex, bool, np.number, np.bool_)
 
 
 class Op:
-    """A registered operation: its name, how shapes flow through it, and its dense implementation."""
+    """A registered operation: its name, how shapes flow through it, and its dense implementation.
 
-    __slots__ = ('category', 'dense', 'name')
+    `any_kind`: the implementation accepts tensors of every kind as they are, so when no kind handles the
+    operation its arguments are passed on without being materialised (lazy wrapping such as expanding).
+    """
 
-    def __init__(self, name: str, category: str, dense: Callable):
+    __slots__ = ('any_kind', 'category', 'dense', 'name')
+
+    def __init__(self, name: str, category: str, dense: Callable, any_kind: bool = False):
         self.name = name
         self.category = category
         self.dense = dense
+        self.any_kind = any_kind
 
     def __repr__(self) -> str:
         return f'Op({self.name!r}, {self.category})'
@@ -67,7 +73,7 @@ def dispatch(op: Op, tensors: Sequence[Tensor], params: tuple = ()) -> Any:
         result = kind.__handle__(op, tensors, params)
         if result is not NotImplemented:
             return result
-    return op.dense([t._dense() for t in tensors], *params)
+    return op.dense(tensors if op.any_kind else [t._dense() for t in tensors], *params)
 
 
 class Tensor:

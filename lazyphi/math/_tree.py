@@ -22,21 +22,17 @@ import contextlib
 import contextvars
 import copy
 import dataclasses
-import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .._errors import DimNotFound
-from ._dims import shape
 from ._fields import data_fields, field_names, non_data_fields
-from ._shape import Shape, merge_shapes, resolve_dims
-from ._structure import as_dim, concat_tensors, expand_tensor, rename_tensor_dims, stack_tensors, unstack_tensor
-from ._tensor import NUMBER_TYPES, Tensor, dims_in, normalize_selection
+from ._shape import Shape
+from ._tensor import Tensor
 
 _TREE_FORMS = 'a Tensor, a number, or a tuple, list, dict or dataclass instance holding those'
 _SELECTION_FORMS = ("a dict {dim: index, slice, label or index tensor}, a label str like 'x' or 'x,y', "
                     "or a tuple or list of those")
-_DROPPED = object()  # result of a cache function (and marker of a missing entry): leave the cached value out
+DROPPED = object()  # result of a cache function (and marker of a missing entry): leave the cached value out
 
 LeafFunction = Callable[[list, str], Any]
 # Checks that a cached property's value is still right after the instance is transformed along `dims`
@@ -53,7 +49,7 @@ def register_cache_check(check: Callable[[Any, str, tuple], bool]) -> None:
 
 
 @contextlib.contextmanager
-def _affecting(dims: tuple, on_result: bool):
+def affecting(dims: tuple, on_result: bool):
     token = _AFFECTED.set((tuple(dims), on_result))
     try:
         yield
@@ -79,14 +75,14 @@ def _drop_invalid_caches(result, original) -> None:
             del state[name]
 
 
-CacheFunction = Callable[[list, Sequence], Any]  # (cached Tensors, their instances) -> new value or _DROPPED
+CacheFunction = Callable[[list, Sequence], Any]  # (cached Tensors, their instances) -> new value or DROPPED
 
 
 # --- the one traversal ---------------------------------------------------------------------------
 
 
-def _map_trees(fn: LeafFunction, trees: Sequence, leaf_types: tuple, cache_fn: CacheFunction | None, what: str,
-               path: str = ''):
+def map_trees(fn: LeafFunction, trees: Sequence, leaf_types: tuple, cache_fn: CacheFunction | None, what: str,
+              path: str = '', objects: bool = False):
     """Zip `trees` (all of one structure) and return a tree of `fn(leaves, path)` for each group of leaves.
 
     Args:
@@ -95,9 +91,11 @@ def _map_trees(fn: LeafFunction, trees: Sequence, leaf_types: tuple, cache_fn: C
         leaf_types: types passed to `fn`. Other values that are neither containers nor dataclasses are
             kept; when zipping several trees they must be equal.
         cache_fn: maps the corresponding cached Tensors of dataclass instances, given with the instances
-            holding them, to a new value or `_DROPPED`. If None, cached values are dropped.
+            holding them, to a new value or `DROPPED`. If None, cached values are dropped.
         what: name of the calling operation, for error messages.
         path: location of `trees` in the whole tree, for error messages.
+        objects: pass other objects that hold dims (a Shape-valued `shape` or `__shape__()`) to `fn` as leaves,
+            for the magic protocols; objects listing `__value_attrs__` are traversed through those attributes.
     """
     first = trees[0]
     if isinstance(first, leaf_types) or any(isinstance(t, leaf_types) for t in trees[1:]):
@@ -107,7 +105,7 @@ def _map_trees(fn: LeafFunction, trees: Sequence, leaf_types: tuple, cache_fn: C
     if isinstance(first, (tuple, list)):
         _check_all(trees, lambda t: type(t) is type(first) and len(t) == len(first), what, path,
                    f'{type(first).__name__}s of length {len(first)}')
-        items = [_map_trees(fn, [t[i] for t in trees], leaf_types, cache_fn, what, f'{path}[{i}]')
+        items = [map_trees(fn, [t[i] for t in trees], leaf_types, cache_fn, what, f'{path}[{i}]', objects)
                  for i in range(len(first))]
         if len(trees) == 1 and all(new is old for new, old in zip(items, first, strict=True)):
             return first
@@ -117,7 +115,7 @@ def _map_trees(fn: LeafFunction, trees: Sequence, leaf_types: tuple, cache_fn: C
     if isinstance(first, dict):
         _check_all(trees, lambda t: type(t) is type(first) and t.keys() == first.keys(), what, path,
                    f'{type(first).__name__}s with keys {list(first)}')
-        items = {k: _map_trees(fn, [t[k] for t in trees], leaf_types, cache_fn, what, f'{path}[{k!r}]')
+        items = {k: map_trees(fn, [t[k] for t in trees], leaf_types, cache_fn, what, f'{path}[{k!r}]', objects)
                  for k in first}
         if len(trees) == 1 and all(items[k] is v for k, v in first.items()):
             return first
@@ -125,7 +123,11 @@ def _map_trees(fn: LeafFunction, trees: Sequence, leaf_types: tuple, cache_fn: C
         result.update(items)
         return result
     if dataclasses.is_dataclass(first) and not isinstance(first, type):
-        return _map_dataclass(fn, trees, leaf_types, cache_fn, what, path)
+        return _map_dataclass(fn, trees, leaf_types, cache_fn, what, path, objects)
+    if objects and (hasattr(first, '__value_attrs__') or hasattr(first, '__variable_attrs__')):
+        return _map_attributes(fn, trees, leaf_types, cache_fn, what, path)
+    if objects and holds_dims(first):
+        return fn(list(trees), path)
     for i, other in enumerate(trees[1:], 1):
         if not _equal(first, other):
             raise ValueError(f"{what}(): the values at {path or 'the top level'} differ ({first!r} in value 0, "
@@ -133,8 +135,28 @@ def _map_trees(fn: LeafFunction, trees: Sequence, leaf_types: tuple, cache_fn: C
     return first
 
 
+def holds_dims(value) -> bool:
+    """Whether `value`, not a tree, has dims: a Shape-valued `shape` attribute or a `__shape__()` method."""
+    if value is None or isinstance(value, (str, bytes, type)):
+        return False
+    return hasattr(value, '__shape__') or isinstance(getattr(value, 'shape', None), Shape)
+
+
+def _map_attributes(fn: LeafFunction, trees: Sequence, leaf_types: tuple, cache_fn: CacheFunction | None, what: str,
+                    path: str):
+    """Map the attributes an object lists in `__value_attrs__()` (or `__variable_attrs__()`) on a shallow copy."""
+    first = trees[0]
+    _check_all(trees, lambda t: type(t) is type(first), what, path, f'instances of {type(first).__qualname__}')
+    names = first.__value_attrs__() if hasattr(first, '__value_attrs__') else first.__variable_attrs__()
+    result = copy.copy(first)
+    for name in names:
+        new = map_trees(fn, [getattr(t, name) for t in trees], leaf_types, cache_fn, what, f'{path}.{name}', True)
+        object.__setattr__(result, name, new)
+    return result
+
+
 def _map_dataclass(fn: LeafFunction, trees: Sequence, leaf_types: tuple, cache_fn: CacheFunction | None, what: str,
-                   path: str):
+                   path: str, objects: bool = False):
     first = trees[0]
     cls = type(first)
     _check_all(trees, lambda t: type(t) is cls, what, path, f'instances of {cls.__qualname__}')
@@ -148,7 +170,8 @@ def _map_dataclass(fn: LeafFunction, trees: Sequence, leaf_types: tuple, cache_f
     changes = {}
     for f in data_fields(cls):
         old = getattr(first, f.name)
-        new = _map_trees(fn, [getattr(t, f.name) for t in trees], leaf_types, cache_fn, what, f'{path}.{f.name}')
+        new = map_trees(fn, [getattr(t, f.name) for t in trees], leaf_types, cache_fn, what, f'{path}.{f.name}',
+                        objects)
         if new is not old or len(trees) > 1:
             changes[f.name] = new
     if not changes:
@@ -159,7 +182,7 @@ def _map_dataclass(fn: LeafFunction, trees: Sequence, leaf_types: tuple, cache_f
         object.__setattr__(result, name, value)
     state = getattr(result, '__dict__', None)
     for name, value in cached.items():
-        if value is _DROPPED:
+        if value is DROPPED:
             del state[name]
         else:
             state[name] = value
@@ -168,7 +191,7 @@ def _map_dataclass(fn: LeafFunction, trees: Sequence, leaf_types: tuple, cache_f
 
 
 def _mapped_cache(cache_fn: CacheFunction | None, trees: Sequence) -> dict:
-    """New values (or `_DROPPED`) for the non-field `__dict__` entries of the first instance that change."""
+    """New values (or `DROPPED`) for the non-field `__dict__` entries of the first instance that change."""
     state = getattr(trees[0], '__dict__', None)
     if not state:
         return {}
@@ -178,13 +201,13 @@ def _mapped_cache(cache_fn: CacheFunction | None, trees: Sequence) -> dict:
     for name, value in state.items():
         if name in fields:
             continue
-        values = [vars(t).get(name, _DROPPED) for t in trees]
-        new = _DROPPED
+        values = [vars(t).get(name, DROPPED) for t in trees]
+        new = DROPPED
         if cache_fn is not None and all(isinstance(v, Tensor) for v in values):
             # a cache that does not survive the operation is dropped and recomputed when next accessed
             with contextlib.suppress(ValueError, TypeError, KeyError, IndexError):
                 new = cache_fn(values, trees)
-        if new is _DROPPED and not is_cached_property(cls, name):
+        if new is DROPPED and not is_cached_property(cls, name):
             continue  # instance state that is not a cache: kept as it is
         if new is not value:
             result[name] = new
@@ -232,85 +255,10 @@ def tree_map(fn: Callable[[Any], Any], tree, leaf_types: type | tuple = Tensor):
         A tree of the same structure; containers none of whose leaves changed are returned as they are.
     """
     leaf_types = leaf_types if isinstance(leaf_types, tuple) else (leaf_types,)
-    return _map_trees(lambda leaves, path: fn(leaves[0]), [tree], leaf_types, None, 'tree_map')
+    return map_trees(lambda leaves, path: fn(leaves[0]), [tree], leaf_types, None, 'tree_map')
 
 
 # --- shape ---------------------------------------------------------------------------------------
-
-
-# --- combining trees -----------------------------------------------------------------------------
-
-
-def stack(values, dim, expand_values: bool = False):
-    """Stack trees of equal structure along the new dim `dim`.
-
-    Tensors and numbers at the same place in each tree are stacked (differing sizes give a
-    non-uniform tensor). Dataclass instances must be of one class and agree on their config
-    fields; the result is a copy of the first with stacked data fields and stacked cached Tensors.
-
-    Args:
-        values: a non-empty tuple or list of trees, or a dict whose str keys become the item labels of `dim`.
-        dim: a Shape of one dim, such as `batch('b')`, or a spec like 'b:b'. Its size is set from `values`.
-        expand_values: expand the tensors stacked together to the dims any of them has before stacking.
-
-    Raises:
-        TypeError: `values` is not a tuple, list or dict, or the trees differ in structure.
-        ValueError: `values` is empty, or non-data values (config fields, strings, ...) differ between trees.
-        IncompatibleShapes: a stacked value already has `dim`.
-    """
-    dim = as_dim(dim, 'stack() dim')
-    if isinstance(values, dict):
-        if not all(isinstance(k, str) for k in values):
-            raise TypeError(f"stack(): the keys of a dict of values become item labels and must be str, "
-                            f"but got {list(values)!r}")
-        if values:
-            dim = dim.with_size(tuple(values))
-        values = list(values.values())
-    elif not isinstance(values, (tuple, list)):
-        raise TypeError(f"stack() takes a tuple, list or dict of values to stack, but got {type(values).__name__} "
-                        f"{values!r}")
-    if not values:
-        raise ValueError(f"stack() needs at least one value to stack along {dim}, but got none")
-
-    def stack_leaves(leaves: list, path: str) -> Tensor:
-        if expand_values:
-            leaves = _expanded_to_common_dims(leaves)
-        return stack_tensors(leaves, dim)
-
-    with _affecting((dim.name,), on_result=True):
-        return _map_trees(stack_leaves, values, (Tensor, *NUMBER_TYPES),
-                          lambda leaves, owners: stack_leaves(leaves, ''), 'stack')
-
-
-def _expanded_to_common_dims(leaves: list) -> list:
-    shapes = [shape(v) for v in leaves]
-    merged = merge_shapes(*shapes, allow_varying_sizes=True)
-    return [v if s.rank == merged.rank else expand_tensor(v, merged.without(s)) for v, s in zip(leaves, shapes,
-                                                                                               strict=True)]
-
-
-def concat(values, dim):
-    """Join trees of equal structure along the existing dim `dim`.
-
-    Tensors at the same place in each tree are concatenated; every one of them must have `dim`.
-    Dataclass instances must be of one class and agree on their config fields; their cached
-    values are dropped, since a property need not commute with concatenation.
-
-    Args:
-        values: a non-empty tuple or list of trees.
-        dim: the name of the dim, or a Shape holding it.
-
-    Raises:
-        TypeError: `values` is not a tuple or list, or the trees differ in structure.
-        ValueError: `values` is empty, or non-data values differ between trees.
-        DimNotFound: a tensor lacks `dim`.
-    """
-    if not isinstance(values, (tuple, list)):
-        raise TypeError(f"concat() takes a tuple or list of values to join, but got {type(values).__name__} "
-                        f"{values!r}")
-    if not values:
-        raise ValueError(f"concat() needs at least one value to join along {dim!r}, but got none")
-    return _map_trees(lambda leaves, path: concat_tensors(leaves, dim), values, (Tensor,), None, 'concat')
 
 
 # --- transforming one tree -----------------------------------------------------------------------
@@ -322,90 +270,4 @@ def map_tensors(fn: Callable[[Tensor], Tensor], value, what: str, leaf_types: tu
     if cache_fn is None:
         def cache_fn(cached: list, owners: Sequence):
             return fn(cached[0])
-    return _map_trees(lambda leaves, path: fn(leaves[0]), [value], leaf_types, cache_fn, what)
-
-
-def expand(value, *dims):
-    """`value` with every tensor (and number) in it expanded lazily by the dims `dims`.
-
-    Args:
-        value: a Tensor, number, or tree of those.
-        *dims: Shapes or specs like 'b:b' of the dims to add; sizes must be known. Dims a tensor
-            already has are kept as they are.
-    """
-    added = [d for d in dims if isinstance(d, Shape)]
-    with _affecting(tuple(n for d in added for n in d.names), on_result=True):
-        return map_tensors(lambda t: expand_tensor(t, *dims), value, 'expand', (Tensor, *NUMBER_TYPES))
-
-
-def rename_dims(value, dims, names):
-    """`value` with the dims `dims` renamed to `names` in every tensor of the tree.
-
-    Args:
-        value: a Tensor or tree of tensors.
-        dims: the dims to rename: a str 'x,y', a sequence or Shape, or a filter function such as
-            `spatial`, which is applied to the shape of the whole tree.
-        names: the new names, one per dim: a str, a sequence of str, or a Shape (which also sets the types).
-    """
-    if callable(dims) and not isinstance(dims, Shape):
-        dims = resolve_dims(dims, shape(value))
-    with _affecting(resolve_dims(dims), on_result=False):
-        return map_tensors(lambda t: rename_tensor_dims(t, dims, names), value, 'rename_dims')
-
-
-def slice_(value, selection):
-    """`value` with `selection` applied to every tensor in it; dims a tensor lacks are ignored.
-
-    Args:
-        value: a Tensor or tree of tensors.
-        selection: a dict mapping dim names (or Shapes) to an int, slice, label str or index tensor;
-            a label str like 'x' or 'x,y', looked up among the labels of the dims of `value`;
-            or a tuple or list of those.
-
-    Raises:
-        TypeError: `selection` has none of these forms.
-        KeyError: a label is not found.
-    """
-    if isinstance(selection, (str, tuple, list)):
-        selection = normalize_selection(shape(value), selection)
-    elif not isinstance(selection, dict):
-        raise TypeError(f"slice_() takes {_SELECTION_FORMS}, but got {type(selection).__name__} {selection!r}")
-    if not selection:
-        return value
-    sliced = tuple(d.name if isinstance(d, Shape) else d for d in selection)
-
-    def slice_cached(cached: list, owners: Sequence):
-        # a cached value lacking a sliced dim of the data may have been reduced along it: slicing cannot fix that
-        data_dims = shape(owners[0]).names
-        if any(d in data_dims and d not in cached[0].shape.names for d in sliced):
-            return _DROPPED
-        return cached[0][selection]
-
-    with _affecting(sliced, on_result=False):
-        return map_tensors(lambda t: t[selection], value, 'slice_', cache_fn=slice_cached)
-
-
-def unstack(value, dim) -> tuple:
-    """Slices of `value` along `dim`, one per item; several dims are iterated jointly, the last fastest.
-
-    Args:
-        value: a Tensor or tree of tensors.
-        dim: a dim name, Shape or filter function naming dims of `shape(value)`.
-
-    Raises:
-        DimNotFound: `dim` names no dim of `value`.
-        ValueError: the size of a dim to unstack is not known.
-    """
-    if isinstance(value, Tensor):
-        return unstack_tensor(value, dim)
-    full = shape(value)
-    names = dims_in(full, dim)
-    if not names:
-        raise DimNotFound(f"unstack(): {dim!r} names no dim of the value, whose shape is {full}")
-    sizes = [full.get_size(n) for n in names]
-    for name, size in zip(names, sizes, strict=True):
-        if not isinstance(size, int):
-            raise ValueError(f"unstack(): dim {name!r} of {full} has no single known size ({size}); "
-                             f"unstack along the dims it varies along first")
-    return tuple(slice_(value, dict(zip(names, index, strict=True)))
-                 for index in itertools.product(*[range(s) for s in sizes]))
+    return map_trees(lambda leaves, path: fn(leaves[0]), [value], leaf_types, cache_fn, what)

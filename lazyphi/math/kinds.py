@@ -7,7 +7,8 @@ user's API, and this module; never math's private modules (a test walks the impo
 and runs through `dispatch(op, tensors, params)`: all-`Dense` arguments run the dense
 implementation; otherwise each kind present is asked through its class method
 `__handle__(op, tensors, params)`, highest `_kind_priority` first, and a kind returns
-`NotImplemented` to pass; when all pass, the arguments are materialised with `_dense()`. A new
+`NotImplemented` to pass; when all pass, the arguments are materialised with `_dense()` (except for ops
+marked `any_kind`, such as lazy expansion, whose implementation takes every kind as it is). A new
 kind subclasses `Tensor`, implements `shape`, `dtype`, `backend` and `_dense()` (and `available`
 if its data may be absent), and handles by category whatever it can serve better than
 materialising — so it takes part in operations written after it. `Expanded`, `Stacked` and
@@ -27,6 +28,7 @@ from ._shape import DIM_TYPES, parse_dim_spec, resolve_dims
 from ._tensor import (
     CONCAT,
     ELEMENTWISE,
+    EXPAND,
     FFT,
     GATHER,
     GATHER_TENSOR,
@@ -47,7 +49,7 @@ from ._tensor import (
 from ._tree import is_cached_property, map_tensors, register_cache_check, tree_map
 
 __all__ = [
-    'CONCAT', 'DIM_TYPES', 'ELEMENTWISE', 'FFT', 'GATHER', 'GATHER_TENSOR', 'REDUCE', 'REDUCTIONS', 'RENAME',
+    'CONCAT', 'DIM_TYPES', 'ELEMENTWISE', 'EXPAND', 'FFT', 'GATHER', 'GATHER_TENSOR', 'REDUCE', 'REDUCTIONS', 'RENAME',
     'RESHAPE', 'STACK', 'Dense', 'Expanded', 'Joined', 'Op', 'PartsKind', 'Reduction', 'Stacked', 'Tensor',
     'aligned_native', 'auto_cast', 'common_backend', 'dispatch', 'expand_to', 'is_cached_property', 'map_tensors',
     'normalize_selection', 'parse_dim_spec', 'read_only_native', 'reduction_of', 'register_cache_check', 'resolve_dims',

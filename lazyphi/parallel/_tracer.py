@@ -21,6 +21,7 @@ from ..math import Shape, Tensor, merge_shapes
 from ..math.kinds import (
     CONCAT,
     ELEMENTWISE,
+    EXPAND,
     FFT,
     GATHER,
     GATHER_TENSOR,
@@ -203,7 +204,13 @@ def _gather_rule(tensors, params):
 
 def _rename_rule(tensors, params):
     old, new = params
-    return tensors[0].shape.replace(old, new), old
+    shape = tensors[0].shape
+    renamed = shape.replace(old, new)
+    return renamed, tuple(n for n in old if n not in renamed.names)  # a dim that only changes type is not mixed
+
+
+def _expand_rule(tensors, params):
+    return params[0], ()
 
 
 def _reshape_rule(tensors, params):
@@ -238,9 +245,9 @@ def _fft_rule(tensors, params):
 _RULES: dict[str, Callable] = {
     ELEMENTWISE: _merge_rule, REDUCE: _reduce_rule, GATHER: _gather_rule, RENAME: _rename_rule,
     RESHAPE: _reshape_rule, GATHER_TENSOR: _gather_tensor_rule, STACK: _stack_rule, CONCAT: _concat_rule,
-    FFT: _fft_rule,
+    FFT: _fft_rule, EXPAND: _expand_rule,
 }
-_SAME_DTYPE = {GATHER, RENAME, RESHAPE, GATHER_TENSOR}
+_SAME_DTYPE = {GATHER, RENAME, RESHAPE, GATHER_TENSOR, EXPAND}
 
 
 def _result_dtype(op: Op, tensors: Sequence[Tensor], params: tuple) -> DType:
