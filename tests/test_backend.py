@@ -37,7 +37,7 @@ from lazyphi.backend import (
     set_global_default_backend,
     set_global_precision,
 )
-from lazyphi.backend import _backend as backend_module
+from lazyphi.backend import _registry as registry_module
 from lazyphi.backend._dtype import from_numpy_dtype, to_numpy_dtype
 
 
@@ -467,12 +467,12 @@ def test_unknown_types_raise_no_backend_found_naming_them():
 
 @pytest.fixture
 def restore_registry():
-    backends, lazy = list(BACKENDS), dict(backend_module._lazy_backends)
+    backends, lazy = list(BACKENDS), dict(registry_module._lazy_backends)
     yield
     BACKENDS[:] = backends
-    backend_module._lazy_backends.clear()
-    backend_module._lazy_backends.update(lazy)
-    backend_module._type_owners.clear()
+    registry_module._lazy_backends.clear()
+    registry_module._lazy_backends.update(lazy)
+    registry_module._type_owners.clear()
     set_global_default_backend(NUMPY)
 
 
@@ -507,7 +507,7 @@ def test_lazy_backends_are_registered_for_the_array_libraries():
     loaded = {b.name for b in BACKENDS}  # an imported backend leaves the lazy registry (other tests import them)
     for prefix, name, path in [('torch', 'torch', 'lazyphi.backend.torch'), ('jaxlib', 'jax', 'lazyphi.backend.jax'),
                                ('tensorflow', 'tensorflow', 'lazyphi.backend.tensorflow')]:
-        assert name in loaded or backend_module._lazy_backends.get(prefix) == path
+        assert name in loaded or registry_module._lazy_backends.get(prefix) == path
 
 
 def test_set_global_default_backend(restore_registry):

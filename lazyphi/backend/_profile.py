@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from time import perf_counter
 from typing import Any, TextIO
 
-from ._backend import BACKENDS, Backend
+from ._backend import Backend
+from ._registry import BACKENDS
 
 # queries that run constantly and take no measurable time
 _UNPROFILED = frozenset({

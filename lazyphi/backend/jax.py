@@ -34,11 +34,12 @@ from jax.core import Tracer
 from jax.scipy import special
 from jax.scipy.ndimage import map_coordinates
 
-from ._backend import Backend, LazyFunction, register_backend
+from ._backend import Backend, LazyFunction
 from ._device import ComputeDevice, cpu_memory
 from ._dtype import DType, from_numpy_dtype, to_numpy_dtype
 from ._numpy import NUMPY, _complex_dtype, _complex_result_type, _float_dtype, numpy_like_shape_ops
 from ._precision import get_precision
+from ._registry import register_backend
 
 jax.config.update('jax_enable_x64', True)
 

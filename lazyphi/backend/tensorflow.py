@@ -29,8 +29,9 @@ from typing import Any, ClassVar
 import tensorflow as tf
 
 from . import _tensorflow_ops as ops
-from ._backend import Backend, LazyFunction, register_backend
+from ._backend import Backend, LazyFunction
 from ._device import ComputeDevice, cpu_memory
+from ._registry import register_backend
 from ._tensorflow_types import NATIVE, bind_default_device, to_native
 
 

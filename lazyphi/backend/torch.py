@@ -24,9 +24,10 @@ from typing import Any, ClassVar
 import torch
 
 from . import _torch_ops as ops
-from ._backend import Backend, register_backend
+from ._backend import Backend
 from ._device import ComputeDevice, cpu_memory
 from ._precision import get_precision
+from ._registry import register_backend
 
 
 def _zeros_if_none(gradient: torch.Tensor | None, variable: torch.Tensor) -> torch.Tensor:
