@@ -447,9 +447,19 @@ def test_numbers_lists_and_arrays_choose_numpy(values):
     assert choose_backend(*values) is NUMPY
 
 
-@pytest.mark.parametrize('values', [('a',), (None,), (object(),), (np.array(['a', None], object),), (_X, 'label')])
-def test_objects_choose_the_object_backend(values):
+@pytest.mark.parametrize('values', [('a',), (None,), (np.array(['a', object()], object),), (_X, 'label'),
+                                    (np.array(None), 2.0)])
+def test_strings_none_and_object_arrays_choose_the_object_backend(values):
     assert choose_backend(*values) is OBJECTS
+
+
+@pytest.mark.parametrize('value', [object(), Ellipsis, b'bytes', {1, 2}])
+def test_unknown_objects_raise_no_backend_found(value):
+    with pytest.raises(NoBackendFound, match=f'No registered backend accepts values of type .*{type(value).__name__}'):
+        choose_backend(value)
+    with pytest.raises(NoBackendFound, match=type(value).__name__):
+        choose_backend(_X, value)
+    assert choose_backend(_X) is NUMPY
 
 
 def test_type_cache_does_not_confuse_array_dtypes():

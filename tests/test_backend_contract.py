@@ -10,6 +10,7 @@ exactly when `supports()` says so. Further: precision rules, device placement, `
 
 import numpy as np
 import pytest
+from backends import FOREIGN_PAIRS, get_backend
 from random_inputs import RNG, bools, f32, ints, pos, unit
 
 from lazyphi import math as lmath
@@ -424,6 +425,21 @@ def test_unknown_types_raise_no_backend_found(backend):
         choose_backend(native, {'a': 1})
     with pytest.raises(NoBackendFound, match='list'):
         choose_backend([object()], native)
+
+
+@pytest.mark.parametrize('name, other_name', FOREIGN_PAIRS)
+def test_natives_of_two_libraries_raise_naming_both_and_change_no_later_choice(name, other_name):
+    backend, other_backend = get_backend(name), get_backend(other_name)
+    native, other = native_converter(backend)(_X), native_converter(other_backend)(_Y)
+    for values in [(native, other), (other, 1.5, native)]:
+        with pytest.raises(NoBackendFound, match=rf'different libraries.*{backend.name} \(.*{other_backend.name} \('
+                                                 rf'|different libraries.*{other_backend.name} \(.*{backend.name} \('):
+            choose_backend(*values)
+    assert choose_backend(native) is backend and choose_backend(other) is other_backend
+    assert choose_backend(native, 2.0) is backend and choose_backend(_X, other) is other_backend
+    doubled = lmath.tensor(native, lmath.spatial('x'), lmath.channel('c')) * 2
+    assert doubled.backend is backend
+    np.testing.assert_allclose(doubled.numpy('x,c'), _X * 2, rtol=1e-6)
 
 
 def test_backend_can_be_selected_by_name(backend):

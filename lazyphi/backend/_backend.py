@@ -119,7 +119,8 @@ class Backend:
 
     OPS: ClassVar[Mapping[str, Callable | LazyFunction]] = {}
     catch_all: ClassVar[bool] = False
-    """Whether this backend accepts arbitrary Python objects; such backends are consulted last."""
+    """Whether this backend accepts the values of other backends (numbers, NumPy arrays) to store and compare them;
+    such backends are consulted last."""
 
     def __init__(self, name: str, devices: Sequence[ComputeDevice], default_device: ComputeDevice | None = None):
         self._name = name
