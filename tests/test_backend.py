@@ -653,6 +653,16 @@ def test_dtype_as_dtype():
     assert DType.as_dtype('float16') == DType(float, 16) and DType.as_dtype(np.uint16) == DType(int, 16, False)
     assert DType.as_dtype(np.dtype('int64')) == DType(int, 64) and DType.as_dtype(bool) == DType(bool)
     assert DType.as_dtype(DType(int, 8)) == DType(int, 8) and DType.as_dtype('U5') == DType(str)
+    assert DType.as_dtype((int, 8)) == DType(int, 8) and DType.as_dtype((complex, 128)) == DType(complex, 128)
+    assert DType.as_dtype(None) is None
+
+
+def test_dtype_by_precision():
+    assert DType(float, precision=16) == DType(float, 16) and DType(float, precision=64) == DType(float, 64)
+    assert DType(complex, precision=32) == DType(complex, 64) and DType(complex, precision=64) == DType(complex, 128)
+    assert DType(complex, precision=16) == DType(complex, 64)  # complex types have at least 32 bits per part
+    assert dataclasses.replace(DType(float, precision=32), bits=64) == DType(float, 64)
+    assert pickle.loads(pickle.dumps(DType(complex, precision=32))) == DType(complex, 64)
 
 
 def test_dtype_errors_name_the_value():
@@ -666,6 +676,15 @@ def test_dtype_errors_name_the_value():
         DType.as_dtype('float13')
     with pytest.raises(TypeError, match=r"Cannot interpret 3.5 as a DType"):
         DType.as_dtype(3.5)
+    with pytest.raises(ValueError, match=r"DType.as_dtype\(str\) is ambiguous.*DType\(str\)"):
+        DType.as_dtype(str)
+    for kind in (bool, int, object, str):
+        with pytest.raises(ValueError, match=f"precision applies to float and complex DTypes only, not {kind.__name__}"):
+            DType(kind, precision=16)
+    with pytest.raises(ValueError, match="Give bits or precision, not both"):
+        DType(float, 32, precision=32)
+    with pytest.raises(ValueError, match=r"float DTypes support bits .* not 8"):
+        DType(float, precision=8)
     with pytest.raises(ValueError, match="NumPy dtype datetime64 has no lazyphi equivalent"):
         from_numpy_dtype(np.dtype('datetime64'))
 
