@@ -194,7 +194,8 @@ CASES = {
         b.boolean_mask(t(_X), t(m), 1), b.boolean_mask(t(_X), t(m), 1, new_length=4, fill_value=9),
         b.boolean_mask(t(_X), t(m[:3]), 0, new_length=1)),
     'gather': lambda b, t, i=ints(5, high=4), j=ints(2, 2, high=3): (
-        b.gather(t(_X), t(i), 1), b.gather(t(_M), t(j), 1), b.gather(t(_X), t(np.array([-1, 0])), 0)),
+        b.gather(t(_X), t(i), 1), b.gather(t(_M), t(j), 1), b.gather(t(_X), t(np.array([-1, 0])), 0),
+        b.gather(t(_M), [1, 0, 1], 0), b.gather(t(_X), (3, -1), 1)),  # Python lists and tuples as indices
     'gather_1d': lambda b, t, i=ints(5, high=3): b.gather_1d(t(_X), t(i)),
     'batched_gather_nd': lambda b, t, v=f32(2, 4, 5, 3), i=ints(2, 6, 2, high=4): (
         b.batched_gather_nd(t(v), t(i)), b.batched_gather_nd(t(v[:1]), t(i)), b.batched_gather_nd(t(v), t(i[:1]))),

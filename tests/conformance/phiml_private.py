@@ -9,7 +9,7 @@ the tests that need it fail (and are listed as expected failures) while the rest
 import importlib
 import importlib.util
 
-from lazyphi.backend import NUMPY, DType, backend_by_name
+from lazyphi.backend import NUMPY, Backend, DType, backend_by_name
 from lazyphi.math import EMPTY_SHAPE, Shape, dual, instance, spatial, tensor, wrap
 
 
@@ -41,8 +41,12 @@ INT64 = DType(int, 64)
 COMPLEX64 = DType(complex, 64)
 COMPLEX128 = DType(complex, 128)
 
-get_backend = _lazyphi('lazyphi.backend', 'backend_by_name')
-from_numpy_dtype = _lazyphi('lazyphi.backend', 'from_numpy_dtype')
+def get_backend(backend: Backend | str) -> Backend:
+    """A backend itself, or the one of that name: lazyphi's `backend_by_name` for names."""
+    return backend if isinstance(backend, Backend) else backend_by_name(backend)
+
+
+from_numpy_dtype = DType.as_dtype  # also takes NumPy dtypes and scalar types
 combine_types = _lazyphi('lazyphi.backend', 'combine_types')
 shape_stack = _lazyphi('lazyphi.math', 'shape_stack')
 resolve_index = _lazyphi('lazyphi.math', 'resolve_index')
