@@ -679,7 +679,7 @@ def test_dtype_errors_name_the_value():
     with pytest.raises(ValueError, match=r"DType.as_dtype\(str\) is ambiguous.*DType\(str\)"):
         DType.as_dtype(str)
     for kind in (bool, int, object, str):
-        with pytest.raises(ValueError, match=f"precision applies to float and complex DTypes only, not {kind.__name__}"):
+        with pytest.raises(ValueError, match=f"to float and complex DTypes only, not {kind.__name__}"):
             DType(kind, precision=16)
     with pytest.raises(ValueError, match="Give bits or precision, not both"):
         DType(float, 32, precision=32)

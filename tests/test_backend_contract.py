@@ -203,7 +203,10 @@ CASES = {
     'batched_gather_1d': lambda b, t, v=f32(2, 7), i=ints(2, 4, high=7): b.batched_gather_1d(t(v), t(i)),
     'gather_by_component_indices': lambda b, t: b.gather_by_component_indices(t(_X), 1, 2),
     'batch_gather': lambda b, t: (b.batch_gather(t(_M), 1), b.batch_gather(t(_M), [1, 0])),
-    'multi_slice': lambda b, t: b.multi_slice(t(_M), (0, slice(1, None))),
+    'multi_slice': lambda b, t: (b.multi_slice(t(_M), (0, slice(1, None))),
+                                 b.multi_slice(t(_M), (slice(None, None, -1), Ellipsis, slice(-1, 0, -2))),
+                                 b.multi_slice(t(_M), (1, None, slice(-2, -4, -1))),
+                                 b.multi_slice(t(_M), (slice(0, 2, -1),))),
     'scatter': lambda b, t, g=f32(2, 4, 5, 3), i=ints(1, 6, 2, high=4), v=f32(2, 6, 3): (
         [b.scatter(t(g), t(i), t(v), mode) for mode in ('add', 'max', 'min')]
         + [b.scatter(t(g), t(i[:, :1]), t(v[:, :1]), 'update'), b.scatter(t(g[:1]), t(i), t(v), 'add')]),

@@ -486,6 +486,7 @@ class Backend:
 
     @_composite()
     def multi_slice(self, tensor: Any, slices: tuple) -> Any:
+        """`tensor[slices]` for a tuple of slices (negative steps included), integers, `None` and `Ellipsis`."""
         return tensor[slices]
 
     @_composite('scatter')

@@ -419,6 +419,31 @@ def _gather(values: torch.Tensor, indices: Any, axis: int) -> torch.Tensor:
     return values[(slice(None),) * (axis % values.dim()) + (indices,)]
 
 
+def _multi_slice(tensor: torch.Tensor, slices: tuple) -> torch.Tensor:
+    """`tensor[slices]`, where torch refuses negative steps: those axes are sliced forwards, then flipped."""
+    if not any(isinstance(s, slice) and s.step is not None and s.step < 0 for s in slices):
+        return tensor[slices]
+    consumed = sum(1 for s in slices if s is not None and s is not Ellipsis)
+    forward, flipped, axis, out_axis = [], [], 0, 0
+    for s in slices:
+        if s is Ellipsis:
+            skipped = tensor.dim() - consumed
+            axis, out_axis = axis + skipped, out_axis + skipped
+        elif s is None:
+            out_axis += 1
+        elif isinstance(s, slice):
+            if s.step is not None and s.step < 0:
+                selected = range(*s.indices(tensor.shape[axis]))
+                s = slice(selected[-1], selected[0] + 1, -s.step) if selected else slice(0, 0)
+                flipped.append(out_axis)
+            axis, out_axis = axis + 1, out_axis + 1
+        else:  # an index removes its axis
+            axis += 1
+        forward.append(s)
+    result = tensor[tuple(forward)]
+    return torch.flip(result, flipped) if flipped else result
+
+
 def _batched_gather_nd(values: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
     """Gathers `values (batch, spatial..., channels)` at `indices (batch, any..., index)`; batch 1 broadcasts."""
     batch_index = torch.arange(values.shape[0], device=values.device).reshape((-1,) + (1,) * (indices.dim() - 2))
@@ -612,6 +637,7 @@ OPS: dict[str, Callable] = {
     'nonzero': _nonzero,
     'boolean_mask': _boolean_mask,
     'gather': _gather,
+    'multi_slice': _multi_slice,
     'batched_gather_nd': _batched_gather_nd,
     'scatter': _scatter,
     'get_diagonal': _get_diagonal,
