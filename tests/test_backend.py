@@ -105,6 +105,7 @@ CASES = {
     'shape': lambda: (NUMPY.shape(_M), (2, 3, 4)),
     'ndims': lambda: (NUMPY.ndims(_M), 3),
     'size': lambda: (NUMPY.size(_M), 24),
+    'sizeof': lambda: ((NUMPY.sizeof(_M), NUMPY.sizeof(_B), NUMPY.sizeof(1.5)), (_M.nbytes, _B.nbytes, 8)),
     'is_module': lambda: (NUMPY.is_module(_X), False),
     'is_sparse': lambda: (NUMPY.is_sparse(_X), False),
     'prefers_channels_last': lambda: (NUMPY.prefers_channels_last(), True),
@@ -620,6 +621,12 @@ def test_device_errors():
 
 
 # --- the object backend ---
+
+def test_sizeof_counts_bytes_and_refuses_strings():
+    assert NUMPY.sizeof(np.zeros((2, 3), np.int32)) == 24 and OBJECTS.sizeof(np.array([None, 'a'])) == 16
+    with pytest.raises(ValueError, match="Elements of type str have no fixed size in bytes"):
+        OBJECTS.sizeof('abc')
+
 
 def test_object_backend_stores_and_compares_objects():
     assert OBJECTS.is_tensor('a', True) and OBJECTS.is_tensor(None, True) and not OBJECTS.is_tensor(1.0, True)

@@ -89,6 +89,7 @@ CASES = {
     'shape': lambda b, t: b.shape(t(_M)),
     'ndims': lambda b, t: b.ndims(t(_M)),
     'size': lambda b, t: b.size(t(_M)),
+    'sizeof': lambda b, t: (b.sizeof(t(_M)), b.sizeof(t(_B)), b.sizeof(t(_Z)), b.sizeof(t(np.int16(3)))),
     'is_module': lambda b, t: b.is_module(t(_X)),
     'is_sparse': lambda b, t: b.is_sparse(t(_X)),
     'prefers_channels_last': lambda b, t: type(b.prefers_channels_last()) is bool,

@@ -351,6 +351,14 @@ class Backend:
     def size(self, tensor: Any) -> int:
         return math.prod(self.staticshape(tensor))
 
+    @_composite('staticshape', 'dtype')
+    def sizeof(self, tensor: Any) -> int:
+        """Bytes the elements of `tensor` take: its number of elements times the size of its data type."""
+        dtype = self.dtype(tensor)
+        if dtype.itemsize is None:
+            raise ValueError(f"Elements of type {dtype} have no fixed size in bytes")
+        return self.size(tensor) * dtype.itemsize
+
     @_composite('reshape')
     def flatten(self, x: Any) -> Any:
         return self.reshape(x, (-1,))
