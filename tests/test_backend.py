@@ -105,6 +105,8 @@ CASES = {
     'shape': lambda: (NUMPY.shape(_M), (2, 3, 4)),
     'ndims': lambda: (NUMPY.ndims(_M), 3),
     'size': lambda: (NUMPY.size(_M), 24),
+    'solve_triangular_dense': lambda m=f32(2, 3, 3) + 3 * np.eye(3, dtype=np.float32), r=f32(2, 3): (
+        NUMPY.solve_triangular_dense(m, r, True, False), np.linalg.solve(np.tril(m), r[..., None])[..., 0]),
     'sizeof': lambda: ((NUMPY.sizeof(_M), NUMPY.sizeof(_B), NUMPY.sizeof(1.5)), (_M.nbytes, _B.nbytes, 8)),
     'is_module': lambda: (NUMPY.is_module(_X), False),
     'is_sparse': lambda: (NUMPY.is_sparse(_X), False),
@@ -381,13 +383,14 @@ def test_composite_errors_name_the_problem():
 # --- supports() and missing operations ---
 
 @pytest.mark.parametrize('feature', ['add', 'divide_no_nan', 'get_device', 'erf', 'grid_sample', 'conv', 'name',
+                                     'solve_triangular_dense',
                                      NUMPY.concat, NUMPY.tile_to, Backend.fft, np.absolute])
 def test_supports_implemented_operations(feature):
     assert NUMPY.supports(feature)
 
 
 @pytest.mark.parametrize('feature', ['csr_matrix', 'sparse_coo_tensor', 'mul_coo_dense', 'linear_solve',
-                                     'conjugate_gradient', 'bi_conjugate_gradient', 'solve_triangular_dense',
+                                     'conjugate_gradient', 'bi_conjugate_gradient', 'solve_triangular_sparse',
                                      'matrix_solve_least_squares', 'minimize', 'jacobian', 'hessian', 'jit_compile',
                                      'custom_gradient', 'variable', Backend.sparse_coo_tensor, NUMPY.csr_matrix])
 def test_supports_is_false_for_left_out_operations(feature):
@@ -621,6 +624,18 @@ def test_device_errors():
 
 
 # --- the object backend ---
+
+def test_solve_triangular_dense_reads_one_triangle():
+    matrix = np.array([[[2., 9, 9], [1, 4, 9], [3, 1, 5]]])
+    rhs = np.array([[2., 9, 11]])
+    lower = NUMPY.solve_triangular_dense(matrix, rhs, True, False)
+    assert_same(lower, np.linalg.solve(np.tril(matrix), rhs[..., None])[..., 0])
+    unit = np.triu(matrix, 1) + np.eye(3)
+    assert_same(NUMPY.solve_triangular_dense(matrix, rhs, False, True), np.linalg.solve(unit, rhs[..., None])[..., 0])
+    assert NUMPY.solve_triangular_dense(matrix.astype(np.float16), rhs, True, False).dtype == np.float64
+    assert NUMPY.solve_triangular_dense(matrix.astype(np.float16), rhs.astype(np.float16), True, False).dtype == \
+        np.float16
+
 
 def test_sizeof_counts_bytes_and_refuses_strings():
     assert NUMPY.sizeof(np.zeros((2, 3), np.int32)) == 24 and OBJECTS.sizeof(np.array([None, 'a'])) == 16

@@ -231,6 +231,12 @@ CASES = {
     'einsum': lambda b, t: b.einsum('bij,ij->b', t(_M), t(_X)),
     'mul_matrix_batched_vector': lambda b, t, v=f32(5, 4), m=f32(5, 3, 4): (b.mul_matrix_batched_vector(t(_X), t(v)),
                                                                           b.mul_matrix_batched_vector(t(m), t(v))),
+    'solve_triangular_dense': lambda b, t, m=f32(3, 4, 4) + 4 * np.eye(4, dtype=np.float32), r=f32(3, 4),
+                                     m_int=ints(1, 3, 3, high=4) + 2 * np.eye(3, dtype=int), r_int=ints(2, 3): (
+        b.solve_triangular_dense(t(m), t(r), True, False), b.solve_triangular_dense(t(m), t(r), False, True),
+        b.solve_triangular_dense(t(m[:1]), t(r), False, False),  # one matrix for every right-hand side
+        b.solve_triangular_dense(t(m.astype(np.float64)), t(r[:1]), True, True),
+        b.solve_triangular_dense(t(m_int), t(r_int), True, False)),  # integers give floats of the current precision
     'linear': lambda b, t, v=f32(5, 4): (b.linear(t(_X), t(v)), b.linear(lambda x: b.mul(x, 2), t(v))),
     'conv': lambda b, t, v=f32(2, 3, 9), v2=f32(2, 3, 6, 5), k=[f32(1, 2, 3, 4), f32(2, 2, 3, 3), f32(2, 4, 3, 3, 2),
                                                                 f32(1, 1, 3, 2, 3)]: (

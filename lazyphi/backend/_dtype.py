@@ -183,3 +183,13 @@ def combine_types(*dtypes: DType, fp_precision: int | None = None) -> DType:
         # a signed type can only hold all unsigned values if it is twice as wide
         return DType(int, max(signed_bits + [min(64, 2 * b) for b in unsigned_bits]))
     return DType(bool)
+
+
+def inexact_type(*dtypes: DType) -> DType:
+    """The type a floating-point computation on values of `dtypes` runs in, such as a linear solve.
+
+    The combined type of the floating-point and complex ones (`combine_types`); where all are integers or
+    booleans, the float type of the current precision.
+    """
+    combined = combine_types(*dtypes)
+    return DType(float, get_precision()) if combined.kind in (bool, int) else combined

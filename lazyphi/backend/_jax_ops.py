@@ -20,7 +20,7 @@ from jax.core import Tracer
 from jax.scipy import special
 from jax.scipy.ndimage import map_coordinates
 
-from ._dtype import DType, from_numpy_dtype, to_numpy_dtype
+from ._dtype import DType, from_numpy_dtype, inexact_type, to_numpy_dtype
 from ._numpy import NUMPY
 from ._numpy_like import complex_dtype, float_dtype, numpy_like_ops
 from ._precision import get_precision
@@ -394,6 +394,16 @@ def _numpy_call(f: Callable, output_shapes: Any, output_dtypes: Any, *args: Any,
     return results[0] if single else tuple(results)
 
 
+def _solve_triangular_dense(matrix: Any, rhs: Any, lower: bool, unit_diagonal: bool) -> jax.Array:
+    """Solves `matrix (batch, rows, cols) @ x = rhs (batch, rows)` for `x (batch, cols)`; batch 1 broadcasts."""
+    dtype = to_numpy_dtype(inexact_type(_dtype(matrix), _dtype(rhs)))
+    matrix, rhs = jnp.asarray(matrix, dtype), jnp.asarray(rhs, dtype)
+    batch = max(matrix.shape[0], rhs.shape[0])
+    matrix, rhs = jnp.broadcast_to(matrix, (batch, *matrix.shape[1:])), jnp.broadcast_to(rhs, (batch, rhs.shape[1]))
+    return lax.linalg.triangular_solve(matrix, rhs[..., None], left_side=True, lower=lower,
+                                       unit_diagonal=unit_diagonal)[..., 0]
+
+
 def _gather(values: Any, indices: Any, axis: int | None = None) -> jax.Array:
     """Like `numpy.take`; `indices` may also be a Python list or tuple, which `jnp.take` refuses."""
     return jnp.take(values, jnp.asarray(indices) if isinstance(indices, list | tuple) else indices, axis)
@@ -445,6 +455,7 @@ OPS: dict[str, Callable] = {
     'einsum': functools.partial(jnp.einsum, precision=_HIGHEST),
     'mul_matrix_batched_vector': _mul_matrix_batched_vector,
     'conv': _conv,
+    'solve_triangular_dense': _solve_triangular_dense,
     'erf': special.erf,
     'log_gamma': special.gammaln,
     'gamma_inc_l': special.gammainc,

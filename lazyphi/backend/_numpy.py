@@ -17,7 +17,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from ._backend import Backend, LazyFunction
 from ._device import ComputeDevice, cpu_memory
-from ._dtype import DType, from_numpy_dtype, to_numpy_dtype
+from ._dtype import DType, from_numpy_dtype, inexact_type, to_numpy_dtype
 from ._numpy_like import complex_dtype, float_dtype, numpy_like_ops
 from ._precision import get_precision
 
@@ -197,6 +197,23 @@ def _searchsorted(sorted_sequence: np.ndarray, search_values: Any, side: str, dt
     return np.stack([_searchsorted(s, v, side, dtype) for s, v in zip(sorted_sequence, search_values, strict=True)])
 
 
+_SOLVE_TRIANGULAR = LazyFunction('scipy.linalg', 'solve_triangular')
+
+
+def _solve_triangular_dense(matrix: Any, rhs: Any, lower: bool, unit_diagonal: bool) -> np.ndarray:
+    """Solves `matrix (batch, rows, cols) @ x = rhs (batch, rows)` for `x (batch, cols)`; batch 1 broadcasts.
+
+    Only the lower or upper triangle of `matrix` is read, and not its diagonal where `unit_diagonal`.
+    Integer inputs give floats of the current precision.
+    """
+    dtype = to_numpy_dtype(inexact_type(_dtype(matrix), _dtype(rhs)))
+    matrix, rhs = np.asarray(matrix, dtype), np.asarray(rhs, dtype)
+    solve = _SOLVE_TRIANGULAR.load()  # one matrix per call: older SciPy versions do not batch
+    results = [solve(matrix[min(b, len(matrix) - 1)], rhs[min(b, len(rhs) - 1)], lower=lower,
+                     unit_diagonal=unit_diagonal, check_finite=False) for b in range(max(len(matrix), len(rhs)))]
+    return np.stack(results).astype(dtype, copy=False)  # LAPACK has no float16 solver
+
+
 _SHARED = numpy_like_ops(np)
 _batched_gather_nd = _SHARED['batched_gather_nd']
 _SCATTER_MODES = {'add': np.add, 'max': np.maximum, 'min': np.minimum}
@@ -297,6 +314,7 @@ class NumPyBackend(Backend):
         'grid_sample': _grid_sample,
         # --- linear algebra, signals and special functions ---
         'conv': _conv,
+        'solve_triangular_dense': _solve_triangular_dense,
         'erf': LazyFunction('scipy.special', 'erf'),
         'log_gamma': LazyFunction('scipy.special', 'gammaln'),
         'gamma_inc_l': LazyFunction('scipy.special', 'gammainc'),

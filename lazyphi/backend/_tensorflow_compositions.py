@@ -13,12 +13,13 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from ._dtype import DType
+from ._dtype import DType, inexact_type
 from ._precision import get_precision
 from ._tensorflow_types import (
     COMPLEX_BY_PRECISION,
     NATIVE,
     common,
+    dtype_of,
     inexact,
     numpy_dtype,
     tf_dtype,
@@ -342,6 +343,15 @@ def mul_matrix_batched_vector(matrix: Any, vector: Any) -> Any:
     """Multiplies `matrix (rows, cols)` or `(batch, rows, cols)` with `vector (batch, cols)`."""
     matrix, vector = common([matrix, vector])
     return tf.linalg.matmul(matrix, vector[..., None])[..., 0]
+
+
+def solve_triangular_dense(matrix: Any, rhs: Any, lower: bool, unit_diagonal: bool) -> Any:
+    """Solves `matrix (batch, rows, cols) @ x = rhs (batch, rows)` for `x (batch, cols)`; batch 1 broadcasts."""
+    dtype = tf_dtype(inexact_type(dtype_of(matrix), dtype_of(rhs)))
+    matrix, rhs = tf.cast(to_native(matrix), dtype), tf.cast(to_native(rhs), dtype)
+    if unit_diagonal:  # TensorFlow reads the diagonal always
+        matrix = tf.linalg.set_diag(matrix, tf.ones(tf.shape(matrix)[:-1], dtype))
+    return tf.linalg.triangular_solve(matrix, rhs[..., None], lower=lower)[..., 0]
 
 
 def conv(value: Any, kernel: Any, zero_padding: bool = True) -> Any:

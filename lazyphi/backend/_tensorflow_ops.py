@@ -361,6 +361,7 @@ OPS: dict[str, Callable] = {
     'einsum': lambda equation, *tensors: tf.einsum(equation, *common(tensors)),
     'mul_matrix_batched_vector': compositions.mul_matrix_batched_vector,
     'conv': compositions.conv,
+    'solve_triangular_dense': compositions.solve_triangular_dense,
     'fft': compositions.fourier({1: tf.signal.fft, 2: tf.signal.fft2d, 3: tf.signal.fft3d}),
     'ifft': compositions.fourier({1: tf.signal.ifft, 2: tf.signal.ifft2d, 3: tf.signal.ifft3d}),
     # --- element-wise ---

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ._dtype import DType
+from ._dtype import DType, inexact_type
 from ._numpy import NUMPY
 from ._precision import get_precision
 
@@ -515,6 +515,13 @@ def _tensordot(a: torch.Tensor, a_axes: Any, b: torch.Tensor, b_axes: Any) -> to
     return torch.tensordot(a, b, (a_axes, b_axes))
 
 
+def _solve_triangular_dense(matrix: Any, rhs: Any, lower: bool, unit_diagonal: bool) -> torch.Tensor:
+    """Solves `matrix (batch, rows, cols) @ x = rhs (batch, rows)` for `x (batch, cols)`; batch 1 broadcasts."""
+    dtype = _torch_dtype(inexact_type(_dtype(matrix), _dtype(rhs)))
+    matrix, rhs = as_tensor(matrix).to(dtype), as_tensor(rhs).to(dtype)
+    return torch.linalg.solve_triangular(matrix, rhs[..., None], upper=not lower, unitriangular=unit_diagonal)[..., 0]
+
+
 _CONVOLUTIONS = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
 
 
@@ -647,6 +654,7 @@ OPS: dict[str, Callable] = {
     'einsum': torch.einsum,
     'mul_matrix_batched_vector': lambda matrix, vector: torch.matmul(matrix, vector[..., None])[..., 0],
     'conv': _conv,
+    'solve_triangular_dense': _solve_triangular_dense,
     'fft': _fourier(torch.fft.fftn),
     'ifft': _fourier(torch.fft.ifftn),
     # --- element-wise; the operators also take a Python number on either side ---

@@ -9,8 +9,8 @@ entries first cast their operands to the types NumPy's ufunc would pick (`ufunc.
 `_tensorflow_types`), and reductions accumulate small integers in 64 bits as NumPy does. What TensorFlow lacks
 (quantiles, sorted `unique`, histograms, FFTs over arbitrary axes, edge and periodic padding, ...) is composed of
 TensorFlow operations in the operation table (`_tensorflow_ops`); no operation passes data through NumPy except
-`numpy_call`, whose purpose that is. Left out, as in the NumPy backend: sparse matrices, linear solvers and
-`minimize`; also `hessian`.
+`numpy_call`, whose purpose that is. Left out, as in the NumPy backend: sparse matrices, linear solvers other
+than dense triangular ones, and `minimize`; also `hessian`.
 
 Beyond NumPy: `jit_compile` (`tf.function`), gradients (`jacobian` with `tf.GradientTape`, `custom_gradient`,
 `stop_gradient`), `while_loop` (`tf.while_loop`, also in compiled functions), `vectorized_call`
