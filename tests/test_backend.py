@@ -312,7 +312,15 @@ def test_table_entries_are_the_library_functions_themselves():
 
 def test_while_loop_with_checkpoints_stacks_trajectory():
     result = NUMPY.while_loop(_counting_loop, (np.int64(2), np.int64(0)), [0, 1, 5])
-    assert_same(result, (np.array([2, 1, 0]), np.array([0, 1, 2])))
+    assert_same(result, (np.array([2, 1, 1]), np.array([0, 1, 1])))  # ended at 2: checkpoint 5 repeats checkpoint 1
+
+
+def test_while_loop_copies_values_a_loop_changes_in_place():
+    def fill(remaining, array):
+        array[remaining - 1] = remaining
+        return remaining - 1, array
+    result = NUMPY.while_loop(fill, (np.int64(2), np.zeros(2, np.int64)), [0, 1, 2])
+    assert_same(result, (np.array([2, 1, 0]), np.array([[0, 0], [0, 2], [1, 2]])))
 
 
 def test_ravel_multi_index_modes():

@@ -602,8 +602,29 @@ def test_numpy_call_returns_natives_of_the_declared_types(backend):
     assert_matches(backend, results, (np.cumsum(_X, 0), np.int32(3)))
 
 
-def test_while_loop_stops_early_and_fills_checkpoints(backend):
-    t = native_converter(backend)
-    final = backend.while_loop(_counting_loop, (t(np.int64(2)), t(np.int64(0))), 100)
-    assert_matches(backend, final, (np.int64(0), np.int64(2)))
+# (start, max_iter, expected remaining, expected count) for `_counting_loop`, which counts `remaining` down to 0
+_WHILE_LOOPS = [
+    (2, 100, 0, 2),  # stops when the condition fails
+    (3, 2, 1, 2),  # stops at max_iter
+    (3, None, 0, 3),  # no limit
+    (10, [0, 3, 6], [10, 7, 4], [0, 3, 6]),  # the values at each checkpoint, stacked
+    (10, (6, 0, 3), [10, 7, 4], [0, 3, 6]),  # in increasing order
+    (2, (1, 5), [1, 1], [1, 1]),  # ended at 2: checkpoint 5 repeats the last one reached, 1
+    (2, [0, 1, 5], [2, 1, 1], [0, 1, 1]),
+    (2, (0, 5), [2, 2], [0, 0]),
+    (2, (5, 7), [0, 0], [2, 2]),  # no checkpoint reached: the final values
+    (0, (1, 2), [-1, -2], [1, 2]),  # with checkpoints the first iteration runs whatever the condition
+]
 
+
+@pytest.mark.parametrize('compiled', [False, True], ids=['eager', 'compiled'])
+@pytest.mark.parametrize('start, max_iter, remaining, count', _WHILE_LOOPS)
+def test_while_loop(backend, compiled, start, max_iter, remaining, count):
+    t = native_converter(backend)
+    values = (t(np.int64(start)), t(np.int64(0)))
+    if compiled:
+        _needs(backend, 'jit_compile')
+        result = backend.jit_compile(lambda r, c: backend.while_loop(_counting_loop, (r, c), max_iter))(*values)
+    else:
+        result = backend.while_loop(_counting_loop, values, max_iter)
+    assert_matches(backend, tuple(result), (np.asarray(remaining, np.int64), np.asarray(count, np.int64)))

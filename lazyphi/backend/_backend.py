@@ -558,29 +558,48 @@ class Backend:
         return self.stack(trees, axis)
 
     @_composite('any', 'stack', 'copy', 'stop_gradient')
-    def while_loop(self, loop: Callable, values: tuple, max_iter: int | Sequence[int]) -> Any:
-        """Runs `values = loop(*values)` while any of `values[0]` is true, at most `max_iter` times.
+    def while_loop(self, loop: Callable, values: tuple, max_iter: int | Sequence[int] | None) -> Any:
+        """Runs `values = loop(*values)` while any of `values[0]` is true (non-zero), at most `max_iter` times.
 
-        If `max_iter` is a sequence, returns the values after each of those iteration counts, stacked along
-        a new first axis; checkpoints after the loop ended hold the final values. No gradients flow through.
+        Args:
+            loop: Takes the values and returns new ones of the same structure, shapes and data types.
+            values: The initial values, a tuple.
+            max_iter: `None` to loop until the condition fails, an `int` to stop after that many iterations, or a
+                sequence of iteration counts (checkpoints). With checkpoints the first iteration runs whatever the
+                condition, and checkpoints the loop did not reach repeat the values of the last one it reached
+                (the final values if it reached none).
+
+        Returns:
+            The final values; with checkpoints, the values at each of them in increasing order, stacked along a
+            new first axis. No gradients flow through the loop.
         """
-        values = self.stop_gradient_tree(values)
-        if isinstance(max_iter, int):
-            for _ in range(max_iter):
-                if not self.any(values[0]):
-                    break
-                values = loop(*values)
-            return self.stop_gradient_tree(values)
-        trajectory = [self.copy_leaves(values, only_mutable=True)] if 0 in max_iter else []
-        for i in range(1, max(max_iter) + 1):
-            values = loop(*values)
-            if i in max_iter:
-                trajectory.append(self.copy_leaves(values, only_mutable=True))
-            if not self.any(values[0]):
-                break
-        if len(trajectory) < len(max_iter):  # ended early: the final values stand for the remaining checkpoints
-            trajectory.extend([self.copy_leaves(values, only_mutable=True)] * (len(max_iter) - len(trajectory)))
+        values = self.stop_gradient_tree(tuple(values))
+        if max_iter is None or isinstance(max_iter, int):
+            return self.stop_gradient_tree(self._run_loop(loop, values, max_iter, 0)[0])
+        trajectory, count, done = [], 0, 0  # count: iterations run (a tensor where traced); done: asked for
+        for checkpoint in sorted(max_iter):
+            if checkpoint > 0 and done == 0:
+                values, count, done = tuple(loop(*values)), 1, 1
+            if checkpoint > done:
+                values, count = self._run_loop(loop, values, checkpoint - done, count)
+                done = checkpoint
+            entry = self._select_tree(count == checkpoint, values, trajectory[-1]) if trajectory else values
+            trajectory.append(self.copy_leaves(entry, only_mutable=True))
         return self.stop_gradient_tree(self.stack_leaves(trajectory))
+
+    def _run_loop(self, loop: Callable, values: tuple, iterations: int | None, count: Any) -> tuple[tuple, Any]:
+        """Runs `loop` while any of `values[0]` is true, at most `iterations` times (`None`: no limit).
+
+        Returns the values and `count` plus the number of iterations run. Backends that trace loops override this.
+        """
+        run = 0
+        while (iterations is None or run < iterations) and self.any(values[0]):
+            values, run = tuple(loop(*values)), run + 1
+        return values, count + run
+
+    def _select_tree(self, condition: Any, if_true: Any, if_false: Any) -> Any:
+        """`if_true` where `condition` holds, else `if_false`: trees of equal structure. Overridden where traced."""
+        return if_true if condition else if_false
 
 
 def _map_tree(function: Callable, tree: Any) -> Any:

@@ -20,7 +20,7 @@ own default device they are left uncommitted, so JAX may still move them as usua
 
 import os
 import platform
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import jax
@@ -83,35 +83,23 @@ class JaxBackend(Backend):
         """`jax.vmap` of `f` along the first axis of `args`; arguments of size 1 there broadcast."""
         return ops.vmap_first_axis(lambda *a: f(*a, **aux_args), *args)
 
-    def while_loop(self, loop: Callable, values: tuple, max_iter: int | Sequence[int] | None) -> Any:
-        """Runs `values = loop(*values)` while any of `values[0]` is true, at most `max_iter` times.
+    def _run_loop(self, loop: Callable, values: tuple, iterations: int | None, count: Any) -> tuple[tuple, Any]:
+        """The Python loop of `Backend` on concrete values; a `lax.while_loop` on traced ones or without a limit."""
+        if iterations is not None and all(self.is_available(v) for v in jax.tree.leaves(values)):
+            return super()._run_loop(loop, values, iterations, count)
 
-        Concrete values run the Python loop of `Backend.while_loop`; traced values (inside `jit_compile`)
-        become a `lax.while_loop`. A sequence `max_iter` returns the values after each of those iteration
-        counts in increasing order, stacked along a new first axis; checkpoints after the loop ended hold the
-        final values.
-        `max_iter=None` loops until the condition fails. No gradients flow through.
-        """
-        values = self.stop_gradient_tree(tuple(values))
-        if max_iter is not None and all(self.is_available(v) for v in jax.tree.leaves(values)):
-            return super().while_loop(loop, values, max_iter)
+        def condition(state: tuple) -> Any:
+            run, current = state
+            proceed = jnp.any(current[0])
+            return proceed if iterations is None else proceed & (run < iterations)
+        run, values = lax.while_loop(condition, lambda state: (state[0] + 1, tuple(loop(*state[1]))),
+                                     (jnp.asarray(0), values))
+        return values, count + run
 
-        def step(state: tuple) -> tuple:
-            return tuple(loop(*state))
-        if max_iter is None:
-            return self.stop_gradient_tree(lax.while_loop(lambda state: jnp.any(state[0]), step, values))
-
-        def run_until(iterations: int, counted: tuple) -> tuple:
-            return lax.while_loop(lambda c: jnp.any(c[1][0]) & (c[0] < iterations),
-                                  lambda c: (c[0] + 1, step(c[1])), counted)
-        counted = (jnp.asarray(0), values)
-        if isinstance(max_iter, int):
-            return self.stop_gradient_tree(run_until(max_iter, counted)[1])
-        trajectory = []
-        for checkpoint in sorted(max_iter):  # in increasing order, as Backend.while_loop stacks them
-            counted = run_until(checkpoint, counted)
-            trajectory.append(counted[1])
-        return self.stop_gradient_tree(self.stack_leaves(trajectory))
+    def _select_tree(self, condition: Any, if_true: Any, if_false: Any) -> Any:
+        if isinstance(condition, bool):
+            return if_true if condition else if_false
+        return jax.tree.map(lambda a, b: jnp.where(condition, a, b), if_true, if_false)
 
 
 JAX = register_backend(JaxBackend())
