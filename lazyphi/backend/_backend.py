@@ -124,6 +124,7 @@ class Backend:
 
     def __init__(self, name: str, devices: Sequence[ComputeDevice], default_device: ComputeDevice | None = None):
         self._name = name
+        self._label = name  # what repr() shows; `profile()` marks the backends it times
         self._devices = tuple(devices)
         self._default_device = default_device or (self._devices[0] if self._devices else None)
         self._ops: dict[str, Callable] = {}
@@ -160,7 +161,7 @@ class Backend:
         return self._devices
 
     def __repr__(self) -> str:
-        return self._name
+        return self._label
 
     __str__ = __repr__
 
