@@ -4,6 +4,7 @@
 import asyncio
 import dataclasses
 import importlib.util
+import logging
 import math
 import os
 import pickle
@@ -19,6 +20,7 @@ from scipy import ndimage, signal
 
 from lazyphi.backend import (
     BACKENDS,
+    ML_LOGGER,
     NUMPY,
     OBJECTS,
     Backend,
@@ -546,6 +548,16 @@ def test_set_global_default_backend(restore_registry):
 
 
 @pytest.mark.skipif(importlib.util.find_spec('lazyphi.backend.torch') is not None, reason="torch backend exists")
+def test_ml_logger_records_default_backend_changes(restore_registry, caplog):
+    assert isinstance(ML_LOGGER, logging.Logger) and ML_LOGGER.name == 'lazyphi' and not ML_LOGGER.handlers
+    with caplog.at_level(logging.INFO, logger='lazyphi'):
+        set_global_default_backend(OBJECTS)
+        set_global_default_backend(OBJECTS)
+        set_global_default_backend(NUMPY)
+    assert [r.getMessage() for r in caplog.records] == ["lazyphi's default backend is now object",
+                                                        "lazyphi's default backend is now numpy"]
+
+
 def test_unresolvable_library_name_raises_value_error():
     with pytest.raises(ValueError, match=r"'torch' needs the module 'lazyphi.backend.torch'.*Known backend names"):
         set_global_default_backend('torch')

@@ -15,6 +15,7 @@ from ._precision import get_precision, precision, set_global_precision
 from ._profile import Profile, get_current_profile, profile, profile_function
 from ._registry import (
     BACKENDS,
+    ML_LOGGER,
     backend_by_name,
     choose_backend,
     context_backend,
@@ -32,6 +33,7 @@ set_global_default_backend(NUMPY)
 
 __all__ = [
     'BACKENDS',
+    'ML_LOGGER',
     'NUMPY',
     'OBJECTS',
     'Backend',

@@ -7,6 +7,7 @@ This module knows backends only through their methods (`name`, `is_tensor`, `cat
 from __future__ import annotations
 
 import importlib
+import logging
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
@@ -16,6 +17,10 @@ from ._precision import precision
 
 if TYPE_CHECKING:
     from ._backend import Backend
+
+ML_LOGGER = logging.getLogger('lazyphi')
+"""lazyphi's logger (phiml's name for it): choices of backends are logged at INFO and DEBUG level. lazyphi adds no
+handler; configure it with the `logging` module, e.g. `logging.basicConfig(level=logging.INFO)`."""
 
 BACKENDS: list[Backend] = []
 """The registered backends, in the order `choose_backend()` consults them."""
@@ -73,6 +78,7 @@ register_lazy_backend('tensorflow', 'lazyphi.backend.tensorflow')
 
 
 def _import_lazy_backend(import_path: str) -> None:
+    ML_LOGGER.debug("Importing the backend module %s", import_path)
     importlib.import_module(import_path)
     for prefix in [p for p, path in _lazy_backends.items() if path == import_path]:
         del _lazy_backends[prefix]
@@ -150,6 +156,8 @@ def set_global_default_backend(backend: str | Backend) -> Backend:
         backend = backend_by_name(backend)
     elif not callable(getattr(backend, 'is_tensor', None)) or not isinstance(getattr(backend, 'name', None), str):
         raise TypeError(f"Expected a Backend or a backend name but got {type(backend).__name__}")
+    if backend is not _global_default:
+        ML_LOGGER.info("lazyphi's default backend is now %s", backend.name)
     _global_default = backend
     return backend
 
