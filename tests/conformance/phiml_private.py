@@ -1,8 +1,8 @@
 """PhiML's private helpers that its own tests import, mapped to lazyphi's public equivalents.
 
 Test-only code: the conformance suite (`../shared/conformance/phiml/`) imports these names from here
-instead of from PhiML's private modules. Each is lazyphi's own function or value under PhiML's name;
-none of them is part of lazyphi's API. A name lazyphi has no equivalent for yet raises when used, so
+instead of from PhiML's private modules. Each is lazyphi's own function or value under PhiML's name (or,
+like `get_backend`, a one-line adapter to one); none of them is part of lazyphi's API. A name lazyphi has no equivalent for yet raises when used, so
 the tests that need it fail (and are listed as expected failures) while the rest of the file runs.
 """
 
