@@ -2,8 +2,9 @@
 
 Test-only code: the conformance suite (`../shared/conformance/phiml/`) imports these names from here
 instead of from PhiML's private modules. Each is lazyphi's own function or value under PhiML's name (or,
-like `get_backend`, a one-line adapter to one); none of them is part of lazyphi's API. A name lazyphi has no equivalent for yet raises when used, so
-the tests that need it fail (and are listed as expected failures) while the rest of the file runs.
+like `get_backend`, a one-line adapter to one); none of them is part of lazyphi's API. A name lazyphi has
+no equivalent for yet raises when used, so the tests that need it fail (and are listed as expected
+failures) while the rest of the file runs.
 """
 
 import importlib
