@@ -547,7 +547,6 @@ def test_set_global_default_backend(restore_registry):
         set_global_default_backend(3)
 
 
-@pytest.mark.skipif(importlib.util.find_spec('lazyphi.backend.torch') is not None, reason="torch backend exists")
 def test_ml_logger_records_default_backend_changes(restore_registry, caplog):
     assert isinstance(ML_LOGGER, logging.Logger) and ML_LOGGER.name == 'lazyphi' and not ML_LOGGER.handlers
     with caplog.at_level(logging.INFO, logger='lazyphi'):
@@ -558,6 +557,7 @@ def test_ml_logger_records_default_backend_changes(restore_registry, caplog):
                                                         "lazyphi's default backend is now numpy"]
 
 
+@pytest.mark.skipif(importlib.util.find_spec('lazyphi.backend.torch') is not None, reason="torch backend exists")
 def test_unresolvable_library_name_raises_value_error():
     with pytest.raises(ValueError, match=r"'torch' needs the module 'lazyphi.backend.torch'.*Known backend names"):
         set_global_default_backend('torch')
