@@ -1,6 +1,7 @@
 """The backends the test suite runs on: one pytest param per array library, skipped only when not installed."""
 
 import importlib.util
+import itertools
 
 import pytest
 
@@ -17,6 +18,16 @@ def _param(name: str):
 
 
 BACKEND_NAMES = [_param(name) for name in LIBRARIES]
+
+
+def _pair(name: str, other: str):
+    missing = [LIBRARIES[n] for n in (name, other) if importlib.util.find_spec(LIBRARIES[n]) is None]
+    return pytest.param(name, other, id=f'{name}-{other}', marks=pytest.mark.skip(
+        reason=f'{missing} not installed') if missing else ())
+
+
+FOREIGN_PAIRS = [_pair(a, b) for a, b in itertools.permutations(['torch', 'jax', 'tensorflow'], 2)]
+"""Ordered pairs of backends of which neither accepts the other's natives (all accept NumPy's)."""
 
 
 def get_backend(name: str) -> Backend:

@@ -4,6 +4,7 @@
 import asyncio
 import dataclasses
 import importlib.util
+import logging
 import math
 import os
 import pickle
@@ -19,6 +20,7 @@ from scipy import ndimage, signal
 
 from lazyphi.backend import (
     BACKENDS,
+    ML_LOGGER,
     NUMPY,
     OBJECTS,
     Backend,
@@ -37,7 +39,7 @@ from lazyphi.backend import (
     set_global_default_backend,
     set_global_precision,
 )
-from lazyphi.backend import _backend as backend_module
+from lazyphi.backend import _registry as registry_module
 from lazyphi.backend._dtype import from_numpy_dtype, to_numpy_dtype
 
 
@@ -105,6 +107,9 @@ CASES = {
     'shape': lambda: (NUMPY.shape(_M), (2, 3, 4)),
     'ndims': lambda: (NUMPY.ndims(_M), 3),
     'size': lambda: (NUMPY.size(_M), 24),
+    'solve_triangular_dense': lambda m=f32(2, 3, 3) + 3 * np.eye(3, dtype=np.float32), r=f32(2, 3): (
+        NUMPY.solve_triangular_dense(m, r, True, False), np.linalg.solve(np.tril(m), r[..., None])[..., 0]),
+    'sizeof': lambda: ((NUMPY.sizeof(_M), NUMPY.sizeof(_B), NUMPY.sizeof(1.5)), (_M.nbytes, _B.nbytes, 8)),
     'is_module': lambda: (NUMPY.is_module(_X), False),
     'is_sparse': lambda: (NUMPY.is_sparse(_X), False),
     'prefers_channels_last': lambda: (NUMPY.prefers_channels_last(), True),
@@ -309,7 +314,15 @@ def test_table_entries_are_the_library_functions_themselves():
 
 def test_while_loop_with_checkpoints_stacks_trajectory():
     result = NUMPY.while_loop(_counting_loop, (np.int64(2), np.int64(0)), [0, 1, 5])
-    assert_same(result, (np.array([2, 1, 0]), np.array([0, 1, 2])))
+    assert_same(result, (np.array([2, 1, 1]), np.array([0, 1, 1])))  # ended at 2: checkpoint 5 repeats checkpoint 1
+
+
+def test_while_loop_copies_values_a_loop_changes_in_place():
+    def fill(remaining, array):
+        array[remaining - 1] = remaining
+        return remaining - 1, array
+    result = NUMPY.while_loop(fill, (np.int64(2), np.zeros(2, np.int64)), [0, 1, 2])
+    assert_same(result, (np.array([2, 1, 0]), np.array([[0, 0], [0, 2], [1, 2]])))
 
 
 def test_ravel_multi_index_modes():
@@ -380,13 +393,14 @@ def test_composite_errors_name_the_problem():
 # --- supports() and missing operations ---
 
 @pytest.mark.parametrize('feature', ['add', 'divide_no_nan', 'get_device', 'erf', 'grid_sample', 'conv', 'name',
+                                     'solve_triangular_dense',
                                      NUMPY.concat, NUMPY.tile_to, Backend.fft, np.absolute])
 def test_supports_implemented_operations(feature):
     assert NUMPY.supports(feature)
 
 
 @pytest.mark.parametrize('feature', ['csr_matrix', 'sparse_coo_tensor', 'mul_coo_dense', 'linear_solve',
-                                     'conjugate_gradient', 'bi_conjugate_gradient', 'solve_triangular_dense',
+                                     'conjugate_gradient', 'bi_conjugate_gradient', 'solve_triangular_sparse',
                                      'matrix_solve_least_squares', 'minimize', 'jacobian', 'hessian', 'jit_compile',
                                      'custom_gradient', 'variable', Backend.sparse_coo_tensor, NUMPY.csr_matrix])
 def test_supports_is_false_for_left_out_operations(feature):
@@ -447,9 +461,19 @@ def test_numbers_lists_and_arrays_choose_numpy(values):
     assert choose_backend(*values) is NUMPY
 
 
-@pytest.mark.parametrize('values', [('a',), (None,), (object(),), (np.array(['a', None], object),), (_X, 'label')])
-def test_objects_choose_the_object_backend(values):
+@pytest.mark.parametrize('values', [('a',), (None,), (np.array(['a', object()], object),), (_X, 'label'),
+                                    (np.array(None), 2.0)])
+def test_strings_none_and_object_arrays_choose_the_object_backend(values):
     assert choose_backend(*values) is OBJECTS
+
+
+@pytest.mark.parametrize('value', [object(), Ellipsis, b'bytes', {1, 2}])
+def test_unknown_objects_raise_no_backend_found(value):
+    with pytest.raises(NoBackendFound, match=f'No registered backend accepts values of type .*{type(value).__name__}'):
+        choose_backend(value)
+    with pytest.raises(NoBackendFound, match=type(value).__name__):
+        choose_backend(_X, value)
+    assert choose_backend(_X) is NUMPY
 
 
 def test_type_cache_does_not_confuse_array_dtypes():
@@ -467,12 +491,12 @@ def test_unknown_types_raise_no_backend_found_naming_them():
 
 @pytest.fixture
 def restore_registry():
-    backends, lazy = list(BACKENDS), dict(backend_module._lazy_backends)
+    backends, lazy = list(BACKENDS), dict(registry_module._lazy_backends)
     yield
     BACKENDS[:] = backends
-    backend_module._lazy_backends.clear()
-    backend_module._lazy_backends.update(lazy)
-    backend_module._type_owners.clear()
+    registry_module._lazy_backends.clear()
+    registry_module._lazy_backends.update(lazy)
+    registry_module._type_owners.clear()
     set_global_default_backend(NUMPY)
 
 
@@ -507,7 +531,7 @@ def test_lazy_backends_are_registered_for_the_array_libraries():
     loaded = {b.name for b in BACKENDS}  # an imported backend leaves the lazy registry (other tests import them)
     for prefix, name, path in [('torch', 'torch', 'lazyphi.backend.torch'), ('jaxlib', 'jax', 'lazyphi.backend.jax'),
                                ('tensorflow', 'tensorflow', 'lazyphi.backend.tensorflow')]:
-        assert name in loaded or backend_module._lazy_backends.get(prefix) == path
+        assert name in loaded or registry_module._lazy_backends.get(prefix) == path
 
 
 def test_set_global_default_backend(restore_registry):
@@ -521,6 +545,16 @@ def test_set_global_default_backend(restore_registry):
         set_global_default_backend('fakelib')
     with pytest.raises(TypeError, match="Expected a Backend or a backend name but got int"):
         set_global_default_backend(3)
+
+
+def test_ml_logger_records_default_backend_changes(restore_registry, caplog):
+    assert isinstance(ML_LOGGER, logging.Logger) and ML_LOGGER.name == 'lazyphi' and not ML_LOGGER.handlers
+    with caplog.at_level(logging.INFO, logger='lazyphi'):
+        set_global_default_backend(OBJECTS)
+        set_global_default_backend(OBJECTS)
+        set_global_default_backend(NUMPY)
+    assert [r.getMessage() for r in caplog.records] == ["lazyphi's default backend is now object",
+                                                        "lazyphi's default backend is now numpy"]
 
 
 @pytest.mark.skipif(importlib.util.find_spec('lazyphi.backend.torch') is not None, reason="torch backend exists")
@@ -611,6 +645,24 @@ def test_device_errors():
 
 # --- the object backend ---
 
+def test_solve_triangular_dense_reads_one_triangle():
+    matrix = np.array([[[2., 9, 9], [1, 4, 9], [3, 1, 5]]])
+    rhs = np.array([[2., 9, 11]])
+    lower = NUMPY.solve_triangular_dense(matrix, rhs, True, False)
+    assert_same(lower, np.linalg.solve(np.tril(matrix), rhs[..., None])[..., 0])
+    unit = np.triu(matrix, 1) + np.eye(3)
+    assert_same(NUMPY.solve_triangular_dense(matrix, rhs, False, True), np.linalg.solve(unit, rhs[..., None])[..., 0])
+    assert NUMPY.solve_triangular_dense(matrix.astype(np.float16), rhs, True, False).dtype == np.float64
+    assert NUMPY.solve_triangular_dense(matrix.astype(np.float16), rhs.astype(np.float16), True, False).dtype == \
+        np.float16
+
+
+def test_sizeof_counts_bytes_and_refuses_strings():
+    assert NUMPY.sizeof(np.zeros((2, 3), np.int32)) == 24 and OBJECTS.sizeof(np.array([None, 'a'])) == 16
+    with pytest.raises(ValueError, match="Elements of type str have no fixed size in bytes"):
+        OBJECTS.sizeof('abc')
+
+
 def test_object_backend_stores_and_compares_objects():
     assert OBJECTS.is_tensor('a', True) and OBJECTS.is_tensor(None, True) and not OBJECTS.is_tensor(1.0, True)
     assert not OBJECTS.is_tensor([1]) and OBJECTS.is_tensor(np.array([None]), True)
@@ -643,6 +695,16 @@ def test_dtype_as_dtype():
     assert DType.as_dtype('float16') == DType(float, 16) and DType.as_dtype(np.uint16) == DType(int, 16, False)
     assert DType.as_dtype(np.dtype('int64')) == DType(int, 64) and DType.as_dtype(bool) == DType(bool)
     assert DType.as_dtype(DType(int, 8)) == DType(int, 8) and DType.as_dtype('U5') == DType(str)
+    assert DType.as_dtype((int, 8)) == DType(int, 8) and DType.as_dtype((complex, 128)) == DType(complex, 128)
+    assert DType.as_dtype(None) is None
+
+
+def test_dtype_by_precision():
+    assert DType(float, precision=16) == DType(float, 16) and DType(float, precision=64) == DType(float, 64)
+    assert DType(complex, precision=32) == DType(complex, 64) and DType(complex, precision=64) == DType(complex, 128)
+    assert DType(complex, precision=16) == DType(complex, 64)  # complex types have at least 32 bits per part
+    assert dataclasses.replace(DType(float, precision=32), bits=64) == DType(float, 64)
+    assert pickle.loads(pickle.dumps(DType(complex, precision=32))) == DType(complex, 64)
 
 
 def test_dtype_errors_name_the_value():
@@ -656,6 +718,15 @@ def test_dtype_errors_name_the_value():
         DType.as_dtype('float13')
     with pytest.raises(TypeError, match=r"Cannot interpret 3.5 as a DType"):
         DType.as_dtype(3.5)
+    with pytest.raises(ValueError, match=r"DType.as_dtype\(str\) is ambiguous.*DType\(str\)"):
+        DType.as_dtype(str)
+    for kind in (bool, int, object, str):
+        with pytest.raises(ValueError, match=f"to float and complex DTypes only, not {kind.__name__}"):
+            DType(kind, precision=16)
+    with pytest.raises(ValueError, match="Give bits or precision, not both"):
+        DType(float, 32, precision=32)
+    with pytest.raises(ValueError, match=r"float DTypes support bits .* not 8"):
+        DType(float, precision=8)
     with pytest.raises(ValueError, match="NumPy dtype datetime64 has no lazyphi equivalent"):
         from_numpy_dtype(np.dtype('datetime64'))
 

@@ -10,6 +10,7 @@ exactly when `supports()` says so. Further: precision rules, device placement, `
 
 import numpy as np
 import pytest
+from backends import FOREIGN_PAIRS, get_backend
 from random_inputs import RNG, bools, f32, ints, pos, unit
 
 from lazyphi import math as lmath
@@ -88,6 +89,7 @@ CASES = {
     'shape': lambda b, t: b.shape(t(_M)),
     'ndims': lambda b, t: b.ndims(t(_M)),
     'size': lambda b, t: b.size(t(_M)),
+    'sizeof': lambda b, t: (b.sizeof(t(_M)), b.sizeof(t(_B)), b.sizeof(t(_Z)), b.sizeof(t(np.int16(3)))),
     'is_module': lambda b, t: b.is_module(t(_X)),
     'is_sparse': lambda b, t: b.is_sparse(t(_X)),
     'prefers_channels_last': lambda b, t: type(b.prefers_channels_last()) is bool,
@@ -193,7 +195,8 @@ CASES = {
         b.boolean_mask(t(_X), t(m), 1), b.boolean_mask(t(_X), t(m), 1, new_length=4, fill_value=9),
         b.boolean_mask(t(_X), t(m[:3]), 0, new_length=1)),
     'gather': lambda b, t, i=ints(5, high=4), j=ints(2, 2, high=3): (
-        b.gather(t(_X), t(i), 1), b.gather(t(_M), t(j), 1), b.gather(t(_X), t(np.array([-1, 0])), 0)),
+        b.gather(t(_X), t(i), 1), b.gather(t(_M), t(j), 1), b.gather(t(_X), t(np.array([-1, 0])), 0),
+        b.gather(t(_M), [1, 0, 1], 0), b.gather(t(_X), (3, -1), 1)),  # Python lists and tuples as indices
     'gather_1d': lambda b, t, i=ints(5, high=3): b.gather_1d(t(_X), t(i)),
     'batched_gather_nd': lambda b, t, v=f32(2, 4, 5, 3), i=ints(2, 6, 2, high=4): (
         b.batched_gather_nd(t(v), t(i)), b.batched_gather_nd(t(v[:1]), t(i)), b.batched_gather_nd(t(v), t(i[:1]))),
@@ -201,7 +204,10 @@ CASES = {
     'batched_gather_1d': lambda b, t, v=f32(2, 7), i=ints(2, 4, high=7): b.batched_gather_1d(t(v), t(i)),
     'gather_by_component_indices': lambda b, t: b.gather_by_component_indices(t(_X), 1, 2),
     'batch_gather': lambda b, t: (b.batch_gather(t(_M), 1), b.batch_gather(t(_M), [1, 0])),
-    'multi_slice': lambda b, t: b.multi_slice(t(_M), (0, slice(1, None))),
+    'multi_slice': lambda b, t: (b.multi_slice(t(_M), (0, slice(1, None))),
+                                 b.multi_slice(t(_M), (slice(None, None, -1), Ellipsis, slice(-1, 0, -2))),
+                                 b.multi_slice(t(_M), (1, None, slice(-2, -4, -1))),
+                                 b.multi_slice(t(_M), (slice(0, 2, -1),))),
     'scatter': lambda b, t, g=f32(2, 4, 5, 3), i=ints(1, 6, 2, high=4), v=f32(2, 6, 3): (
         [b.scatter(t(g), t(i), t(v), mode) for mode in ('add', 'max', 'min')]
         + [b.scatter(t(g), t(i[:, :1]), t(v[:, :1]), 'update'), b.scatter(t(g[:1]), t(i), t(v), 'add')]),
@@ -225,6 +231,12 @@ CASES = {
     'einsum': lambda b, t: b.einsum('bij,ij->b', t(_M), t(_X)),
     'mul_matrix_batched_vector': lambda b, t, v=f32(5, 4), m=f32(5, 3, 4): (b.mul_matrix_batched_vector(t(_X), t(v)),
                                                                           b.mul_matrix_batched_vector(t(m), t(v))),
+    'solve_triangular_dense': lambda b, t, m=f32(3, 4, 4) + 4 * np.eye(4, dtype=np.float32), r=f32(3, 4),
+                                     m_int=ints(1, 3, 3, high=4) + 2 * np.eye(3, dtype=int), r_int=ints(2, 3): (
+        b.solve_triangular_dense(t(m), t(r), True, False), b.solve_triangular_dense(t(m), t(r), False, True),
+        b.solve_triangular_dense(t(m[:1]), t(r), False, False),  # one matrix for every right-hand side
+        b.solve_triangular_dense(t(m.astype(np.float64)), t(r[:1]), True, True),
+        b.solve_triangular_dense(t(m_int), t(r_int), True, False)),  # integers give floats of the current precision
     'linear': lambda b, t, v=f32(5, 4): (b.linear(t(_X), t(v)), b.linear(lambda x: b.mul(x, 2), t(v))),
     'conv': lambda b, t, v=f32(2, 3, 9), v2=f32(2, 3, 6, 5), k=[f32(1, 2, 3, 4), f32(2, 2, 3, 3), f32(2, 4, 3, 3, 2),
                                                                 f32(1, 1, 3, 2, 3)]: (
@@ -426,6 +438,21 @@ def test_unknown_types_raise_no_backend_found(backend):
         choose_backend([object()], native)
 
 
+@pytest.mark.parametrize('name, other_name', FOREIGN_PAIRS)
+def test_natives_of_two_libraries_raise_naming_both_and_change_no_later_choice(name, other_name):
+    backend, other_backend = get_backend(name), get_backend(other_name)
+    native, other = native_converter(backend)(_X), native_converter(other_backend)(_Y)
+    for values in [(native, other), (other, 1.5, native)]:
+        with pytest.raises(NoBackendFound, match=rf'different libraries.*{backend.name} \(.*{other_backend.name} \('
+                                                 rf'|different libraries.*{other_backend.name} \(.*{backend.name} \('):
+            choose_backend(*values)
+    assert choose_backend(native) is backend and choose_backend(other) is other_backend
+    assert choose_backend(native, 2.0) is backend and choose_backend(_X, other) is other_backend
+    doubled = lmath.tensor(native, lmath.spatial('x'), lmath.channel('c')) * 2
+    assert doubled.backend is backend
+    np.testing.assert_allclose(doubled.numpy('x,c'), _X * 2, rtol=1e-6)
+
+
 def test_backend_can_be_selected_by_name(backend):
     try:
         assert set_global_default_backend(backend.name) is backend
@@ -575,8 +602,29 @@ def test_numpy_call_returns_natives_of_the_declared_types(backend):
     assert_matches(backend, results, (np.cumsum(_X, 0), np.int32(3)))
 
 
-def test_while_loop_stops_early_and_fills_checkpoints(backend):
-    t = native_converter(backend)
-    final = backend.while_loop(_counting_loop, (t(np.int64(2)), t(np.int64(0))), 100)
-    assert_matches(backend, final, (np.int64(0), np.int64(2)))
+# (start, max_iter, expected remaining, expected count) for `_counting_loop`, which counts `remaining` down to 0
+_WHILE_LOOPS = [
+    (2, 100, 0, 2),  # stops when the condition fails
+    (3, 2, 1, 2),  # stops at max_iter
+    (3, None, 0, 3),  # no limit
+    (10, [0, 3, 6], [10, 7, 4], [0, 3, 6]),  # the values at each checkpoint, stacked
+    (10, (6, 0, 3), [10, 7, 4], [0, 3, 6]),  # in increasing order
+    (2, (1, 5), [1, 1], [1, 1]),  # ended at 2: checkpoint 5 repeats the last one reached, 1
+    (2, [0, 1, 5], [2, 1, 1], [0, 1, 1]),
+    (2, (0, 5), [2, 2], [0, 0]),
+    (2, (5, 7), [0, 0], [2, 2]),  # no checkpoint reached: the final values
+    (0, (1, 2), [-1, -2], [1, 2]),  # with checkpoints the first iteration runs whatever the condition
+]
 
+
+@pytest.mark.parametrize('compiled', [False, True], ids=['eager', 'compiled'])
+@pytest.mark.parametrize('start, max_iter, remaining, count', _WHILE_LOOPS)
+def test_while_loop(backend, compiled, start, max_iter, remaining, count):
+    t = native_converter(backend)
+    values = (t(np.int64(start)), t(np.int64(0)))
+    if compiled:
+        _needs(backend, 'jit_compile')
+        result = backend.jit_compile(lambda r, c: backend.while_loop(_counting_loop, (r, c), max_iter))(*values)
+    else:
+        result = backend.while_loop(_counting_loop, values, max_iter)
+    assert_matches(backend, tuple(result), (np.asarray(remaining, np.int64), np.asarray(count, np.int64)))

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import special
 
-from lazyphi.backend import NUMPY, OBJECTS, Profile, get_current_profile, profile, profile_function
+from lazyphi.backend import NUMPY, OBJECTS, Profile, choose_backend, get_current_profile, profile, profile_function
 from lazyphi.backend._numpy import NumPyBackend
 
 A = np.arange(12, dtype=np.float32).reshape(3, 4)
@@ -36,6 +36,17 @@ def test_profile_records_backend_calls_and_restores_backends():
     assert add.inputs == ['ndarray(3, 4) float32', 'ndarray(3, 4) float32'] and add.outputs == ['ndarray(3, 4) float32']
     assert add.duration >= 0 and 0 <= add.start <= prof.duration
     assert add.caller.startswith('compute (test_profile.py:')  # the first frame outside the backend layer
+
+
+def test_profiled_backends_show_as_profiled_and_are_still_chosen(backend):
+    native = backend.as_tensor([1.0, 2.0])
+    with profile():
+        assert choose_backend(native) is backend
+        assert str(backend) == repr(backend) == f'profile[{backend.name}]'
+        with profile(backends=[backend]):
+            assert str(backend) == f'profile[{backend.name}]'
+        assert str(backend) == f'profile[{backend.name}]'
+    assert str(backend) == backend.name
 
 
 def test_profile_ignores_queries_and_unprofiled_backends():

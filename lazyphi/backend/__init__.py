@@ -6,9 +6,16 @@ by `choose_backend()` or the library is named in `set_global_default_backend()`.
 """
 
 from .._errors import NoBackendFound
-from ._backend import (
+from ._backend import Backend
+from ._device import ComputeDevice
+from ._dtype import DType, combine_types, to_numpy_dtype
+from ._numpy import NUMPY
+from ._objects import OBJECTS
+from ._precision import get_precision, precision, set_global_precision
+from ._profile import Profile, get_current_profile, profile, profile_function
+from ._registry import (
     BACKENDS,
-    Backend,
+    ML_LOGGER,
     backend_by_name,
     choose_backend,
     context_backend,
@@ -19,12 +26,6 @@ from ._backend import (
     register_lazy_backend,
     set_global_default_backend,
 )
-from ._device import ComputeDevice
-from ._dtype import DType, combine_types, to_numpy_dtype
-from ._numpy import NUMPY
-from ._objects import OBJECTS
-from ._precision import get_precision, precision, set_global_precision
-from ._profile import Profile, get_current_profile, profile, profile_function
 
 register_backend(NUMPY)
 register_backend(OBJECTS)
@@ -32,6 +33,7 @@ set_global_default_backend(NUMPY)
 
 __all__ = [
     'BACKENDS',
+    'ML_LOGGER',
     'NUMPY',
     'OBJECTS',
     'Backend',

@@ -1,4 +1,4 @@
-"""The `Backend` base class and the registry that picks a backend for native values.
+"""The `Backend` base class: what a backend is, and the operations written once in terms of others.
 
 A backend is one small subclass of `Backend` that declares a single table `OPS = {op_name: callable}`.
 `Backend.__init__` binds every table entry as an instance attribute, so calling `backend.add(a, b)`
@@ -10,14 +10,13 @@ import importlib
 import math
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from .._errors import NoBackendFound
 from ._device import ComputeDevice
 from ._dtype import DType, combine_types
-from ._precision import get_precision, precision
+from ._precision import get_precision
+from ._registry import backend_by_name, enter_context, exit_context
 
 # Operations each backend provides through its table (or a method override). The base class holds a
 # stub for each that raises NotImplementedError, so that `Backend.add` exists for `supports(Backend.add)`.
@@ -120,10 +119,12 @@ class Backend:
 
     OPS: ClassVar[Mapping[str, Callable | LazyFunction]] = {}
     catch_all: ClassVar[bool] = False
-    """Whether this backend accepts arbitrary Python objects; such backends are consulted last."""
+    """Whether this backend accepts the values of other backends (numbers, NumPy arrays) to store and compare them;
+    such backends are consulted last."""
 
     def __init__(self, name: str, devices: Sequence[ComputeDevice], default_device: ComputeDevice | None = None):
         self._name = name
+        self._label = name  # what repr() shows; `profile()` marks the backends it times
         self._devices = tuple(devices)
         self._default_device = default_device or (self._devices[0] if self._devices else None)
         self._ops: dict[str, Callable] = {}
@@ -160,19 +161,16 @@ class Backend:
         return self._devices
 
     def __repr__(self) -> str:
-        return self._name
+        return self._label
 
     __str__ = __repr__
 
     def __enter__(self) -> 'Backend':
-        _context_stack.set((*_context_stack.get(), self))
+        enter_context(self)
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        stack = _context_stack.get()
-        if not stack or stack[-1] is not self:
-            raise RuntimeError(f"'with {self.name}:' blocks must be exited in the reverse order they were entered")
-        _context_stack.set(stack[:-1])
+        exit_context(self)
 
     # --- Capabilities ---
 
@@ -354,6 +352,14 @@ class Backend:
     def size(self, tensor: Any) -> int:
         return math.prod(self.staticshape(tensor))
 
+    @_composite('staticshape', 'dtype')
+    def sizeof(self, tensor: Any) -> int:
+        """Bytes the elements of `tensor` take: its number of elements times the size of its data type."""
+        dtype = self.dtype(tensor)
+        if dtype.itemsize is None:
+            raise ValueError(f"Elements of type {dtype} have no fixed size in bytes")
+        return self.size(tensor) * dtype.itemsize
+
     @_composite('reshape')
     def flatten(self, x: Any) -> Any:
         return self.reshape(x, (-1,))
@@ -489,6 +495,7 @@ class Backend:
 
     @_composite()
     def multi_slice(self, tensor: Any, slices: tuple) -> Any:
+        """`tensor[slices]` for a tuple of slices (negative steps included), integers, `None` and `Ellipsis`."""
         return tensor[slices]
 
     @_composite('scatter')
@@ -552,29 +559,48 @@ class Backend:
         return self.stack(trees, axis)
 
     @_composite('any', 'stack', 'copy', 'stop_gradient')
-    def while_loop(self, loop: Callable, values: tuple, max_iter: int | Sequence[int]) -> Any:
-        """Runs `values = loop(*values)` while any of `values[0]` is true, at most `max_iter` times.
+    def while_loop(self, loop: Callable, values: tuple, max_iter: int | Sequence[int] | None) -> Any:
+        """Runs `values = loop(*values)` while any of `values[0]` is true (non-zero), at most `max_iter` times.
 
-        If `max_iter` is a sequence, returns the values after each of those iteration counts, stacked along
-        a new first axis; checkpoints after the loop ended hold the final values. No gradients flow through.
+        Args:
+            loop: Takes the values and returns new ones of the same structure, shapes and data types.
+            values: The initial values, a tuple.
+            max_iter: `None` to loop until the condition fails, an `int` to stop after that many iterations, or a
+                sequence of iteration counts (checkpoints). With checkpoints the first iteration runs whatever the
+                condition, and checkpoints the loop did not reach repeat the values of the last one it reached
+                (the final values if it reached none).
+
+        Returns:
+            The final values; with checkpoints, the values at each of them in increasing order, stacked along a
+            new first axis. No gradients flow through the loop.
         """
-        values = self.stop_gradient_tree(values)
-        if isinstance(max_iter, int):
-            for _ in range(max_iter):
-                if not self.any(values[0]):
-                    break
-                values = loop(*values)
-            return self.stop_gradient_tree(values)
-        trajectory = [self.copy_leaves(values, only_mutable=True)] if 0 in max_iter else []
-        for i in range(1, max(max_iter) + 1):
-            values = loop(*values)
-            if i in max_iter:
-                trajectory.append(self.copy_leaves(values, only_mutable=True))
-            if not self.any(values[0]):
-                break
-        if len(trajectory) < len(max_iter):  # ended early: the final values stand for the remaining checkpoints
-            trajectory.extend([self.copy_leaves(values, only_mutable=True)] * (len(max_iter) - len(trajectory)))
+        values = self.stop_gradient_tree(tuple(values))
+        if max_iter is None or isinstance(max_iter, int):
+            return self.stop_gradient_tree(self._run_loop(loop, values, max_iter, 0)[0])
+        trajectory, count, done = [], 0, 0  # count: iterations run (a tensor where traced); done: asked for
+        for checkpoint in sorted(max_iter):
+            if checkpoint > 0 and done == 0:
+                values, count, done = tuple(loop(*values)), 1, 1
+            if checkpoint > done:
+                values, count = self._run_loop(loop, values, checkpoint - done, count)
+                done = checkpoint
+            entry = self._select_tree(count == checkpoint, values, trajectory[-1]) if trajectory else values
+            trajectory.append(self.copy_leaves(entry, only_mutable=True))
         return self.stop_gradient_tree(self.stack_leaves(trajectory))
+
+    def _run_loop(self, loop: Callable, values: tuple, iterations: int | None, count: Any) -> tuple[tuple, Any]:
+        """Runs `loop` while any of `values[0]` is true, at most `iterations` times (`None`: no limit).
+
+        Returns the values and `count` plus the number of iterations run. Backends that trace loops override this.
+        """
+        run = 0
+        while (iterations is None or run < iterations) and self.any(values[0]):
+            values, run = tuple(loop(*values)), run + 1
+        return values, count + run
+
+    def _select_tree(self, condition: Any, if_true: Any, if_false: Any) -> Any:
+        """`if_true` where `condition` holds, else `if_false`: trees of equal structure. Overridden where traced."""
+        return if_true if condition else if_false
 
 
 def _map_tree(function: Callable, tree: Any) -> Any:
@@ -594,233 +620,3 @@ OPERATIONS = frozenset(
     if callable(attribute) and not name.startswith('_') and name not in ('supports', 'implemented_ops')
 )
 """Names of all operations a backend may implement."""
-
-
-# --- Registry ---
-
-BACKENDS: list[Backend] = []
-"""The registered backends, in the order `choose_backend()` consults them."""
-
-_global_default: Backend | None = None
-_context_stack: ContextVar[tuple[Backend, ...]] = ContextVar('lazyphi_backend', default=())
-_type_owners: dict[type, Backend] = {}  # last backend that held an instance of the type natively
-_PYTHON_NUMBERS = frozenset({bool, int, float, complex})
-_lazy_backends: dict[str, str] = {}  # top-level module of a library -> lazyphi module that registers its backend
-_load_hooks: dict[str, list[Callable[['Backend'], None]]] = {}  # backend name -> functions to call once it registers
-
-
-def register_backend(backend: Backend) -> Backend:
-    """Adds `backend` to `BACKENDS` so that `choose_backend()` considers it. Catch-all backends stay last."""
-    if backend in BACKENDS:
-        return backend
-    if any(b.name == backend.name for b in BACKENDS):
-        raise ValueError(f"A backend named '{backend.name}' is already registered")
-    position = len(BACKENDS) if backend.catch_all else next(
-        (i for i, b in enumerate(BACKENDS) if b.catch_all), len(BACKENDS))
-    BACKENDS.insert(position, backend)
-    _type_owners.clear()
-    for hook in _load_hooks.pop(backend.name, ()):
-        hook(backend)
-    return backend
-
-
-def on_backend_loaded(name: str, hook: Callable[['Backend'], None]) -> None:
-    """Calls `hook(backend)` once the backend called `name` is registered: now if it already is, else then.
-
-    Lets other layers attach per-library behaviour (such as pytree registration) without importing the library.
-    """
-    for backend in BACKENDS:
-        if backend.name == name:
-            hook(backend)
-            return
-    _load_hooks.setdefault(name, []).append(hook)
-
-
-def register_lazy_backend(module_prefix: str, import_path: str) -> None:
-    """Declares that values of the library `module_prefix` are handled by the backend module `import_path`.
-
-    The module is imported (and must register its backend) the first time `choose_backend()` sees a value
-    whose type comes from `module_prefix`, or when `set_global_default_backend(module_prefix)` is called.
-    """
-    _lazy_backends[module_prefix] = import_path
-
-
-register_lazy_backend('torch', 'lazyphi.backend.torch')
-register_lazy_backend('jax', 'lazyphi.backend.jax')
-register_lazy_backend('jaxlib', 'lazyphi.backend.jax')
-register_lazy_backend('tensorflow', 'lazyphi.backend.tensorflow')
-
-
-def _import_lazy_backend(import_path: str) -> None:
-    importlib.import_module(import_path)
-    for prefix in [p for p, path in _lazy_backends.items() if path == import_path]:
-        del _lazy_backends[prefix]
-
-
-def _known_names() -> list[str]:
-    return sorted({b.name for b in BACKENDS} | set(_lazy_backends))
-
-
-def backend_by_name(name: str) -> Backend:
-    """Returns the registered backend called `name`, importing a lazily registered one if needed.
-
-    Raises:
-        ValueError: if no backend of that name is registered or can be imported.
-    """
-    key = name.lower()
-    for backend in BACKENDS:
-        if backend.name == key:
-            return backend
-    import_path = _lazy_backends.get(key)
-    if import_path is not None:
-        try:
-            _import_lazy_backend(import_path)
-        except ImportError as err:
-            raise ValueError(f"Backend {name!r} needs the module '{import_path}', which could not be imported "
-                             f"({err}). Known backend names: {_known_names()}") from err
-        for backend in BACKENDS:
-            if backend.name == key:
-                return backend
-    raise ValueError(f"Unknown backend {name!r}. Known backend names: {_known_names()}")
-
-
-def default_backend() -> Backend:
-    """The backend of the innermost `with backend:` block, else the global default (NumPy unless changed)."""
-    stack = _context_stack.get()
-    return stack[-1] if stack else _global_default
-
-
-def context_backend() -> Backend | None:
-    """The backend of the innermost `with backend:` block of this thread or task, or `None` outside of one."""
-    stack = _context_stack.get()
-    return stack[-1] if stack else None
-
-
-def set_global_default_backend(backend: str | Backend) -> Backend:
-    """Sets the backend `choose_backend()` prefers wherever no `with backend:` block is active.
-
-    Args:
-        backend: A `Backend` or a name: `'numpy'`, `'torch'`, `'jax'`, `'tensorflow'`.
-
-    Returns:
-        The backend now set.
-
-    Raises:
-        ValueError: for a name that names no backend, or one whose module cannot be imported.
-    """
-    global _global_default
-    if isinstance(backend, str):
-        backend = backend_by_name(backend)
-    elif not isinstance(backend, Backend):
-        raise TypeError(f"Expected a Backend or a backend name but got {type(backend).__name__}")
-    _global_default = backend
-    return backend
-
-
-def choose_backend(*values: Any, prefer_default: bool = False) -> Backend:
-    """Selects the backend to operate on `values`.
-
-    A backend that holds one of the values natively wins (the default backend first); otherwise the
-    first backend that accepts all values. With `prefer_default`, the default backend wins whenever it
-    accepts all values. The first value of a library registered with `register_lazy_backend()` imports
-    that library's backend.
-
-    Raises:
-        NoBackendFound: if no backend accepts all values; the message names the types.
-    """
-    # Fast path: all values are of types a backend held natively before (e.g. NumPy arrays), or Python
-    # numbers, which every backend accepts and none holds natively, so they cannot change the choice.
-    owner = None
-    for value in values:
-        value_type = type(value)
-        if value_type in _PYTHON_NUMBERS:
-            continue
-        backend = _type_owners.get(value_type)
-        if backend is None or (owner is not None and backend is not owner) or not backend.is_tensor(value, True):
-            break
-        owner = backend
-    else:
-        if owner is None and BACKENDS:  # only numbers: the slow path would pick one of these
-            return default_backend() if prefer_default else BACKENDS[0]
-        if not prefer_default or owner is default_backend():
-            return owner
-    return _choose_backend_slowly(values, prefer_default)
-
-
-def _choose_backend_slowly(values: tuple, prefer_default: bool) -> Backend:
-    if _lazy_backends:
-        _import_backends_for(values)
-    default = default_backend()
-    if _accepts_all(default, values) and (prefer_default or _holds_any(default, values)):
-        return default
-    candidates = [backend for backend in BACKENDS if _accepts_all(backend, values)]
-    if not candidates:
-        unknown = [v for v in values if not any(backend.is_tensor(v) for backend in BACKENDS)]
-        if unknown:
-            raise NoBackendFound(f"No registered backend accepts values of type {_type_names(unknown)}. "
-                                 f"Registered backends: {[b.name for b in BACKENDS]}")
-        raise NoBackendFound(f"No single backend accepts all of {_type_names(values)} together; "
-                             f"convert them to one backend first, e.g. with convert()")
-    for backend in candidates:
-        if _holds_any(backend, values):
-            return backend
-    return candidates[0]
-
-
-def _import_backends_for(values: tuple) -> None:
-    for value in values:
-        module = type(value).__module__
-        import_path = _lazy_backends.get(module.partition('.')[0])
-        if import_path is not None:
-            try:
-                _import_lazy_backend(import_path)
-            except ImportError as err:
-                raise NoBackendFound(f"Values of type '{type(value).__name__}' (module '{module}') need the backend "
-                                     f"module '{import_path}', which could not be imported: {err}") from err
-
-
-def _accepts_all(backend: Backend, values: tuple) -> bool:
-    return all(backend.is_tensor(v) for v in values)
-
-
-def _holds_any(backend: Backend, values: tuple) -> bool:
-    held = False
-    for value in values:
-        if backend.is_tensor(value, True):
-            _type_owners[type(value)] = backend
-            held = True
-    return held
-
-
-def _type_names(values: Sequence) -> list[str]:
-    return list(dict.fromkeys(type(v).__name__ for v in values))
-
-
-def convert(native: Any, backend: Backend | str | None = None, use_dlpack: bool = True) -> Any:
-    """Converts a native tensor to the native format of `backend` (the default backend if `None`).
-
-    Values `backend` already holds natively come back unchanged. Where both backends support DLPack and
-    `use_dlpack` is set, the data is shared without copying; otherwise it passes through a NumPy array
-    (which the target library copies or wraps, as it does). Either way the dtype is kept (not changed
-    to the current precision). Gradients do not flow through
-    the conversion.
-    """
-    target = default_backend() if backend is None else backend_by_name(backend) if isinstance(backend, str) else backend
-    if target.is_tensor(native, True):
-        return native
-    source = choose_backend(native)
-    if source is target:
-        return native
-    if use_dlpack and source.supports('to_dlpack') and target.supports('from_dlpack'):
-        try:
-            return target.from_dlpack(source.to_dlpack(native))
-        except (BufferError, RuntimeError):  # e.g. data on a device the target library cannot reach
-            pass
-    array = source.numpy(native)
-    kind = array.dtype.kind
-    bits = array.dtype.itemsize * 8 // (2 if kind == 'c' else 1)
-    if kind in 'fc' and bits in (16, 32, 64):  # as_tensor makes floats of the current precision: make it theirs
-        with precision(bits):
-            return target.as_tensor(array)
-    return target.as_tensor(array)
-

@@ -18,35 +18,48 @@ _KIND_NAMES = {bool: 'bool', int: 'int', float: 'float', complex: 'complex', obj
 _NUMPY_KINDS = {'b': bool, 'i': int, 'u': int, 'f': float, 'c': complex, 'O': object, 'U': str, 'S': str, 'T': str}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class DType:
     """The kind and size of the elements of a tensor, independent of any backend.
 
-    Examples: `DType(float, 32)`, `DType(int, 64)`, `DType(int, 8, signed=False)`, `DType(bool)`.
+    Examples: `DType(float, 32)`, `DType(int, 64)`, `DType(int, 8, signed=False)`, `DType(bool)`,
+    `DType(complex, precision=32)` (complex64).
 
     Args:
         kind: One of the Python types `bool`, `int`, `float`, `complex`, `object`, `str`.
         bits: Size of one element in bits. Defaults to 8 for `bool`, 64 for `object`, 32 for `int`,
             the current precision for `float` and twice that for `complex`. Strings have no fixed size (`None`).
         signed: Only for `int`: whether negative values can be represented.
+        precision: Instead of `bits`, for `float` and `complex` only: the bits of one floating-point
+            component (complex types have at least 32 bits per component).
     """
 
     kind: type
-    bits: int | None = None
-    signed: bool = True
+    bits: int | None
+    signed: bool
     _numpy: np.dtype | None = field(default=None, init=False, repr=False, compare=False, hash=False)
 
-    def __post_init__(self) -> None:
-        if self.kind not in _VALID_BITS:
-            raise ValueError(f"DType kind must be one of {list(_KIND_NAMES.values())} but got {self.kind!r}")
-        if self.bits is None:
+    def __init__(self, kind: type, bits: int | None = None, signed: bool = True, *, precision: int | None = None):
+        if kind not in _VALID_BITS:
+            raise ValueError(f"DType kind must be one of {list(_KIND_NAMES.values())} but got {kind!r}")
+        if precision is not None:
+            if kind not in (float, complex):
+                raise ValueError(f"precision applies to float and complex DTypes only, not {_KIND_NAMES[kind]}; "
+                                 f"give bits instead, e.g. DType({_KIND_NAMES[kind]}, 32)")
+            if bits is not None:
+                raise ValueError(f"Give bits or precision, not both (got bits={bits}, precision={precision})")
+            bits = precision if kind is float else max(64, 2 * precision)
+        if bits is None:
             default = {bool: 8, object: 64, int: 32, float: get_precision(), complex: max(64, 2 * get_precision())}
-            object.__setattr__(self, 'bits', default.get(self.kind))
-        if self.bits not in _VALID_BITS[self.kind]:
-            kind = _KIND_NAMES[self.kind]
-            raise ValueError(f"{kind} DTypes support bits {_VALID_BITS[self.kind]}, not {self.bits!r}")
-        if not self.signed and self.kind is not int:
-            raise ValueError(f"Only int DTypes can be unsigned, not {_KIND_NAMES[self.kind]}")
+            bits = default.get(kind)
+        if bits not in _VALID_BITS[kind]:
+            raise ValueError(f"{_KIND_NAMES[kind]} DTypes support bits {_VALID_BITS[kind]}, not {bits!r}")
+        if not signed and kind is not int:
+            raise ValueError(f"Only int DTypes can be unsigned, not {_KIND_NAMES[kind]}")
+        object.__setattr__(self, 'kind', kind)
+        object.__setattr__(self, 'bits', bits)
+        object.__setattr__(self, 'signed', signed)
+        object.__setattr__(self, '_numpy', None)
 
     def __repr__(self) -> str:
         if self.kind in (bool, object, str):
@@ -68,20 +81,27 @@ class DType:
         return None
 
     @staticmethod
-    def as_dtype(value: 'DType | type | np.dtype | str') -> 'DType':
-        """Converts a `DType`, a Python type, a NumPy dtype or type, or a name like `'float32'` to a `DType`.
+    def as_dtype(value: 'DType | type | tuple | np.dtype | str | None') -> 'DType | None':
+        """Converts a `DType`, a Python type, a `(kind, bits)` tuple, a NumPy dtype or type, or a name like
+        `'float32'` to a `DType`; `None` stays `None`.
 
         The Python types `float` and `complex` resolve to the current precision (see `get_precision()`),
         `int` to 32 bits.
 
         Raises:
             TypeError: for values that do not describe a data type.
-            ValueError: for names or NumPy dtypes that have no `DType` equivalent.
+            ValueError: for names or NumPy dtypes that have no `DType` equivalent, and for the type `str`,
+                which names no size (`DType(str)` is the type of strings of any length).
         """
-        if isinstance(value, DType):
+        if isinstance(value, DType) or value is None:
             return value
+        if value is str:
+            raise ValueError("DType.as_dtype(str) is ambiguous: str names no size. Use DType(str) for strings of "
+                             "any length, or a NumPy name such as 'U8'")
         if isinstance(value, type) and value in _VALID_BITS:
             return DType(value)
+        if isinstance(value, tuple) and len(value) == 2 and value[0] in _VALID_BITS:
+            return DType(*value)
         if isinstance(value, np.dtype | str) or (isinstance(value, type) and issubclass(value, np.generic)):
             try:
                 np_dtype = np.dtype(value)
@@ -163,3 +183,13 @@ def combine_types(*dtypes: DType, fp_precision: int | None = None) -> DType:
         # a signed type can only hold all unsigned values if it is twice as wide
         return DType(int, max(signed_bits + [min(64, 2 * b) for b in unsigned_bits]))
     return DType(bool)
+
+
+def inexact_type(*dtypes: DType) -> DType:
+    """The type a floating-point computation on values of `dtypes` runs in, such as a linear solve.
+
+    The combined type of the floating-point and complex ones (`combine_types`); where all are integers or
+    booleans, the float type of the current precision.
+    """
+    combined = combine_types(*dtypes)
+    return DType(float, get_precision()) if combined.kind in (bool, int) else combined

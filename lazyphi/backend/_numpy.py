@@ -1,7 +1,8 @@
 """The NumPy backend: NumPy arrays and scalars, and Python numbers and lists of them.
 
-Most table entries are NumPy functions themselves; the functions below adapt NumPy where the
-backend signature differs. SciPy is imported only when one of its functions is first called.
+Its table is the one shared with JAX (`numpy_like_ops(numpy)`, mostly NumPy's functions themselves) plus the
+entries below, which adapt NumPy where the backend signature differs. SciPy is imported only when one of its
+functions is first called.
 """
 
 import hashlib
@@ -16,7 +17,8 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from ._backend import Backend, LazyFunction
 from ._device import ComputeDevice, cpu_memory
-from ._dtype import DType, from_numpy_dtype, to_numpy_dtype
+from ._dtype import DType, from_numpy_dtype, inexact_type, to_numpy_dtype
+from ._numpy_like import complex_dtype, float_dtype, numpy_like_ops
 from ._precision import get_precision
 
 _NATIVE = (np.ndarray, np.generic)
@@ -35,18 +37,6 @@ def _is_tensor(x: Any, only_native: bool = False) -> bool:
     if isinstance(x, tuple | list):
         return all(_is_tensor(item) for item in x)
     return False
-
-
-_FLOAT_BY_PRECISION = {16: np.dtype(np.float16), 32: np.dtype(np.float32), 64: np.dtype(np.float64)}
-_COMPLEX_BY_PRECISION = {16: np.dtype(np.complex64), 32: np.dtype(np.complex64), 64: np.dtype(np.complex128)}
-
-
-def _float_dtype() -> np.dtype:
-    return _FLOAT_BY_PRECISION[get_precision()]
-
-
-def _complex_dtype() -> np.dtype:
-    return _COMPLEX_BY_PRECISION[get_precision()]
 
 
 def _reshape(x, shape):
@@ -68,9 +58,9 @@ def _as_tensor(x: Any, convert_external: bool = True) -> Any:
         array = np.asarray(x)
     kind = array.dtype.kind
     if kind == 'f':
-        return array.astype(_float_dtype(), copy=False)
+        return array.astype(float_dtype(), copy=False)
     if kind == 'c':
-        return array.astype(_complex_dtype(), copy=False)
+        return array.astype(complex_dtype(), copy=False)
     return array
 
 
@@ -100,7 +90,7 @@ def _dtype(x: Any) -> DType:
 
 
 def _to_numpy_dtype(dtype: DType | None) -> np.dtype:
-    return _float_dtype() if dtype is None else to_numpy_dtype(DType.as_dtype(dtype))
+    return float_dtype() if dtype is None else to_numpy_dtype(DType.as_dtype(dtype))
 
 
 def _cast(x: Any, dtype: DType) -> Any:
@@ -153,40 +143,9 @@ def _pad_or_crop(x: np.ndarray, axis: int, size: int, fill_value: Any) -> np.nda
     return x
 
 
-_PAD_MODES = {'constant': 'constant', 'boundary': 'edge', 'periodic': 'wrap', 'symmetric': 'symmetric',
-              'reflect': 'reflect'}
-
-
-def numpy_like_shape_ops(xp) -> tuple[Callable, Callable]:
-    """`pad` and `expand_dims` for a library with NumPy's API (`numpy`, `jax.numpy`)."""
-    def pad(value: Any, pad_width: Any, mode: str = 'constant', constant_values: Any = 0) -> Any:
-        """Pads with `mode` 'constant', 'boundary', 'periodic', 'symmetric' or 'reflect'; `NotImplemented` otherwise."""
-        library_mode = _PAD_MODES.get(mode)
-        if library_mode is None:
-            return NotImplemented
-        if library_mode == 'constant':
-            return xp.pad(value, pad_width, 'constant', constant_values=constant_values)
-        return xp.pad(value, pad_width, library_mode)
-
-    def expand_dims(a: Any, axis: int = 0, number: int = 1) -> Any:
-        position = axis if axis >= 0 else xp.ndim(a) + 1 + axis
-        return xp.expand_dims(a, tuple(range(position, position + number)))
-    return pad, expand_dims
-
-
-_pad, _expand_dims = numpy_like_shape_ops(np)
-
-
 def _repeat(x: Any, repeats: Any, axis: int, new_length: int | None = None) -> np.ndarray:
     result = np.repeat(x, repeats, axis)
     return result if new_length is None else _pad_or_crop(result, axis, new_length, 0)
-
-
-def _where(condition: Any, x: Any = None, y: Any = None) -> np.ndarray:
-    """`x` where `condition` holds, else `y`; without `x` and `y`, the indices of true entries `(nnz, ndims)`."""
-    if x is None or y is None:
-        return np.argwhere(condition)
-    return np.where(condition, x, y)
 
 
 def _nonzero(values: Any, length: int | None = None, fill_value: int = -1) -> np.ndarray:
@@ -205,11 +164,6 @@ def _range(start: int, limit: int | None = None, delta: int = 1, dtype: DType = 
     return np.arange(start, limit, delta, dtype=to_numpy_dtype(dtype))
 
 
-def _mul_matrix_batched_vector(matrix: Any, vector: Any) -> np.ndarray:
-    """Multiplies `matrix (rows, cols)` or `(batch, rows, cols)` with `vector (batch, cols)`."""
-    return np.matmul(matrix, np.asarray(vector)[..., None])[..., 0]
-
-
 def _conv(value: np.ndarray, kernel: np.ndarray, zero_padding: bool = True) -> np.ndarray:
     """Cross-correlates `value (batch, in, spatial...)` with `kernel (batch or 1, out, in, kernel_spatial...)`.
 
@@ -225,16 +179,6 @@ def _conv(value: np.ndarray, kernel: np.ndarray, zero_padding: bool = True) -> n
     return np.einsum(f'bi{spatial}{offsets},boi{offsets}->bo{spatial}', windows, kernel)
 
 
-def _get_diagonal(matrices: np.ndarray, offset: int = 0) -> np.ndarray:
-    """Diagonals of `matrices (batch, rows, cols, channels)` as `(batch, diagonal, channels)`."""
-    return np.moveaxis(np.diagonal(matrices, offset, axis1=1, axis2=2), -1, 1)
-
-
-def _indexed_segment_sum(x: np.ndarray, indices: np.ndarray, axis: int) -> np.ndarray:
-    """Sums the segments of `x (batch, ...)` starting at `indices (batch, segments)` along `axis`."""
-    return np.stack([np.add.reduceat(x[b], indices[min(b, len(indices) - 1)], axis - 1) for b in range(x.shape[0])])
-
-
 def _histogram1d(values: np.ndarray, weights: np.ndarray, bin_edges: np.ndarray) -> np.ndarray:
     """Weighted histograms of `values (batch, values)` with `bin_edges (batch, edges)`: `(batch, edges - 1)`."""
     counts = [np.histogram(v, e, weights=w)[0] for v, w, e in zip(values, weights, bin_edges, strict=True)]
@@ -246,10 +190,6 @@ def _bincount(x: np.ndarray, weights: np.ndarray | None, bins: int, x_sorted: bo
     return counts if weights is None else counts.astype(np.asarray(weights).dtype, copy=False)
 
 
-def _unique(x: np.ndarray, return_inverse: bool, return_counts: bool, axis: int | None) -> Any:
-    return np.unique(x, return_inverse=return_inverse, return_counts=return_counts, axis=axis)
-
-
 def _searchsorted(sorted_sequence: np.ndarray, search_values: Any, side: str, dtype: DType = _INT32) -> np.ndarray:
     """Insertion indices of `search_values` into `sorted_sequence`; a 2D sequence is searched row by row."""
     if np.ndim(sorted_sequence) == 1:
@@ -257,29 +197,25 @@ def _searchsorted(sorted_sequence: np.ndarray, search_values: Any, side: str, dt
     return np.stack([_searchsorted(s, v, side, dtype) for s, v in zip(sorted_sequence, search_values, strict=True)])
 
 
-def _complex_result_type(x: np.ndarray) -> np.dtype:
-    if x.dtype.kind == 'c':
-        return x.dtype
-    if x.dtype.kind == 'f':
-        return np.dtype(np.complex64 if x.dtype.itemsize <= 4 else np.complex128)
-    return _complex_dtype()
+_SOLVE_TRIANGULAR = LazyFunction('scipy.linalg', 'solve_triangular')
 
 
-def _fourier(transform: Callable) -> Callable:
-    def apply(x: Any, axes: Sequence[int]) -> np.ndarray:
-        x = np.asarray(x)
-        result = transform(x, axes=axes) if len(axes) else x
-        return result.astype(_complex_result_type(x), copy=False)
-    apply.__name__ = transform.__name__
-    return apply
+def _solve_triangular_dense(matrix: Any, rhs: Any, lower: bool, unit_diagonal: bool) -> np.ndarray:
+    """Solves `matrix (batch, rows, cols) @ x = rhs (batch, rows)` for `x (batch, cols)`; batch 1 broadcasts.
+
+    Only the lower or upper triangle of `matrix` is read, and not its diagonal where `unit_diagonal`.
+    Integer inputs give floats of the current precision.
+    """
+    dtype = to_numpy_dtype(inexact_type(_dtype(matrix), _dtype(rhs)))
+    matrix, rhs = np.asarray(matrix, dtype), np.asarray(rhs, dtype)
+    solve = _SOLVE_TRIANGULAR.load()  # one matrix per call: older SciPy versions do not batch
+    results = [solve(matrix[min(b, len(matrix) - 1)], rhs[min(b, len(rhs) - 1)], lower=lower,
+                     unit_diagonal=unit_diagonal, check_finite=False) for b in range(max(len(matrix), len(rhs)))]
+    return np.stack(results).astype(dtype, copy=False)  # LAPACK has no float16 solver
 
 
-def _batched_gather_nd(values: np.ndarray, indices: np.ndarray) -> np.ndarray:
-    """Gathers `values (batch, spatial..., channels)` at `indices (batch, any..., index)`; batch 1 broadcasts."""
-    batch_index = np.arange(values.shape[0]).reshape((-1,) + (1,) * (indices.ndim - 2))
-    return values[(batch_index, *np.moveaxis(indices, -1, 0))]
-
-
+_SHARED = numpy_like_ops(np)
+_batched_gather_nd = _SHARED['batched_gather_nd']
 _SCATTER_MODES = {'add': np.add, 'max': np.maximum, 'min': np.minimum}
 
 
@@ -341,24 +277,16 @@ class NumPyBackend(Backend):
     """Backend for NumPy arrays and scalars (except object arrays) and Python numbers and lists of them."""
 
     OPS: ClassVar[dict[str, Callable | LazyFunction]] = {
+        **_SHARED,
         # --- tensors and types ---
         'is_tensor': _is_tensor,
         'as_tensor': _as_tensor,
         'is_available': lambda tensor: True,
-        'numpy': np.asarray,
         'content_hash': _content_hash,
         'copy': lambda tensor, only_mutable=False: np.array(tensor, copy=True),
-        'to_dlpack': np.asarray,  # any array implementing __dlpack__
         'from_dlpack': np.from_dlpack,
         'dtype': _dtype,
         'cast': _cast,
-        'staticshape': np.shape,
-        'shape': np.shape,
-        'ndims': np.ndim,
-        'size': np.size,
-        'is_module': lambda obj: False,
-        'is_sparse': lambda x: False,
-        'prefers_channels_last': lambda: True,
         'stop_gradient': lambda value: value,
         'numpy_call': lambda f, output_shapes, output_dtypes, *args, **aux_args: f(*args, **aux_args),
         'seed': _seed,
@@ -367,109 +295,26 @@ class NumPyBackend(Backend):
         'random_normal': _random_normal,
         'zeros': lambda shape, dtype=None: np.zeros(shape, _to_numpy_dtype(dtype)),
         'ones': lambda shape, dtype=None: np.ones(shape, _to_numpy_dtype(dtype)),
-        'zeros_like': np.zeros_like,
-        'ones_like': np.ones_like,
         'range': _range,
-        'linspace': lambda start, stop, number: np.linspace(start, stop, number, dtype=_float_dtype()),
-        'meshgrid': lambda *coordinates: np.meshgrid(*coordinates, indexing='ij'),
+        'linspace': lambda start, stop, number: np.linspace(start, stop, number, dtype=float_dtype()),
         # --- shape ---
         'reshape': _reshape,
-        'broadcast_to': np.broadcast_to,
         'transpose': _transpose,
-        'stack': np.stack,
-        'concat': np.concatenate,
-        'flip': np.flip,
-        'flatten': np.ravel,
-        'tile': np.tile,
         'repeat': _repeat,
-        'expand_dims': _expand_dims,
-        'pad': _pad,
-        # --- reductions ---
-        'sum': lambda value, axis=None, keepdims=False: np.sum(value, axis, keepdims=keepdims),
-        'prod': np.prod,
-        'mean': lambda value, axis=None, keepdims=False: np.mean(value, axis, keepdims=keepdims),
-        'std': lambda x, axis=None, keepdims=False: np.std(x, axis, keepdims=keepdims),
-        'max': lambda x, axis=None, keepdims=False: np.max(x, axis, keepdims=keepdims),
-        'min': lambda x, axis=None, keepdims=False: np.min(x, axis, keepdims=keepdims),
-        'any': lambda boolean_tensor, axis=None, keepdims=False: np.any(boolean_tensor, axis, keepdims=keepdims),
-        'all': lambda boolean_tensor, axis=None, keepdims=False: np.all(boolean_tensor, axis, keepdims=keepdims),
-        'argmax': lambda x, axis, keepdims=False: np.argmax(x, axis, keepdims=keepdims),
-        'argmin': lambda x, axis, keepdims=False: np.argmin(x, axis, keepdims=keepdims),
+        # --- reductions, sorting, counting ---
         'cumsum': np.cumsum,
         'quantile': lambda x, quantiles: np.quantile(x, quantiles, axis=-1),
-        'argsort': np.argsort,
-        'sort': np.sort,
         'searchsorted': _searchsorted,
-        'unique': _unique,
         'bincount': _bincount,
         'histogram1d': _histogram1d,
-        'indexed_segment_sum': _indexed_segment_sum,
         # --- selection ---
-        'where': _where,
         'nonzero': _nonzero,
         'boolean_mask': _boolean_mask,
-        'gather': np.take,
-        'batched_gather_nd': _batched_gather_nd,
         'scatter': _scatter,
-        'get_diagonal': _get_diagonal,
         'grid_sample': _grid_sample,
-        # --- linear algebra and signals ---
-        'tensordot': lambda a, a_axes, b, b_axes: np.tensordot(a, b, (a_axes, b_axes)),
-        'einsum': np.einsum,
-        'mul_matrix_batched_vector': _mul_matrix_batched_vector,
+        # --- linear algebra, signals and special functions ---
         'conv': _conv,
-        'fft': _fourier(np.fft.fftn),
-        'ifft': _fourier(np.fft.ifftn),
-        # --- element-wise ---
-        'add': np.add,
-        'sub': np.subtract,
-        'mul': np.multiply,
-        'div': np.true_divide,
-        'pow': np.power,
-        'mod': np.mod,
-        'floordiv': np.floor_divide,
-        'and_': np.bitwise_and,
-        'or_': np.bitwise_or,
-        'xor': np.bitwise_xor,
-        'invert': np.invert,
-        'shift_bits_left': np.left_shift,
-        'shift_bits_right': np.right_shift,
-        'equal': np.equal,
-        'not_equal': np.not_equal,
-        'greater_than': np.greater,
-        'greater_or_equal': np.greater_equal,
-        'maximum': np.maximum,
-        'minimum': np.minimum,
-        'clip': np.clip,
-        'abs': np.abs,
-        'sign': np.sign,
-        'round': np.round,
-        'ceil': np.ceil,
-        'floor': np.floor,
-        'sqrt': np.sqrt,
-        'exp': np.exp,
-        'log': np.log,
-        'log2': np.log2,
-        'log10': np.log10,
-        'sin': np.sin,
-        'arcsin': np.arcsin,
-        'cos': np.cos,
-        'arccos': np.arccos,
-        'tan': np.tan,
-        'arctan': np.arctan,
-        'arctan2': np.arctan2,
-        'sinh': np.sinh,
-        'arcsinh': np.arcsinh,
-        'cosh': np.cosh,
-        'arccosh': np.arccosh,
-        'tanh': np.tanh,
-        'arctanh': np.arctanh,
-        'isfinite': np.isfinite,
-        'isnan': np.isnan,
-        'isinf': np.isinf,
-        'real': np.real,
-        'imag': np.imag,
-        'conj': np.conjugate,
+        'solve_triangular_dense': _solve_triangular_dense,
         'erf': LazyFunction('scipy.special', 'erf'),
         'log_gamma': LazyFunction('scipy.special', 'gammaln'),
         'gamma_inc_l': LazyFunction('scipy.special', 'gammainc'),

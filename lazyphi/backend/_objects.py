@@ -1,7 +1,8 @@
-"""The backend for plain Python objects: strings, `None`, arbitrary objects and NumPy object arrays.
+"""The backend for values that are no numbers: strings, `None` and NumPy object arrays (which may hold anything).
 
-Such values can be stored, stacked, reshaped and compared, but not computed with. The backend accepts
-any value that no other backend claims, so it is registered last.
+Such values can be stored, stacked, reshaped and compared, but not computed with. The backend also accepts
+numbers and NumPy arrays (to compare with them), so it is registered last. Other objects it does not accept:
+`choose_backend()` raises for them instead of handing them to a backend that cannot compute with them.
 """
 
 import os
@@ -20,9 +21,9 @@ _NUMERIC = (int, float, complex, np.generic)  # bool is an int
 def _is_tensor(x: Any, only_native: bool = False) -> bool:
     if isinstance(x, np.ndarray):
         return x.dtype.kind == 'O' or not only_native
-    if isinstance(x, _NUMERIC):
-        return not only_native  # an object can be compared with a number
-    return not isinstance(x, tuple | list | dict)  # containers are trees, not tensors
+    if isinstance(x, str) or x is None:
+        return True
+    return isinstance(x, _NUMERIC) and not only_native  # an object can be compared with a number
 
 
 def _object_array(x: Any) -> np.ndarray:
@@ -58,7 +59,7 @@ def _equal(x: Any, y: Any) -> Any:
 
 
 class ObjectBackend(Backend):
-    """Backend for values that are no numbers: strings, `None`, arbitrary objects and NumPy object arrays."""
+    """Backend for values that are no numbers: strings, `None` and NumPy object arrays."""
 
     catch_all = True
     OPS: ClassVar[dict[str, Callable]] = {
@@ -90,4 +91,4 @@ class ObjectBackend(Backend):
 
 
 OBJECTS = ObjectBackend()
-"""The backend for Python objects that are no numbers."""
+"""The backend for strings, `None` and NumPy object arrays."""

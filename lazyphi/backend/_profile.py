@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from time import perf_counter
 from typing import Any, TextIO
 
-from ._backend import BACKENDS, Backend
+from ._backend import Backend
+from ._registry import BACKENDS
 
 # queries that run constantly and take no measurable time
 _UNPROFILED = frozenset({
@@ -225,8 +226,12 @@ def _timed(profile: Profile, backend: Backend, op: str, function: Callable) -> C
 
 
 def _wrap_backend(profile: Profile, backend: Backend) -> dict[str, Any]:
-    """Replaces the operations of `backend` by timing wrappers; returns what `_unwrap_backend` needs."""
-    previous = {}
+    """Replaces the operations of `backend` by timing wrappers; returns what `_unwrap_backend` needs.
+
+    While wrapped, the backend shows as `profile[name]` (its `name` stays).
+    """
+    previous = {'_label': backend._label}
+    backend._label = f'profile[{backend.name}]'
     for op in backend.implemented_ops():
         if op not in _UNPROFILED:
             previous[op] = backend.__dict__.get(op)  # None: a class method, not bound on the instance
@@ -235,11 +240,11 @@ def _wrap_backend(profile: Profile, backend: Backend) -> dict[str, Any]:
 
 
 def _unwrap_backend(backend: Backend, previous: dict[str, Any]) -> None:
-    for op, attribute in previous.items():
+    for attribute_name, attribute in previous.items():
         if attribute is None:
-            delattr(backend, op)
+            delattr(backend, attribute_name)
         else:
-            setattr(backend, op, attribute)
+            setattr(backend, attribute_name, attribute)
 
 
 def get_current_profile() -> Profile | None:

@@ -196,3 +196,17 @@ def common(values: Sequence) -> list:
     samples = [t(0) if isinstance(t, type) else t for t in types]  # weak Python scalars take part by value
     target = np.result_type(*samples)
     return [converted(v, target) for v in values]
+
+
+def accumulating(x: Any) -> Any:
+    """`x` with booleans and integers narrower than 64 bits widened to 64 bits, as NumPy sums them."""
+    x = to_native(x)
+    if x.dtype == tf.bool or (x.dtype.is_integer and x.dtype.size < 8):
+        return tf.cast(x, tf.uint64 if x.dtype.is_unsigned else tf.int64)
+    return x
+
+
+def inexact(x: Any) -> Any:
+    """`x` with booleans and integers as float64, as NumPy averages them."""
+    x = to_native(x)
+    return tf.cast(x, tf.float64) if x.dtype == tf.bool or x.dtype.is_integer else x

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ._dtype import DType
+from ._dtype import DType, inexact_type
 from ._numpy import NUMPY
 from ._precision import get_precision
 
@@ -419,6 +419,31 @@ def _gather(values: torch.Tensor, indices: Any, axis: int) -> torch.Tensor:
     return values[(slice(None),) * (axis % values.dim()) + (indices,)]
 
 
+def _multi_slice(tensor: torch.Tensor, slices: tuple) -> torch.Tensor:
+    """`tensor[slices]`, where torch refuses negative steps: those axes are sliced forwards, then flipped."""
+    if not any(isinstance(s, slice) and s.step is not None and s.step < 0 for s in slices):
+        return tensor[slices]
+    consumed = sum(1 for s in slices if s is not None and s is not Ellipsis)
+    forward, flipped, axis, out_axis = [], [], 0, 0
+    for s in slices:
+        if s is Ellipsis:
+            skipped = tensor.dim() - consumed
+            axis, out_axis = axis + skipped, out_axis + skipped
+        elif s is None:
+            out_axis += 1
+        elif isinstance(s, slice):
+            if s.step is not None and s.step < 0:
+                selected = range(*s.indices(tensor.shape[axis]))
+                s = slice(selected[-1], selected[0] + 1, -s.step) if selected else slice(0, 0)
+                flipped.append(out_axis)
+            axis, out_axis = axis + 1, out_axis + 1
+        else:  # an index removes its axis
+            axis += 1
+        forward.append(s)
+    result = tensor[tuple(forward)]
+    return torch.flip(result, flipped) if flipped else result
+
+
 def _batched_gather_nd(values: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
     """Gathers `values (batch, spatial..., channels)` at `indices (batch, any..., index)`; batch 1 broadcasts."""
     batch_index = torch.arange(values.shape[0], device=values.device).reshape((-1,) + (1,) * (indices.dim() - 2))
@@ -488,6 +513,13 @@ def _grid_sample(grid: torch.Tensor, coordinates: torch.Tensor, extrapolation: s
 def _tensordot(a: torch.Tensor, a_axes: Any, b: torch.Tensor, b_axes: Any) -> torch.Tensor:
     a_axes, b_axes = ([axes] if isinstance(axes, int) else list(axes) for axes in (a_axes, b_axes))
     return torch.tensordot(a, b, (a_axes, b_axes))
+
+
+def _solve_triangular_dense(matrix: Any, rhs: Any, lower: bool, unit_diagonal: bool) -> torch.Tensor:
+    """Solves `matrix (batch, rows, cols) @ x = rhs (batch, rows)` for `x (batch, cols)`; batch 1 broadcasts."""
+    dtype = _torch_dtype(inexact_type(_dtype(matrix), _dtype(rhs)))
+    matrix, rhs = as_tensor(matrix).to(dtype), as_tensor(rhs).to(dtype)
+    return torch.linalg.solve_triangular(matrix, rhs[..., None], upper=not lower, unitriangular=unit_diagonal)[..., 0]
 
 
 _CONVOLUTIONS = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
@@ -612,6 +644,7 @@ OPS: dict[str, Callable] = {
     'nonzero': _nonzero,
     'boolean_mask': _boolean_mask,
     'gather': _gather,
+    'multi_slice': _multi_slice,
     'batched_gather_nd': _batched_gather_nd,
     'scatter': _scatter,
     'get_diagonal': _get_diagonal,
@@ -621,6 +654,7 @@ OPS: dict[str, Callable] = {
     'einsum': torch.einsum,
     'mul_matrix_batched_vector': lambda matrix, vector: torch.matmul(matrix, vector[..., None])[..., 0],
     'conv': _conv,
+    'solve_triangular_dense': _solve_triangular_dense,
     'fft': _fourier(torch.fft.fftn),
     'ifft': _fourier(torch.fft.ifftn),
     # --- element-wise; the operators also take a Python number on either side ---

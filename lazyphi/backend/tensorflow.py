@@ -9,8 +9,8 @@ entries first cast their operands to the types NumPy's ufunc would pick (`ufunc.
 `_tensorflow_types`), and reductions accumulate small integers in 64 bits as NumPy does. What TensorFlow lacks
 (quantiles, sorted `unique`, histograms, FFTs over arbitrary axes, edge and periodic padding, ...) is composed of
 TensorFlow operations in the operation table (`_tensorflow_ops`); no operation passes data through NumPy except
-`numpy_call`, whose purpose that is. Left out, as in the NumPy backend: sparse matrices, linear solvers and
-`minimize`; also `hessian`.
+`numpy_call`, whose purpose that is. Left out, as in the NumPy backend: sparse matrices, linear solvers other
+than dense triangular ones, and `minimize`; also `hessian`.
 
 Beyond NumPy: `jit_compile` (`tf.function`), gradients (`jacobian` with `tf.GradientTape`, `custom_gradient`,
 `stop_gradient`), `while_loop` (`tf.while_loop`, also in compiled functions), `vectorized_call`
@@ -29,8 +29,9 @@ from typing import Any, ClassVar
 import tensorflow as tf
 
 from . import _tensorflow_ops as ops
-from ._backend import Backend, LazyFunction, register_backend
+from ._backend import Backend, LazyFunction
 from ._device import ComputeDevice, cpu_memory
+from ._registry import register_backend
 from ._tensorflow_types import NATIVE, bind_default_device, to_native
 
 
@@ -147,31 +148,17 @@ class TensorFlowBackend(Backend):
             return y, backward
         return with_custom_gradient
 
-    def while_loop(self, loop: Callable, values: tuple, max_iter: int | Sequence[int] | None) -> Any:
-        """Runs `values = loop(*values)` while any of `values[0]` is true, at most `max_iter` times (`tf.while_loop`).
+    def _run_loop(self, loop: Callable, values: tuple, iterations: int | None, count: Any) -> tuple[tuple, Any]:
+        """A `tf.while_loop`, in eager mode and inside `jit_compile` alike."""
+        run, values = tf.while_loop(lambda run, current: ops.any_true(current[0]),
+                                    lambda run, current: (run + 1, tuple(loop(*current))),
+                                    (tf.constant(0), values), maximum_iterations=iterations)
+        return tuple(values), count + run
 
-        Same results as `Backend.while_loop`, in eager mode and inside `jit_compile`: with a sequence `max_iter`,
-        the values after each of those iteration counts are stacked along a new first axis (the first iteration
-        runs unconditionally; checkpoints after the loop ended hold the final values). `max_iter=None` loops until
-        the condition fails. No gradients flow through the loop.
-        """
-        values = tuple(self.stop_gradient_tree(values))
-
-        def body(*v: Any) -> tuple:
-            return tuple(loop(*v))
-
-        def run(v: tuple, iterations: int | None) -> tuple:
-            return tuple(tf.while_loop(ops.any_true, body, v, maximum_iterations=iterations))
-        if max_iter is None or isinstance(max_iter, int):
-            return self.stop_gradient_tree(run(values, max_iter))
-        trajectory, done = [], 0
-        for checkpoint in sorted(max_iter):
-            if checkpoint > done == 0:
-                values, done = body(*values), 1
-            if checkpoint > done:
-                values, done = run(values, checkpoint - done), checkpoint
-            trajectory.append(values)
-        return self.stop_gradient_tree(self.stack_leaves(trajectory))
+    def _select_tree(self, condition: Any, if_true: Any, if_false: Any) -> Any:
+        if isinstance(condition, bool):
+            return if_true if condition else if_false
+        return tf.nest.map_structure(lambda a, b: tf.where(condition, a, b), if_true, if_false)
 
     def vectorized_call(self, f: Callable, *args: Any, output_dtypes: Any = None, **aux_args: Any) -> Any:
         """`f` mapped over the first axis of `args` with `tf.vectorized_map`; arguments of size 1 there broadcast."""

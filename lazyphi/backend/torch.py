@@ -12,8 +12,8 @@ current precision, and tensors created by the backend land on the default device
 What NumPy cannot do: gradients (`jacobian`, `custom_gradient`, `stop_gradient`), vectorisation with
 `torch.vmap` (`vectorized_call`) and calling NumPy code from torch (`numpy_call`). `jit_compile` runs
 functions eagerly: `torch.compile` takes seconds to compile per shape and fails on many CPU setups, which
-costs more than it saves for the array sizes lazyphi hands to one call. Sparse matrices, linear solvers and
-`minimize` are left out, as in the NumPy backend.
+costs more than it saves for the array sizes lazyphi hands to one call. Sparse matrices, linear solvers other
+than dense triangular ones, and `minimize` are left out, as in the NumPy backend.
 """
 
 import functools
@@ -24,9 +24,10 @@ from typing import Any, ClassVar
 import torch
 
 from . import _torch_ops as ops
-from ._backend import Backend, register_backend
+from ._backend import Backend
 from ._device import ComputeDevice, cpu_memory
 from ._precision import get_precision
+from ._registry import register_backend
 
 
 def _zeros_if_none(gradient: torch.Tensor | None, variable: torch.Tensor) -> torch.Tensor:

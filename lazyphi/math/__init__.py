@@ -5,6 +5,7 @@ through one dispatch path (see `_tensor.py`), so lazily expanded, stacked and (i
 layers) traced or disk-backed tensors take part in all of them.
 """
 
+from ..backend import DType as DType
 from ..backend import get_precision, precision, set_global_precision
 from ._autodiff import gradient, jit_compile
 from ._creation import (

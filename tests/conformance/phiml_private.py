@@ -1,15 +1,16 @@
 """PhiML's private helpers that its own tests import, mapped to lazyphi's public equivalents.
 
 Test-only code: the conformance suite (`../shared/conformance/phiml/`) imports these names from here
-instead of from PhiML's private modules. Each is lazyphi's own function or value under PhiML's name;
-none of them is part of lazyphi's API. A name lazyphi has no equivalent for yet raises when used, so
-the tests that need it fail (and are listed as expected failures) while the rest of the file runs.
+instead of from PhiML's private modules. Each is lazyphi's own function or value under PhiML's name (or,
+like `get_backend`, a one-line adapter to one); none of them is part of lazyphi's API. A name lazyphi has
+no equivalent for yet raises when used, so the tests that need it fail (and are listed as expected
+failures) while the rest of the file runs.
 """
 
 import importlib
 import importlib.util
 
-from lazyphi.backend import NUMPY, DType, backend_by_name
+from lazyphi.backend import NUMPY, Backend, DType, backend_by_name
 from lazyphi.math import EMPTY_SHAPE, Shape, dual, instance, spatial, tensor, wrap
 
 
@@ -41,8 +42,12 @@ INT64 = DType(int, 64)
 COMPLEX64 = DType(complex, 64)
 COMPLEX128 = DType(complex, 128)
 
-get_backend = _lazyphi('lazyphi.backend', 'backend_by_name')
-from_numpy_dtype = _lazyphi('lazyphi.backend', 'from_numpy_dtype')
+def get_backend(backend: Backend | str) -> Backend:
+    """A backend itself, or the one of that name: lazyphi's `backend_by_name` for names."""
+    return backend if isinstance(backend, Backend) else backend_by_name(backend)
+
+
+from_numpy_dtype = DType.as_dtype  # also takes NumPy dtypes and scalar types
 combine_types = _lazyphi('lazyphi.backend', 'combine_types')
 shape_stack = _lazyphi('lazyphi.math', 'shape_stack')
 resolve_index = _lazyphi('lazyphi.math', 'resolve_index')
