@@ -25,7 +25,7 @@ import numpy as np
 from .._errors import ChunkDamaged, ChunkMissing, DimNotFound
 from ..backend import NUMPY, Backend, DType, backend_by_name, convert
 from ..math import Shape
-from ..math.kinds import CONCAT, GATHER, RENAME, Dense, Expanded, Op, Stacked, Tensor, read_only_native
+from ..math.kinds import CONCAT, GATHER, RENAME, Dense, Expanded, Op, Stacked, Tensor, read_only_native, tensor_html
 from ._chunks import aligned_empty, chunk_reader, range_slice
 from ._memory import MEMORY, current_load_backend, notify_loaded
 from ._results import ArraySpec, read_manifest, record_name, records_dir
@@ -176,6 +176,11 @@ class DiskTensor(Tensor):
     def __repr__(self) -> str:
         selected = ', '.join(f'{name}={_selection_text(sel)}' for name, sel in self.selection.items())
         return f"DiskTensor{self._shape} {self._dtype} at {self.path}{f'[{selected}]' if selected else ''}"
+
+    def _repr_html_(self) -> str:
+        selected = ', '.join(f'{name}={_selection_text(sel)}' for name, sel in self.selection.items())
+        return tensor_html(self, [('stored in', self.path), ('chunks', str(self.chunks))] +
+                           ([('selection', selected)] if selected else []))
 
     def __reduce__(self):
         return DiskTensor, (self._info, self._selection, self._shape)
