@@ -6,7 +6,7 @@ Planning needs no Dask; `parallel_compute` and the engine load it on first use (
 
 import importlib
 
-from ..math._foreign import register_tensor_source
+from ..math.kinds import register_tensor_source
 from ..storage import load_cache_as, on_load_into_memory, set_cache_ttl
 from ._plan import Block, Fallback, Plan, PropertyPlan, Stage, plan
 from ._property import INFER, MIXED, ParallelProperty, ParallelPropertyNotComputed, parallel_property

@@ -21,9 +21,8 @@ from dask.sizeof import sizeof
 
 from .._errors import IncompatibleShapes
 from ..backend import NUMPY, Backend, DType
-from ..math._html import tensor_html
-from ..math._shape import Shape
-from ..math._tensor import GATHER, RENAME, Dense, Op, Tensor, read_only_native
+from ..math import Shape
+from ..math.kinds import GATHER, RENAME, Dense, Op, Tensor, read_only_native, tensor_html
 from ..storage._memory import MEMORY
 
 SCHEDULER = 'threads'  # computing a selection: Dask's local threads, wherever it runs (host, task or worker)
