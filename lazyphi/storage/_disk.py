@@ -216,11 +216,17 @@ class DiskTensor(Tensor):
         return result
 
     def to_xarray(self):
-        """The values as a lazy `xarray.DataArray` over `to_dask()`, with the view's dim names and labels as coords."""
+        """The values as a lazy `xarray.DataArray` over `to_dask()`, with the view's dim names and labels as coords.
+
+        A labelled dim selected down to one item (`t.vector['x']`) stays as a scalar coordinate, as in xarray.
+        """
         xr = _optional('xarray', 'DiskTensor.to_xarray()', 'xarray')
-        shape = self._shape
+        shape, full = self._shape, self._info.shape
         coords = {name: list(labels) for name, labels in zip(shape.names, shape.labels, strict=True)
                   if labels is not None}
+        coords.update({name: labels[sel] for name, sel, labels in zip(full.names, self._selection, full.labels,
+                                                                       strict=True)
+                       if isinstance(sel, int) and labels is not None and name not in shape.names})
         return xr.DataArray(self.to_dask(), dims=shape.names, coords=coords, name=self._info.array)
 
 
