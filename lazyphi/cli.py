@@ -121,14 +121,14 @@ def _installed_version(dist: str) -> str | None:
 # --- cache --------------------------------------------------------------------------------------------
 
 def cache_ls(args: argparse.Namespace) -> int:
-    """List the results in a cache directory: key, class, properties, size, age, completeness."""
+    """List the results in a cache directory: key, class, config values, properties, size, age, completeness."""
     results = _results(args.path)
     if not results:
         print(f'No results in {args.path}')
         return 0
-    rows = [('KEY', 'CLASS', 'PROPERTIES', 'SIZE', 'AGE', 'STATE')]
-    rows += [(r.key, r.class_name or '?', ','.join(r.properties), _size(r.nbytes), _age(r.age_seconds), _state(r))
-             for r in results]
+    rows = [('KEY', 'CLASS', 'CONFIG', 'PROPERTIES', 'SIZE', 'AGE', 'STATE')]
+    rows += [(r.key, r.class_name or '?', r.config_text or '-', ','.join(r.properties), _size(r.nbytes),
+              _age(r.age_seconds), _state(r)) for r in results]
     _print_table(rows)
     return 0
 

@@ -84,12 +84,28 @@ def test_cache_ls_lists_every_result(filled_cache, capsys):
     assert main(['cache', 'ls', filled_cache]) == 0
     out = capsys.readouterr().out
     lines = out.splitlines()
-    assert lines[0].split() == ['KEY', 'CLASS', 'PROPERTIES', 'SIZE', 'AGE', 'STATE']
+    assert lines[0].split() == ['KEY', 'CLASS', 'CONFIG', 'PROPERTIES', 'SIZE', 'AGE', 'STATE']
     assert len(lines) == 3
     for r in list_results(filled_cache):
         line = next(x for x in lines if x.startswith(r.key))
         assert 'ramp_model:Ramp' in line and 'doubled' in line and 'complete' in line
         assert 'B' in line  # a human-readable size
+
+
+def test_cache_ls_tells_apart_results_that_differ_only_in_config_values(workdir, capsys):
+    from lazyphi.parallel import parallel_compute
+
+    spec = importlib.util.spec_from_file_location('ramp_model', workdir / 'ramp_model.py')
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    cache_dir = str(workdir / 'cache')
+    for label in ('first', 'second'):  # equal data: the results differ only in the config field `label`
+        parallel_compute(module.make(4, label), ['doubled'], 'example', scheduler='sync', cache_dir=cache_dir,
+                         progress=False)
+    assert main(['cache', 'ls', cache_dir]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()[1:]]
+    assert sorted(row[2] for row in rows) == ["label='first'", "label='second'"]
+    assert {r.config['label'] for r in list_results(cache_dir)} == {"'first'", "'second'"}
 
 
 def test_cache_ls_of_an_empty_and_a_missing_directory(tmp_path, capsys):
