@@ -23,7 +23,7 @@ from .._errors import IncompatibleShapes
 from ..backend import NUMPY, Backend, DType
 from ..math import Shape
 from ..math.kinds import GATHER, RENAME, Dense, Op, Tensor, read_only_native, tensor_html
-from ..storage._memory import MEMORY
+from ..storage import MEMORY
 
 SCHEDULER = 'threads'  # computing a selection: Dask's local threads, wherever it runs (host, task or worker)
 
