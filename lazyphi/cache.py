@@ -38,6 +38,8 @@ class ResultInfo:
         complete: every chunk of every array is written.
         completion: fraction of complete chunks per array.
         error: why the manifest cannot be read, or None. Such a result can only be deleted.
+        config: the instance's config values (by their repr) the result was computed with: results that differ
+            only in config values tell apart by these. Empty for results written before lazyphi recorded them.
     """
 
     key: str
@@ -50,6 +52,7 @@ class ResultInfo:
     complete: bool
     completion: dict[str, float] = field(default_factory=dict)
     error: str | None = None
+    config: dict[str, str] = field(default_factory=dict)
 
     def __str__(self) -> str:
         if self.error:
@@ -58,8 +61,14 @@ class ResultInfo:
             state = 'complete'
         else:
             state = 'incomplete (' + ', '.join(f'{n} {f:.0%}' for n, f in self.completion.items()) + ')'
-        return (f'{self.key}  {self.class_name or "?"}  [{", ".join(self.properties)}]  {_size(self.nbytes)}  '
+        config = f'  ({self.config_text})' if self.config else ''
+        return (f'{self.key}  {self.class_name or "?"}{config}  [{", ".join(self.properties)}]  {_size(self.nbytes)}  '
                 f'{_age(self.age_seconds)} old  {state}')
+
+    @property
+    def config_text(self) -> str:
+        """The config values as `name=value, ...`."""
+        return ', '.join(f'{name}={value}' for name, value in self.config.items())
 
 
 def list_results(cache_dir: str) -> list[ResultInfo]:
@@ -139,8 +148,10 @@ def _info(key: str, path: str, now: datetime) -> ResultInfo:
     if manifest is None:
         return ResultInfo(key, path, None, (), size, created, age, False, {}, error)
     fractions = completion(path, manifest)
+    config = manifest.get('config')
     return ResultInfo(key, path, manifest['class'], tuple(manifest['arrays']), size, created, age,
-                      all(f == 1.0 for f in fractions.values()), fractions)
+                      all(f == 1.0 for f in fractions.values()), fractions,
+                      config={str(k): str(v) for k, v in config.items()} if isinstance(config, dict) else {})
 
 
 def _tree_bytes(path: str) -> int:

@@ -6,7 +6,8 @@
     $ lazyphi run sim:make --set n=64 --properties energy --dims batch --cache-dir results/
 
 Exit status: 0 on success, 1 when the work failed or was not confirmed, 2 for bad arguments (an unknown
-command, module, factory or cache key). Importing this module loads neither Dask nor Zarr nor an array
+command, module, factory, factory parameter, property or cache key, or a `--set` value of a type its
+parameter does not want). Importing this module loads neither Dask nor Zarr nor an array
 library beyond what `import lazyphi` loads; each command imports what it needs.
 """
 
@@ -17,18 +18,22 @@ import ast
 import importlib
 import importlib.metadata
 import importlib.util
+import inspect
 import logging
 import os
 import platform
 import re
 import sys
 import traceback
+import types
+import typing
 from collections.abc import Sequence
 
 import lazyphi
 
 from . import parallel, storage
 from .cache import ResultInfo, _age, _size, delete_results, list_results
+from .dataclasses import cached_property_names
 
 LOG = logging.getLogger('lazyphi.cli')
 FAILED, USAGE = 1, 2
@@ -116,14 +121,14 @@ def _installed_version(dist: str) -> str | None:
 # --- cache --------------------------------------------------------------------------------------------
 
 def cache_ls(args: argparse.Namespace) -> int:
-    """List the results in a cache directory: key, class, properties, size, age, completeness."""
+    """List the results in a cache directory: key, class, config values, properties, size, age, completeness."""
     results = _results(args.path)
     if not results:
         print(f'No results in {args.path}')
         return 0
-    rows = [('KEY', 'CLASS', 'PROPERTIES', 'SIZE', 'AGE', 'STATE')]
-    rows += [(r.key, r.class_name or '?', ','.join(r.properties), _size(r.nbytes), _age(r.age_seconds), _state(r))
-             for r in results]
+    rows = [('KEY', 'CLASS', 'CONFIG', 'PROPERTIES', 'SIZE', 'AGE', 'STATE')]
+    rows += [(r.key, r.class_name or '?', r.config_text or '-', ','.join(r.properties), _size(r.nbytes),
+              _age(r.age_seconds), _state(r)) for r in results]
     _print_table(rows)
     return 0
 
@@ -210,9 +215,11 @@ def run(args: argparse.Namespace) -> int:
     """Build an instance with a factory, compute properties with `parallel_compute`, summarise the results."""
     factory = _factory(args.target)
     values = dict(args.set or [])
+    check_arguments(factory, args.target, values)
     LOG.debug('Calling %s(%s)', args.target, ', '.join(f'{k}={v!r}' for k, v in values.items()))
     instance = factory(**values)
     properties = [p.strip() for p in args.properties.split(',') if p.strip()]
+    _check_properties(instance, properties)
     dims = getattr(lazyphi.math, args.dims) if args.dims in DIM_TYPES else args.dims
     memory_limit = _bytes(args.memory_limit, '--memory-limit') if args.memory_limit is not None else None
     options = dict(max_workers=args.max_workers, memory_limit=memory_limit, cache_dir=args.cache_dir,
@@ -253,6 +260,85 @@ def _factory(target: str):
     if not callable(factory):
         raise UsageError(f'{target} is a {type(factory).__name__}, not a callable factory')
     return factory
+
+
+def check_arguments(factory, target: str, values: dict) -> None:
+    """Raise UsageError for a `--set` value the factory does not take, or of a type its parameter does not want.
+
+    The wanted type is the parameter's annotation, else the type of its default (a float parameter takes
+    ints too); parameters annotated with other types than Python literals' are not checked.
+    """
+    try:
+        parameters = inspect.signature(factory).parameters
+    except (TypeError, ValueError):  # a callable without a signature (some builtins): nothing to check against
+        return
+    by_keyword = {n: p for n, p in parameters.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    takes_any = any(p.kind is p.VAR_KEYWORD for p in parameters.values())
+    hints = _type_hints(factory)
+    for name, value in values.items():
+        parameter = by_keyword.get(name)
+        if parameter is None:
+            if takes_any:
+                continue
+            raise UsageError(f'--set {name}=...: {target} has no parameter {name!r}; its parameters are '
+                             f'{", ".join(by_keyword) or "none"}')
+        wanted, why = hints.get(name), 'annotation'
+        if wanted is None and parameter.default is not parameter.empty and parameter.default is not None:
+            wanted, why = type(parameter.default), f'default {parameter.default!r}'
+        if wanted is not None and _mismatch(value, wanted):
+            hint = (f'to pass the text, quote it: --set "{name}={str(value)!r}"' if wanted is str else
+                    f'values are Python literals, e.g. --set {name}={_example(wanted)}')
+            raise UsageError(f'--set {name}={value!r}: parameter {name!r} of {target} wants {_type_name(wanted)} '
+                             f'(from its {why}), got {type(value).__name__}; {hint}')
+
+
+_LITERAL_TYPES = (bool, int, float, complex, str, bytes, tuple, list, dict, set, type(None))
+
+
+def _type_hints(factory) -> dict:
+    target = factory.__init__ if inspect.isclass(factory) else factory
+    try:
+        return typing.get_type_hints(target)
+    except (NameError, TypeError, AttributeError, SyntaxError):  # annotations naming what cannot be resolved
+        return {}
+
+
+def _mismatch(value, wanted) -> bool:
+    """Whether `value` (a literal or a str) certainly is not of the type `wanted`; unknown types never mismatch."""
+    origin = typing.get_origin(wanted)
+    if origin in (typing.Union, types.UnionType):
+        return all(_mismatch(value, option) for option in typing.get_args(wanted))
+    if origin is typing.Literal:
+        return value not in typing.get_args(wanted)
+    wanted = origin or wanted
+    if wanted is float:
+        return not isinstance(value, (int, float)) or isinstance(value, bool)
+    if wanted is complex:
+        return not isinstance(value, (int, float, complex)) or isinstance(value, bool)
+    if wanted is int:
+        return not isinstance(value, int) or isinstance(value, bool)
+    return wanted in _LITERAL_TYPES and not isinstance(value, wanted)
+
+
+def _type_name(wanted) -> str:
+    return getattr(wanted, '__name__', None) if isinstance(wanted, type) else str(wanted).replace('typing.', '')
+
+
+def _example(wanted) -> str:
+    examples = {int: '64', float: '0.5', complex: '1+2j', bool: 'True', str: 'text', list: '[1,2]', tuple: '(1,2)',
+                dict: "{'a':1}"}
+    return examples.get(typing.get_origin(wanted) or wanted, '...')
+
+
+def _check_properties(instance, properties: list) -> None:
+    """Raise UsageError naming the requested properties the instance's class lacks, and those it has."""
+    cls = type(instance)
+    known = cached_property_names(cls)
+    unknown = [p for p in properties if p not in known]
+    if unknown or not properties:
+        missing = f'no cached or parallel property {", ".join(map(repr, unknown))}' if unknown else 'nothing to compute'
+        raise UsageError(f'--properties: {cls.__qualname__} has {missing}; its properties are '
+                         f'{", ".join(known) or "none"}')
 
 
 def _scheduler(name: str | None):

@@ -6,11 +6,13 @@ import os
 import subprocess
 import sys
 import textwrap
+import typing
 
 import pytest
 
+from lazyphi import math
 from lazyphi.cache import list_results
-from lazyphi.cli import assignment, duration, main
+from lazyphi.cli import UsageError, assignment, check_arguments, duration, main
 
 MODULE = textwrap.dedent('''
     from dataclasses import dataclass
@@ -82,12 +84,28 @@ def test_cache_ls_lists_every_result(filled_cache, capsys):
     assert main(['cache', 'ls', filled_cache]) == 0
     out = capsys.readouterr().out
     lines = out.splitlines()
-    assert lines[0].split() == ['KEY', 'CLASS', 'PROPERTIES', 'SIZE', 'AGE', 'STATE']
+    assert lines[0].split() == ['KEY', 'CLASS', 'CONFIG', 'PROPERTIES', 'SIZE', 'AGE', 'STATE']
     assert len(lines) == 3
     for r in list_results(filled_cache):
         line = next(x for x in lines if x.startswith(r.key))
         assert 'ramp_model:Ramp' in line and 'doubled' in line and 'complete' in line
         assert 'B' in line  # a human-readable size
+
+
+def test_cache_ls_tells_apart_results_that_differ_only_in_config_values(workdir, capsys):
+    from lazyphi.parallel import parallel_compute
+
+    spec = importlib.util.spec_from_file_location('ramp_model', workdir / 'ramp_model.py')
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    cache_dir = str(workdir / 'cache')
+    for label in ('first', 'second'):  # equal data: the results differ only in the config field `label`
+        parallel_compute(module.make(4, label), ['doubled'], 'example', scheduler='sync', cache_dir=cache_dir,
+                         progress=False)
+    assert main(['cache', 'ls', cache_dir]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()[1:]]
+    assert sorted(row[2] for row in rows) == ["label='first'", "label='second'"]
+    assert {r.config['label'] for r in list_results(cache_dir)} == {"'first'", "'second'"}
 
 
 def test_cache_ls_of_an_empty_and_a_missing_directory(tmp_path, capsys):
@@ -213,6 +231,41 @@ def test_bad_arguments_exit_2(tmp_path):
     assert lazyphi_cli('cache', 'rm', str(tmp_path), '--older-than', 'soon', cwd=tmp_path).returncode == 2
     result = lazyphi_cli('run', 'x:y', '--properties', 'a', '--scheduler', 'fast', cwd=tmp_path)
     assert result.returncode == 2
+
+
+@pytest.mark.parametrize(('setting', 'message'), [
+    ('n=sixty-four', "--set n='sixty-four': parameter 'n' of ramp_model:make wants int (from its default 4), got str"),
+    ('n=True', "parameter 'n' of ramp_model:make wants int (from its default 4), got bool"),
+    ('label=3', "parameter 'label' of ramp_model:make wants str (from its default 'ramp'), got int; to pass the "
+                "text, quote it: --set \"label='3'\""),
+    ('size=3', "ramp_model:make has no parameter 'size'; its parameters are n, label"),
+])
+def test_a_set_value_the_factory_does_not_take_exits_2_naming_field_and_type(workdir, setting, message):
+    result = lazyphi_cli('run', 'ramp_model:make', '--set', setting, '--properties', 'doubled', '--scheduler', 'sync',
+                         cwd=workdir)
+    assert result.returncode == 2
+    assert message in result.stderr and 'Traceback' not in result.stderr
+
+
+def test_set_values_are_checked_against_annotations_and_defaults():
+    def factory(n: int | None = None, scale: float = 1.0, mode: typing.Literal['a', 'b'] = 'a',
+                shape: list | None = None, anything=None, tensor: math.Tensor | None = None, **extra):
+        return None
+
+    check_arguments(factory, 'f', {'n': 3, 'scale': 2, 'mode': 'b', 'shape': [1, 2], 'anything': 'x',
+                                   'tensor': 'zeros', 'other': 1})  # tensors: not literals, not checked
+    check_arguments(factory, 'f', {'n': None, 'scale': 2.5})
+    for bad in ({'n': 2.5}, {'scale': 'big'}, {'mode': 'c'}, {'shape': (1, 2)}):
+        with pytest.raises(UsageError, match=f"parameter '{next(iter(bad))}' of f wants"):
+            check_arguments(factory, 'f', bad)
+
+
+def test_an_unknown_property_exits_2_naming_the_properties_there(workdir):
+    result = lazyphi_cli('run', 'ramp_model:make', '--properties', 'doubled,tripled', '--scheduler', 'sync',
+                         cwd=workdir)
+    assert result.returncode == 2
+    assert "Ramp has no cached or parallel property 'tripled'; its properties are doubled, broken" in result.stderr
+    assert 'Traceback' not in result.stderr
 
 
 def test_set_values_are_literals_or_strings():

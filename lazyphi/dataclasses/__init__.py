@@ -18,6 +18,7 @@ from ._cached import (
 )
 from ._checked import checked
 from ._deps import ALL, DirectDependencies, direct_dependencies, explain_dependencies, property_dependencies
+from ._html import dataclass_html
 from ._mutate import copy_and_mutate
 from ._ops import copy, data_eq, dataclass_repr, equal, replace
 from ._pytree import data_field, static_field
@@ -38,8 +39,8 @@ def __getattr__(name: str):
 
 __all__ = [
     'ALL', 'DirectDependencies', 'cached_properties', 'cached_property', 'cached_property_names', 'cached_values',
-    'checked', 'config_fields', 'copy', 'copy_and_mutate', 'data_eq', 'data_field', 'data_fields', 'dataclass_repr',
-    'direct_dependencies', 'equal', 'explain_dependencies', 'from_state_dict', 'getitem', 'is_cached_property',
-    'non_data_fields', 'property_dependencies', 'replace', 'sliceable', 'special_fields', 'state_dict',
-    'static_field', 'to_backend', 'to_device',
+    'checked', 'config_fields', 'copy', 'copy_and_mutate', 'data_eq', 'data_field', 'data_fields', 'dataclass_html',
+    'dataclass_repr', 'direct_dependencies', 'equal', 'explain_dependencies', 'from_state_dict', 'getitem',
+    'is_cached_property', 'non_data_fields', 'property_dependencies', 'replace', 'sliceable', 'special_fields',
+    'state_dict', 'static_field', 'to_backend', 'to_device',
 ]

@@ -3,8 +3,8 @@
 `getitem` slices every Tensor in an instance's data fields through `lazyphi.math._tree.slice_`,
 which also slices the Tensors its cached properties hold instead of dropping them, so a slice
 never recomputes what the whole already computed. `sliceable` installs `__getitem__`,
-dim attributes, the transposing properties `Tc`, `Ts`, `Ti` and a shape-based repr on a
-dataclass, each only where the class does not define that member itself.
+dim attributes, the transposing properties `Tc`, `Ts`, `Ti`, a shape-based repr and an HTML repr
+for notebooks on a dataclass, each only where the class does not define that member itself.
 """
 
 import dataclasses
@@ -16,6 +16,7 @@ import numpy as np
 
 from ..math import DUAL, Shape, Tensor, rename_dims, shape, slice_, unstack
 from ..math.kinds import normalize_selection
+from ._html import dataclass_html
 
 T = TypeVar('T')
 
@@ -227,7 +228,8 @@ def sliceable(cls=None, /, *, dim_attrs: bool = True, t_props: bool = True, keep
         t_props: add the properties `Tc`, `Ts`, `Ti`, which swap the channel, spatial or instance dims with
             the dual dims (matrix transposes).
         keepdims: dim filter of the dims that `obj[...]` keeps with size 1 when a single item is selected.
-        dim_repr: replace the repr written by `dataclasses` by the class name and `shape(obj)`.
+        dim_repr: replace the repr written by `dataclasses` by the class name and `shape(obj)`, and give the
+            class the HTML view of `dataclass_html` for notebooks (`_repr_html_`) unless it has one.
         lazy_dims: if False, every dim of `shape(obj)` becomes a class attribute when an instance is constructed,
             so that dims show in `dir(obj)` and are found without `__getattr__`; dims added later (by stacking)
             are still found through `__getattr__`.
@@ -257,6 +259,8 @@ def sliceable(cls=None, /, *, dim_attrs: bool = True, t_props: bool = True, keep
                     setattr(cls, name, prop)
         if dim_repr and _has_generated_repr(cls):
             cls.__repr__ = reprlib.recursive_repr(f'{cls.__qualname__}(...)')(_shape_repr)
+        if dim_repr and not hasattr(cls, '_repr_html_'):
+            cls._repr_html_ = dataclass_html
         if not lazy_dims:
             _wrap_init(cls)
         return cls

@@ -10,6 +10,7 @@ import numpy as np
 from .._errors import IncompatibleShapes
 from ..backend import Backend, DType, choose_backend, default_backend, get_precision
 from ._dims import channel, shape
+from ._foreign import tensor_source
 from ._kinds import expand_to
 from ._shape import EMPTY_SHAPE, Shape, concat_shapes, merge_shapes, parse_dim_spec
 from ._structure import as_dim, stack_tensors
@@ -29,7 +30,9 @@ def tensor(data, *shape, convert: bool = True, default_list_dim: Shape = DEFAULT
 
     Args:
         data: a native array of any registered backend, a number, a (nested) list or tuple of numbers,
-            a Tensor (renamed or returned as is), or a list/tuple of Tensors (stacked along the first dim given).
+            a Tensor (renamed or returned as is), a list/tuple of Tensors (stacked along the first dim given),
+            an `xarray.DataArray` (its dims by name; `*shape` types them, see `lazyphi.math._xarray`) or a
+            `dask.array.Array` (stays lazy: each use computes only the part it selects).
         *shape: one Shape or dim spec ('b:b', 'x:s,y:s') per axis, in order; sizes are checked against the data,
             labels are kept. Without dims, 1-D lists and tuples get `default_list_dim`; natives with axes need dims.
         convert: for Python lists and numbers, create the native with the default backend. Natives are never
@@ -50,6 +53,9 @@ def tensor(data, *shape, convert: bool = True, default_list_dim: Shape = DEFAULT
         native = _native_from_python(data, default_backend() if convert else None)
         backend = choose_backend(native)
     else:
+        convert_from = tensor_source(data)  # xarray, dask: see _foreign.py
+        if convert_from is not None:
+            return convert_from(data, dims)
         backend = choose_backend(data)
         native = data
     sizes = backend.staticshape(native)

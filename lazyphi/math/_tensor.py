@@ -22,6 +22,7 @@ import numpy as np
 
 from .._errors import DimNotFound, IncompatibleShapes, LabelNotFound
 from ..backend import NUMPY, Backend, DType, backend_by_name, choose_backend, combine_types, convert, get_precision
+from ._html import tensor_html
 from ._shape import EMPTY_SHAPE, Shape, merge_shapes, resolve_dims
 
 ELEMENTWISE = 'elementwise'  # n-ary, broadcasting by name; params are non-tensor arguments
@@ -297,6 +298,9 @@ class Tensor:
         if finite.size and values.dtype.kind in 'iuf':
             return f'{shape} {dtype} {finite.mean():.3g} ± {finite.std():.3g} ({finite.min():.3g}...{finite.max():.3g})'
         return f'{shape} {dtype}'
+
+    def _repr_html_(self) -> str:
+        return tensor_html(self)
 
     def __dask_tokenize__(self):
         """Shape, dtype and content: equal data gives equal Dask keys whatever its kind or backend."""

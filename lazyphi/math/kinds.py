@@ -18,10 +18,14 @@ materialising — so it takes part in operations written after it. `Expanded`, `
 results and combined); kinds and the planner read it instead of keeping lists of their own.
 
 **Helpers** the layers above build on: tree traversal of tensors in tuples, lists, dicts and
-dataclasses; dim filters and specs; backend-native layout of dense tensors.
+dataclasses; dim filters and specs; backend-native layout of dense tensors; HTML views of tensors
+(`tensor_html`, for a kind's `_repr_html_`); `register_tensor_source` for values of other libraries
+that `tensor()` converts (dask arrays: registered by `lazyphi.parallel`).
 """
 
 from ._fields import resolved_annotations
+from ._foreign import register_tensor_source
+from ._html import HTML_STYLE, dims_table, tensor_html, tensor_summary_html
 from ._kinds import Expanded, Joined, PartsKind, Stacked, expand_to, stack_dense, stacked_shape
 from ._reductions import REDUCTIONS, Reduction, reduction_of
 from ._shape import DIM_TYPES, parse_dim_spec, resolve_dims
@@ -49,10 +53,46 @@ from ._tensor import (
 from ._tree import is_cached_property, map_tensors, register_cache_check, tree_map
 
 __all__ = [
-    'CONCAT', 'DIM_TYPES', 'ELEMENTWISE', 'EXPAND', 'FFT', 'GATHER', 'GATHER_TENSOR', 'REDUCE', 'REDUCTIONS', 'RENAME',
-    'RESHAPE', 'STACK', 'Dense', 'Expanded', 'Joined', 'Op', 'PartsKind', 'Reduction', 'Stacked', 'Tensor',
-    'aligned_native', 'auto_cast', 'common_backend', 'dispatch', 'expand_to', 'is_cached_property', 'map_tensors',
-    'normalize_selection', 'parse_dim_spec', 'read_only_native', 'reduction_of', 'register_cache_check', 'resolve_dims',
+    'CONCAT',
+    'DIM_TYPES',
+    'ELEMENTWISE',
+    'EXPAND',
+    'FFT',
+    'GATHER',
+    'GATHER_TENSOR',
+    'HTML_STYLE',
+    'REDUCE',
+    'REDUCTIONS',
+    'RENAME',
+    'RESHAPE',
+    'STACK',
+    'Dense',
+    'Expanded',
+    'Joined',
+    'Op',
+    'PartsKind',
+    'Reduction',
+    'Stacked',
+    'Tensor',
+    'aligned_native',
+    'auto_cast',
+    'common_backend',
+    'dims_table',
+    'dispatch',
+    'expand_to',
+    'is_cached_property',
+    'map_tensors',
+    'normalize_selection',
+    'parse_dim_spec',
+    'read_only_native',
+    'reduction_of',
+    'register_cache_check',
+    'register_tensor_source',
+    'resolve_dims',
     'resolved_annotations',
-    'stack_dense', 'stacked_shape', 'tree_map',
+    'stack_dense',
+    'stacked_shape',
+    'tensor_html',
+    'tensor_summary_html',
+    'tree_map',
 ]

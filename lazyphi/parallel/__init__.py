@@ -6,6 +6,7 @@ Planning needs no Dask; `parallel_compute` and the engine load it on first use (
 
 import importlib
 
+from ..math.kinds import register_tensor_source
 from ..storage import load_cache_as, on_load_into_memory, set_cache_ttl
 from ._plan import Block, Fallback, Plan, PropertyPlan, Stage, plan
 from ._property import INFER, MIXED, ParallelProperty, ParallelPropertyNotComputed, parallel_property
@@ -13,6 +14,9 @@ from ._tracer import PerElement, Trace, TraceAborted, Tracer
 
 _LAZY = {'parallel_compute': 'lazyphi.parallel._engine', 'PropertyFailed': 'lazyphi.parallel._engine',
          'get_cache_files': 'lazyphi.storage'}  # names whose modules import Dask or Zarr
+
+# math.tensor(dask_array) makes a DaskTensor, which needs Dask: this layer's module, imported on the first one
+register_tensor_source('dask', 'lazyphi.parallel._dask_tensor:from_dask')
 
 
 def __getattr__(name: str):

@@ -288,7 +288,8 @@ def _prepare_disk(p: Plan, instance, key: str) -> str | None:
                 along = stage.block_dim if stage.block_dim in shape.names else shape.names[0]
                 chunk = stage.chunk_size if along == stage.block_dim else shape.get_size(along)
                 specs[q.name] = ArraySpec(shape, q.output.dtype, default_backend().name, along, chunk, p.compressor)
-    return prepare_result(p.cache_dir, key, type(instance), specs) if specs else None
+    config = {f.name: getattr(instance, f.name) for f in config_fields(instance)}
+    return prepare_result(p.cache_dir, key, type(instance), specs, config) if specs else None
 
 
 def slice_block(value, dim: str, start: int, stop: int):

@@ -25,7 +25,7 @@ import numpy as np
 from .._errors import ChunkDamaged, ChunkMissing, DimNotFound
 from ..backend import NUMPY, Backend, DType, backend_by_name, convert
 from ..math import Shape
-from ..math.kinds import CONCAT, GATHER, RENAME, Dense, Expanded, Op, Stacked, Tensor, read_only_native
+from ..math.kinds import CONCAT, GATHER, RENAME, Dense, Expanded, Op, Stacked, Tensor, read_only_native, tensor_html
 from ._chunks import aligned_empty, chunk_reader, range_slice
 from ._memory import MEMORY, current_load_backend, notify_loaded
 from ._results import ArraySpec, read_manifest, record_name, records_dir
@@ -177,6 +177,11 @@ class DiskTensor(Tensor):
         selected = ', '.join(f'{name}={_selection_text(sel)}' for name, sel in self.selection.items())
         return f"DiskTensor{self._shape} {self._dtype} at {self.path}{f'[{selected}]' if selected else ''}"
 
+    def _repr_html_(self) -> str:
+        selected = ', '.join(f'{name}={_selection_text(sel)}' for name, sel in self.selection.items())
+        return tensor_html(self, [('stored in', self.path), ('chunks', str(self.chunks))] +
+                           ([('selection', selected)] if selected else []))
+
     def __reduce__(self):
         return DiskTensor, (self._info, self._selection, self._shape)
 
@@ -211,11 +216,17 @@ class DiskTensor(Tensor):
         return result
 
     def to_xarray(self):
-        """The values as a lazy `xarray.DataArray` over `to_dask()`, with the view's dim names and labels as coords."""
+        """The values as a lazy `xarray.DataArray` over `to_dask()`, with the view's dim names and labels as coords.
+
+        A labelled dim selected down to one item (`t.vector['x']`) stays as a scalar coordinate, as in xarray.
+        """
         xr = _optional('xarray', 'DiskTensor.to_xarray()', 'xarray')
-        shape = self._shape
+        shape, full = self._shape, self._info.shape
         coords = {name: list(labels) for name, labels in zip(shape.names, shape.labels, strict=True)
                   if labels is not None}
+        coords.update({name: labels[sel] for name, sel, labels in zip(full.names, self._selection, full.labels,
+                                                                       strict=True)
+                       if isinstance(sel, int) and labels is not None and name not in shape.names})
         return xr.DataArray(self.to_dask(), dims=shape.names, coords=coords, name=self._info.array)
 
 

@@ -134,7 +134,7 @@ _callbacks_lock = threading.Lock()
 
 
 def set_cache_ttl(seconds: float | None) -> None:
-    """Set how long data loaded from disk stays in memory after its last use.
+    """Set how long data loaded from disk (or computed from a dask array) stays in memory after its last use.
 
     Args:
         seconds: time to live in seconds (default 10). `None`: nothing is kept; every use of a

@@ -32,7 +32,7 @@ import numpy as np
 
 from .._errors import ManifestDamaged
 from ..backend import DType, backend_by_name, convert
-from ..math import Shape, ShapeDtype, Tensor, data_fields, non_data_fields
+from ..math import Shape, ShapeDtype, Tensor, channel, data_fields, non_data_fields, tensor
 from ..math.kinds import DIM_TYPES, Dense, is_cached_property
 from ._chunks import chunk_writer, create_array, create_group
 from ._disk import DiskArray, DiskTensor, read_selection
@@ -52,6 +52,7 @@ from ._results import (
     write_manifest,
 )
 from ._write import _write_record
+from ._xarray_view import describe_save
 
 SAVE_FORMAT = 1
 SAVE_TYPE = 'lazyphi.save'  # tells a save's manifest from a cache result's
@@ -72,7 +73,8 @@ def save(obj, path: str | os.PathLike, overwrite: bool = False, include_cache: b
 
     Args:
         obj: the tree. Tensors of any backend; dict keys must be str; dataclasses nest in any way, their data
-            fields saved as nodes, their config fields as tagged JSON.
+            fields saved as nodes, their config fields as tagged JSON. NumPy arrays of at most one axis are saved
+            as the tensors `math.tensor` makes of them (1-D: a channel dim `vector`) and load as tensors.
         path: the directory to create. Written into a temporary directory beside it and renamed into
             place at the end, so an interrupted save leaves no `path`.
         overwrite: replace an existing save at `path` (atomically: the old one is renamed away, the new one
@@ -92,6 +94,7 @@ def save(obj, path: str | os.PathLike, overwrite: bool = False, include_cache: b
         create_group(building)
         with ThreadPoolExecutor(WRITE_THREADS, thread_name_prefix='lazyphi-save') as pool:
             root = _Writer(building, include_cache, pool).node(obj, '', 'obj')
+        describe_save(building, obj, root)  # label coordinates, config attributes: what xr.open_zarr shows
         manifest = {'format': SAVE_FORMAT, 'type': SAVE_TYPE, 'id': uuid.uuid4().hex,
                     'created': datetime.now(UTC).isoformat(), 'root': root}
         write_manifest(building, manifest)
@@ -138,6 +141,8 @@ class _Writer:
 
     def node(self, value, location: str, where: str) -> dict:
         """The manifest node of `value`, after writing its arrays; `location` is its path in the store."""
+        if isinstance(value, np.ndarray):
+            value = array_tensor(value, where)
         if isinstance(value, Tensor):
             return self.tensor(value, location or 'tensor', where)  # the root is a group: a lone tensor lies in it
         if type(value) in (dict, list, tuple) or _is_instance(value):
@@ -206,6 +211,19 @@ class _Writer:
         for index in chunk_indices(spec, 0, size):
             _write_record(os.path.join(records, record_name(index)))
         return {'kind': 'tensor', 'array': location, **spec.manifest_entry()}
+
+def array_tensor(array: np.ndarray, where: str) -> Tensor:
+    """A NumPy array in a saved tree as the tensor `math.tensor` makes of it: 0-d a scalar, 1-D a channel dim
+    `vector` (as for a list); an array of more axes needs its dims named, as `math.tensor` does."""
+    if array.dtype.kind not in 'biufc':
+        raise TypeError(f'save() stores NumPy arrays of bool, int, float or complex; the array at {where} has dtype '
+                        f'{array.dtype}')
+    if array.ndim > 1:
+        raise TypeError(f'save() cannot name the {array.ndim} axes of the NumPy array of shape {array.shape} at '
+                        f'{where}, and neither can math.tensor; save math.tensor(array, batch("b"), spatial("x"), '
+                        f'...) with a dim per axis')
+    return tensor(array) if array.ndim == 0 else tensor(array, channel('vector'))
+
 
 def _is_instance(value) -> bool:
     return dataclasses.is_dataclass(value) and not isinstance(value, type)

@@ -32,10 +32,15 @@ from ._results import (
     temporary_dir,
     write_manifest,
 )
+from ._xarray_view import config_attributes, describe_for_xarray
 
 
-def prepare_result(cache_dir: str, key: str, cls: type, arrays: Mapping[str, ArraySpec]) -> str:
+def prepare_result(cache_dir: str, key: str, cls: type, arrays: Mapping[str, ArraySpec],
+                   config: Mapping[str, object] | None = None) -> str:
     """Create the group of result `key` in `cache_dir` unless it exists; return its absolute path.
+
+    `config` (the instance's config values) goes into the manifest, for `lazyphi cache ls`, and into the
+    group's attributes, for xarray (see `_xarray_view.py`).
 
     Safe when several processes call it at once: the group is built in a temporary directory and
     renamed into place, and only one rename succeeds. An existing group is never overwritten: its
@@ -55,10 +60,10 @@ def prepare_result(cache_dir: str, key: str, cls: type, arrays: Mapping[str, Arr
             raise TypeError(f'arrays must map names to ArraySpec, got {spec!r} for {name!r}')
     cache_dir = os.path.abspath(cache_dir)
     group = os.path.join(cache_dir, key)
-    wanted = new_manifest(key, cls, arrays)
+    wanted = new_manifest(key, cls, arrays, config)
     if not os.path.lexists(group):
         os.makedirs(cache_dir, exist_ok=True)
-        _create_group(cache_dir, group, wanted, arrays)
+        _create_group(cache_dir, group, wanted, arrays, config_attributes(cls, config or {}))
     differences = manifest_differences(read_manifest(group), wanted)
     if differences:
         raise ValueError(f'The disk cache already holds a different result under key {key!r} at {group!r}: '
@@ -68,7 +73,8 @@ def prepare_result(cache_dir: str, key: str, cls: type, arrays: Mapping[str, Arr
     return group
 
 
-def _create_group(cache_dir: str, group: str, manifest: dict, arrays: Mapping[str, ArraySpec]) -> None:
+def _create_group(cache_dir: str, group: str, manifest: dict, arrays: Mapping[str, ArraySpec],
+                  attributes: dict) -> None:
     """Build the group in a temporary directory and rename it into place, unless another process was first."""
     building = temporary_dir(cache_dir, os.path.basename(group))
     try:
@@ -76,6 +82,8 @@ def _create_group(cache_dir: str, group: str, manifest: dict, arrays: Mapping[st
         for name, spec in arrays.items():
             create_array(building, name, spec.shape.sizes, spec.chunks, spec.dtype, spec.shape.names, spec.compressor)
             os.mkdir(records_dir(building, name))
+        dims = {n: (s.shape.names, s.shape.labels) for n, s in arrays.items()}
+        describe_for_xarray(building, {'': (dims, attributes)})  # what xr.open_zarr shows
         write_manifest(building, manifest)
         try:
             os.rename(building, group)
