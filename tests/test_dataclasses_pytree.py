@@ -14,8 +14,9 @@ import pytest
 from lazyphi import math
 from lazyphi._errors import IncompatibleShapes
 from lazyphi.backend import backend_by_name
+from lazyphi.dataclasses import data_field, pytree_dataclass, register_pytree, static_field
 from lazyphi.dataclasses._checked import checked
-from lazyphi.dataclasses._pytree import data_field, ensure_registered, pytree_dataclass, register_pytree, static_field
+from lazyphi.dataclasses._pytree import ensure_registered
 from lazyphi.math import Expanded, Stacked, Tensor, batch, channel, spatial
 
 CALLS = collections.Counter()
@@ -83,9 +84,7 @@ def _run(code: str) -> dict:
 DECLARE = '''
 from lazyphi import math
 from lazyphi.math import Tensor, spatial
-from lazyphi.dataclasses._pytree import pytree_dataclass
-from lazyphi.dataclasses._sliceable import sliceable
-from lazyphi.dataclasses._checked import checked
+from lazyphi.dataclasses import checked, pytree_dataclass, sliceable
 import lazyphi.dataclasses._state
 
 @sliceable

@@ -207,10 +207,10 @@ SETUPS = {
     'processes': ('pass', "'processes'", 'pass'),
     'cluster, a worker killed mid-run': (
         'from distributed import Client, LocalCluster; cluster = LocalCluster(n_workers=2, threads_per_worker=1, '
-        'processes=True, dashboard_address=None); client = Client(cluster); import os, tempfile; '
+        'processes=True, dashboard_address=":0"); client = Client(cluster); import os, tempfile; '
         'KILL = os.path.join(tempfile.mkdtemp(), "killed")', 'client', 'client.close(); cluster.close()'),
     'cluster': ('from distributed import Client, LocalCluster; cluster = LocalCluster(n_workers=2, '
-                'threads_per_worker=1, processes=True, dashboard_address=None); client = Client(cluster)',
+                'threads_per_worker=1, processes=True, dashboard_address=":0"); client = Client(cluster)',
                 'client', 'client.close(); cluster.close()'),
 }
 
@@ -335,7 +335,7 @@ def test_dask_counts_a_tensors_memory():
 def test_large_inputs_are_scattered_to_a_cluster_not_sent_in_the_graph():
     distributed = pytest.importorskip('distributed')
     w = _big_input()
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cl, \
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=':0') as cl, \
             distributed.Client(cl) as client:
         sent = []
         original = client.get

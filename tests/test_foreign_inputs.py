@@ -194,7 +194,7 @@ def test_a_dask_backed_data_array_is_lazy_in_parallel_compute(source):
 def test_blocks_on_a_distributed_cluster_read_only_their_slices(source):
     distributed = pytest.importorskip('distributed')
     rows = Rows(math.tensor(_lazy(source), batch('b'), spatial('x')))
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) \
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=':0') \
             as cluster, distributed.Client(cluster) as client:
         parallel_compute(rows, ['row_sum'], block_size=CHUNK, scheduler=client, progress=False)
     assert sorted(source.reads) == [(0, 2), (2, 4), (4, 6), (6, 8)]

@@ -45,7 +45,7 @@ JOB = textwrap.dedent('''
         if scheduler == 'client':
             from distributed import Client, LocalCluster
             scheduler = Client(LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                                            dashboard_address=None))
+                                            dashboard_address=':0'))
         print('started', flush=True)
         try:
             parallel_compute(slow, [Slow.result], scheduler=scheduler, max_workers=2, block_size=2,

@@ -30,7 +30,7 @@ SCRIPT = textwrap.dedent('''
 
     if __name__ == '__main__':
         cache_dir = sys.argv[1]
-        cluster = LocalCluster(cores=1, memory='1GB', processes=1, scheduler_options={'dashboard_address': None})
+        cluster = LocalCluster(cores=1, memory='1GB', processes=1, scheduler_options={'dashboard_address': ':0'})
         cluster.scale(jobs=2)
         client = Client(cluster)
         client.wait_for_workers(2, timeout=120)

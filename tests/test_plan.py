@@ -156,14 +156,14 @@ def test_blocks_follow_the_workers_the_scheduler_has():
 
 def test_a_distributed_client_is_planned_for_its_worker_threads():
     distributed = pytest.importorskip('distributed')
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=3, processes=False, dashboard_address=None) as cl, \
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=3, processes=False, dashboard_address=':0') as cl, \
             distributed.Client(cl) as client:
         p = plan(Tutorial(DATA), [Tutorial.plus], scheduler=client)
         assert p.max_workers == 6 and not p.notes
         six = plan(Tutorial(DATA), [Tutorial.plus], scheduler='threads', max_workers=6)
         assert p.stages[0].blocks == six.stages[0].blocks  # cut for its worker threads, not the host's CPUs
         assert plan(Tutorial(DATA), [Tutorial.plus]).max_workers == 6  # the active client, by default
-    with distributed.LocalCluster(n_workers=0, processes=False, dashboard_address=None) as cl, \
+    with distributed.LocalCluster(n_workers=0, processes=False, dashboard_address=':0') as cl, \
             distributed.Client(cl) as client:
         p = plan(Tutorial(DATA), [Tutorial.plus], scheduler=client)
         assert p.max_workers == (os.cpu_count() or 1) and 'no workers yet' in p.notes[0]
@@ -318,13 +318,16 @@ FALLBACKS = {
     'assert_close': 'numpy()',  # compares values: data-dependent conversion, per element
 }
 NOT_OPERATIONS = {  # names in lazyphi.math that construct values or describe shapes, not operations on tensors
-    'BATCH', 'CHANNEL', 'DUAL', 'EMPTY_SHAPE', 'INSTANCE', 'PI', 'SPATIAL', 'DimView', 'Expanded', 'NonUniform',
+    'BATCH', 'CHANNEL', 'DUAL', 'EMPTY_SHAPE', 'INSTANCE', 'PI', 'SPATIAL', 'BoundDim', 'BoundDims', 'Expanded',
+    'NonUniform',
     'Shape', 'ShapeDtype', 'Stacked', 'Tensor', 'batch', 'channel', 'dual', 'instance', 'spatial', 'concat_shapes',
-    'merge_shapes', 'non_batch', 'non_channel', 'non_dual', 'non_instance', 'non_spatial', 'primal', 'tensor', 'wrap',
+    'merge_shapes', 'non_batch', 'non_primal', 'to_dict', 'from_dict', 'IncompatibleShapes', 'DimNotFound',
+    'Dict', 'csize', 'dsize', 'isize', 'ssize', 'non_channel', 'non_dual', 'non_instance', 'non_spatial', 'primal',
+    'tensor', 'wrap',
     'vec', 'zeros', 'ones', 'meshgrid', 'random_normal', 'random_uniform', 'get_precision', 'precision',
     'set_global_precision', 'config_fields', 'data_fields', 'non_data_fields', 'special_fields', 'abs_', 'all_',
     'any_', 'max_', 'min_', 'round_', 'sum_', 'slice_', 'conj',
-    'jit_compile', 'gradient',  # transforms of functions, run by the backend's compiler or autodiff, not traced
+    'math', 'jit_compile', 'gradient',  # transforms of functions, run by the backend's compiler or autodiff, not traced
 }
 
 

@@ -17,6 +17,7 @@ from lazyphi.math._dims import (
     non_channel,
     non_dual,
     non_instance,
+    non_primal,
     non_spatial,
     primal,
     spatial,
@@ -519,7 +520,8 @@ def test_constructor_errors(call, message):
 
 
 def test_non_type_functions():
-    assert non_batch(FULL) == FULL.non_batch and non_dual(FULL) == FULL.non_dual == primal(FULL)
+    assert non_batch(FULL) == FULL.non_batch and non_dual(FULL) == FULL.non_dual
+    assert primal(FULL) == FULL.primal and non_primal(FULL) == FULL.non_primal
     assert non_instance(Shaped(FULL)) == FULL.non_instance
     assert non_spatial(FULL) == FULL.non_spatial and non_channel(FULL) == FULL.non_channel
     assert non_batch.__name__ == 'non_batch' and 'batch' in non_batch.__doc__

@@ -21,7 +21,7 @@ from ._deps import ALL, DirectDependencies, direct_dependencies, explain_depende
 from ._html import dataclass_html
 from ._mutate import copy_and_mutate
 from ._ops import copy, data_eq, dataclass_repr, equal, replace
-from ._pytree import data_field, static_field
+from ._pytree import data_field, pytree_dataclass, register_pytree, static_field
 from ._sliceable import getitem, sliceable
 from ._state import from_state_dict, state_dict, to_backend, to_device
 
@@ -38,9 +38,36 @@ def __getattr__(name: str):
 
 
 __all__ = [
-    'ALL', 'DirectDependencies', 'cached_properties', 'cached_property', 'cached_property_names', 'cached_values',
-    'checked', 'config_fields', 'copy', 'copy_and_mutate', 'data_eq', 'data_field', 'data_fields', 'dataclass_html',
-    'dataclass_repr', 'direct_dependencies', 'equal', 'explain_dependencies', 'from_state_dict', 'getitem',
-    'is_cached_property', 'non_data_fields', 'property_dependencies', 'replace', 'sliceable', 'special_fields',
-    'state_dict', 'static_field', 'to_backend', 'to_device',
+    'ALL',
+    'DirectDependencies',
+    'cached_properties',
+    'cached_property',
+    'cached_property_names',
+    'cached_values',
+    'checked',
+    'config_fields',
+    'copy',
+    'copy_and_mutate',
+    'data_eq',
+    'data_field',
+    'data_fields',
+    'dataclass_html',
+    'dataclass_repr',
+    'direct_dependencies',
+    'equal',
+    'explain_dependencies',
+    'from_state_dict',
+    'getitem',
+    'is_cached_property',
+    'non_data_fields',
+    'property_dependencies',
+    'pytree_dataclass',
+    'register_pytree',
+    'replace',
+    'sliceable',
+    'special_fields',
+    'state_dict',
+    'static_field',
+    'to_backend',
+    'to_device',
 ]

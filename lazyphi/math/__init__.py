@@ -5,6 +5,9 @@ through one dispatch path (see `_tensor.py`), so lazily expanded, stacked and (i
 layers) traced or disk-backed tensors take part in all of them.
 """
 
+import sys
+
+from .._errors import DimNotFound, IncompatibleShapes
 from ..backend import DType as DType
 from ..backend import get_precision, precision, set_global_precision
 from ._autodiff import gradient, jit_compile
@@ -23,21 +26,29 @@ from ._creation import (
     zeros,
     zeros_like,
 )
+from ._dict import Dict
 from ._dims import (
     batch,
     channel,
     concat_shapes,
+    csize,
+    dsize,
     dual,
+    from_dict,
     instance,
+    isize,
     merge_shapes,
     non_batch,
     non_channel,
     non_dual,
     non_instance,
+    non_primal,
     non_spatial,
     primal,
     shape,
     spatial,
+    ssize,
+    to_dict,
 )
 from ._fields import config_fields, data_fields, non_data_fields, special_fields
 from ._functional import assert_close, iterate
@@ -142,7 +153,7 @@ from ._shape import (
     ShapeDtype,
 )
 from ._structure import transpose
-from ._tensor import DimView, Tensor
+from ._tensor import BoundDim, BoundDims, Tensor
 
 abs = abs_
 round = round_
@@ -153,6 +164,7 @@ any = any_
 all = all_
 slice = slice_
 conj = conjugate
+math = sys.modules[__name__]  # `from lazyphi.math import math, Tensor` works as in phiml
 
 __all__ = [
     'BATCH',
@@ -162,8 +174,12 @@ __all__ = [
     'INSTANCE',
     'PI',
     'SPATIAL',
-    'DimView',
+    'BoundDim',
+    'BoundDims',
+    'Dict',
+    'DimNotFound',
     'Expanded',
+    'IncompatibleShapes',
     'NonUniform',
     'Shape',
     'ShapeDtype',
@@ -201,11 +217,13 @@ __all__ = [
     'cos',
     'cosh',
     'cpack',
+    'csize',
     'd2i',
     'd2s',
     'data_fields',
     'dcat',
     'dpack',
+    'dsize',
     'dual',
     'exp',
     'expand',
@@ -216,6 +234,7 @@ __all__ = [
     'finite_sum',
     'flatten',
     'floor',
+    'from_dict',
     'get_precision',
     'gradient',
     'i2b',
@@ -227,6 +246,7 @@ __all__ = [
     'is_finite',
     'is_inf',
     'is_nan',
+    'isize',
     'iterate',
     'jit_compile',
     'linspace',
@@ -248,6 +268,7 @@ __all__ = [
     'non_data_fields',
     'non_dual',
     'non_instance',
+    'non_primal',
     'non_spatial',
     'ones',
     'ones_like',
@@ -278,6 +299,7 @@ __all__ = [
     'special_fields',
     'sqrt',
     'squeeze',
+    'ssize',
     'stack',
     'std',
     'sum',
@@ -287,6 +309,7 @@ __all__ = [
     'tcat',
     'tensor',
     'to_complex',
+    'to_dict',
     'to_float',
     'to_int32',
     'to_int64',

@@ -9,15 +9,17 @@ import numpy as np
 
 from .._errors import IncompatibleShapes
 from ..backend import Backend, DType, choose_backend, default_backend, get_precision
-from ._dims import channel, shape
+from ._dims import channel, instance, shape, spatial
 from ._foreign import tensor_source
 from ._kinds import expand_to
-from ._shape import EMPTY_SHAPE, Shape, concat_shapes, merge_shapes, parse_dim_spec
+from ._shape import CHANNEL, EMPTY_SHAPE, Shape, concat_shapes, merge_shapes, parse_dim_spec
 from ._structure import as_dim, stack_tensors
 from ._tensor import NUMBER_TYPES, Dense, Tensor, read_only_native, scalar
 
 PI = math.pi
 DEFAULT_LIST_DIM = channel('vector')
+TUPLE_DIM = spatial('sequence')  # of a vec() component given as a tuple
+LIST_DIM = instance('sequence')  # of a vec() component given as a list
 
 
 def _dims_of(dims: tuple) -> Shape:
@@ -97,17 +99,33 @@ def _named(sizes: tuple, dims: Shape) -> Shape:
                                                                                    strict=True)])
 
 
-def vec(name: str | Shape = 'vector', *sequence, tuple_dim=None, list_dim=None, **components) -> Tensor:
-    """A vector along the channel dim `name`, labelled by the keyword names: `vec(x=1, y=2)`.
+def vec(name: str | Shape = 'vector', *sequence, tuple_dim: Shape = TUPLE_DIM, list_dim: Shape = LIST_DIM,
+        **components) -> Tensor:
+    """Values laid out along a channel dim: `vec(x=1, y=2)` (labelled by the keywords) or `vec('c', 4, 5)`.
 
-    Components may be tensors; they are stacked (and broadcast) along the vector dim.
+    Args:
+        name: the dim's name, or a spec such as 'b:b' or '~vector' (a plain name is a channel dim), or a Shape.
+        *sequence: values given in order; their str forms label the dim where they are distinct.
+        tuple_dim: the dim of a component given as a tuple, `vec(x=(0, 1), y=0)`.
+        list_dim: the dim of a component given as a list, `vec(x=[0, 1], y=0)`.
+        **components: values by label; tensors are stacked (and broadcast) along the dim.
     """
+    dim = name if isinstance(name, Shape) else parse_dim_spec(name, CHANNEL) if isinstance(name, str) else None
+    if dim is None or dim.rank != 1:
+        raise TypeError(f"vec() takes a dim name, a spec such as 'b:b' or a Shape of one dim as its name, got {name!r}")
     if sequence:
-        raise TypeError('vec() takes components as keywords, e.g. vec(x=1, y=2)')
+        if components:
+            raise TypeError(f'vec() takes its values either in order or as keywords, not both; got {sequence} and '
+                            f'{list(components)}')
+        values = sequence[0] if len(sequence) == 1 and isinstance(sequence[0], (tuple, list)) else sequence
+        labels = [str(v) for v in values]
+        dim = dim.with_size(tuple(labels) if len(set(labels)) == len(labels) else len(labels))
+        return stack_tensors(list(values), dim)
     if not components:
-        raise ValueError('vec() needs at least one component, e.g. vec(x=1, y=2)')
-    dim = name if isinstance(name, Shape) else channel(**{name: tuple(components)})
-    values = list(components.values())
+        raise ValueError('vec() needs at least one component, e.g. vec(x=1, y=2) or vec("c", 1, 2)')
+    dim = dim.with_size(tuple(components))
+    values = [tensor(list(v), tuple_dim if isinstance(v, tuple) else list_dim) if isinstance(v, (tuple, list)) else v
+              for v in components.values()]
     if all(isinstance(v, NUMBER_TYPES) for v in values):
         return tensor(values, dim)
     return stack_tensors(values, dim)

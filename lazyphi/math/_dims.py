@@ -22,7 +22,7 @@ from ._shape import (
 )
 from ._shape import concat_shapes as _concat_shapes
 from ._shape import merge_shapes as _merge_shapes
-from ._tensor import NUMBER_TYPES, Tensor
+from ._tensor import NUMBER_TYPES, BoundDim, Tensor
 
 _TREE_FORMS = 'a Tensor, a number, or a tuple, list, dict or dataclass instance holding those'
 
@@ -31,10 +31,11 @@ def shape(obj) -> Shape:
     """The Shape of a Tensor, a shaped object, or a tree of them.
 
     Args:
-        obj: a Tensor or Shape; a number, bool, None, str or bytes (no dims); a tuple, list or dict,
-            whose element shapes are merged (no new dim is added); a dataclass instance, whose data
-            fields' shapes are merged unless it has a Shape-valued `shape` attribute; or any object
-            with a Shape-valued `shape` attribute.
+        obj: a Tensor or Shape; a number, bool, None, str or bytes (no dims); a tuple or list of numbers
+            (the channel dim `vector` of their count); a tuple, list or dict of other values, whose shapes
+            are merged (no new dim is added); a dataclass instance, whose data fields' shapes are merged
+            unless it has a Shape-valued `shape` attribute; an object with a Shape-valued `shape` attribute
+            or a `__shape__()` method; an object listing its data in `__value_attrs__()`; a bound dim `t.x`.
 
     Raises:
         TypeError: `obj` is none of these, such as an array whose axes have no names.
@@ -47,6 +48,8 @@ def shape(obj) -> Shape:
     if obj is None or isinstance(obj, (*NUMBER_TYPES, str, bytes)):
         return EMPTY_SHAPE
     if isinstance(obj, (tuple, list)):
+        if obj and all(isinstance(item, NUMBER_TYPES) for item in obj):
+            return channel(vector=len(obj))
         return _merge_shapes(*map(shape, obj)) if obj else EMPTY_SHAPE
     if isinstance(obj, dict):
         return _merge_shapes(*map(shape, obj.values())) if obj else EMPTY_SHAPE
@@ -59,6 +62,13 @@ def shape(obj) -> Shape:
     own = getattr(obj, 'shape', None)
     if isinstance(own, Shape):
         return own
+    if hasattr(obj, '__shape__'):
+        return obj.__shape__()
+    if isinstance(obj, BoundDim):
+        return shape(obj.obj)[obj.name]
+    if hasattr(obj, '__value_attrs__') or hasattr(obj, '__variable_attrs__'):
+        names = obj.__value_attrs__() if hasattr(obj, '__value_attrs__') else obj.__variable_attrs__()
+        return _merge_shapes(*[shape(getattr(obj, n)) for n in names])
     name = f"{type(obj).__module__}.{type(obj).__qualname__}"
     if isinstance(own, tuple):
         if not own:
@@ -128,7 +138,17 @@ non_dual = _dim_excluder(DUAL)
 non_instance = _dim_excluder(INSTANCE)
 non_spatial = _dim_excluder(SPATIAL)
 non_channel = _dim_excluder(CHANNEL)
-primal = non_dual
+_CONSTRUCTORS = {BATCH: batch, DUAL: dual, INSTANCE: instance, SPATIAL: spatial, CHANNEL: channel}
+
+
+def primal(obj) -> Shape:
+    """The dims of `obj` (a Shape or shaped object) that are neither batch nor dual."""
+    return shape(obj).primal
+
+
+def non_primal(obj) -> Shape:
+    """The batch and dual dims of `obj` (a Shape or shaped object)."""
+    return shape(obj).non_primal
 
 
 def merge_shapes(*objs, allow_varying_sizes: bool = False) -> Shape:
@@ -153,3 +173,38 @@ def concat_shapes(*objs) -> Shape:
         IncompatibleShapes: a dim name occurs more than once.
     """
     return _concat_shapes(*[o if isinstance(o, Shape) else shape(o) for o in objs])
+
+
+def to_dict(value: Shape) -> dict:
+    """A Shape as a dict of plain Python values (names, types, sizes, item labels), e.g. for JSON."""
+    if not isinstance(value, Shape):
+        raise TypeError(f'to_dict() takes a Shape, got {type(value).__name__} {value!r}')
+    if not value.is_uniform:
+        raise ValueError(f'to_dict() needs a shape of uniform sizes, got {value}')
+    return {'names': value.names, 'types': list(value.types), 'item_names': value.labels, 'sizes': value.sizes}
+
+
+def from_dict(data: dict) -> Shape:
+    """The Shape `to_dict` described."""
+    try:
+        names, types, sizes, labels = data['names'], data['types'], data['sizes'], data['item_names']
+    except (KeyError, TypeError):
+        raise ValueError(f"from_dict() takes the dict to_dict() makes, with 'names', 'types', 'sizes' and "
+                         f"'item_names'; got {data!r}") from None
+    dims = [_CONSTRUCTORS[t](**{n: tuple(lab) if lab is not None else s})
+            for n, t, s, lab in zip(names, types, sizes, labels, strict=True)]
+    return _concat_shapes(*dims)
+
+
+def _volume_of_type(dim_type: str) -> Callable[[Any], int | None]:
+    def volume(obj) -> int | None:
+        return shape(obj)._of_type(dim_type).volume
+    volume.__name__ = volume.__qualname__ = f'{dim_type[0]}size'
+    volume.__doc__ = f'The number of elements along the {dim_type} dims of `obj` (None where a size is unknown).'
+    return volume
+
+
+dsize = _volume_of_type(DUAL)
+isize = _volume_of_type(INSTANCE)
+ssize = _volume_of_type(SPATIAL)
+csize = _volume_of_type(CHANNEL)

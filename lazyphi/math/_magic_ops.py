@@ -100,6 +100,8 @@ def stack(values, dim, expand_values: bool = False, simplify: bool = False, layo
     if dim.rank > 1:
         return _stack_multi(list(values), dim, expand_values, kwargs)
     dim = as_dim(dim, 'stack() dim')
+    if dim.labels[0] is None:
+        dim = dim.with_size(len(values))
     with affecting((dim.name,), on_result=True):
         return map_trees(lambda leaves, path: _stack_leaves(leaves, dim, expand_values, kwargs), values,
                          _DATA, lambda leaves, owners: _stack_leaves(leaves, dim, expand_values, {}), 'stack',
@@ -127,8 +129,10 @@ def _stack_leaves(leaves: list, dim: Shape, expand_values: bool, kwargs: dict):
         result = type(first).__stack__(tuple(leaves), dim, **kwargs)
         if result is not NotImplemented:
             return result
-    if hasattr(first, '__expand__') and hasattr(first, '__concat__'):
-        return _concat_leaves([expand(v, dim.with_size(1)) for v in leaves], dim.name, kwargs)
+    if hasattr(first, '__expand__') and hasattr(first, '__concat__'):  # each value becomes one item along dim
+        labels = dim.labels[0]
+        items = [dim.with_size((labels[i],)) if labels else dim.with_size(1) for i in range(len(leaves))]
+        return _concat_leaves([expand(v, item) for v, item in zip(leaves, items, strict=True)], dim.name, kwargs)
     raise _missing(first, 'stack', '__stack__ nor __expand__ and __concat__')
 
 
@@ -384,11 +388,18 @@ def rename_dims(value, dims, names, **kwargs):
             result = leaf.__replace_dims__(leaf_old, leaf_new, **kwargs)
             if result is not NotImplemented:
                 return result
-        return _restack(leaf, leaf_old, leaf_new.with_sizes(own.only(leaf_old, reorder=True)), 'rename_dims',
+        return _restack(leaf, leaf_old, _sized_like(leaf_new, own.only(leaf_old, reorder=True)), 'rename_dims',
                         '__replace_dims__', kwargs)
     with affecting(present, on_result=False):
         return map_trees(rename_leaf, [value], _DATA, None if not full else
                          lambda cached, owners: rename_tensor_dims(cached[0], old, new), 'rename_dims', objects=True)
+
+
+def _sized_like(new: Shape, old: Shape) -> Shape:
+    """`new` with the sizes of `old` (dim by dim), keeping `new`'s labels where they fit, else taking `old`'s."""
+    sizes = [lab if lab is not None and len(lab) == s else old_lab if old_lab is not None else s
+             for lab, s, old_lab in zip(new.labels, old.sizes, old.labels, strict=True)]
+    return new.with_sizes(sizes)
 
 
 def _new_dims(full: Shape, old: tuple, names) -> Shape:

@@ -11,7 +11,8 @@ import importlib
 import importlib.util
 
 from lazyphi.backend import NUMPY, Backend, DType, backend_by_name
-from lazyphi.math import EMPTY_SHAPE, Shape, dual, instance, spatial, tensor, wrap
+from lazyphi.math import EMPTY_SHAPE, Shape, cast, dual, instance, spatial, tensor, wrap
+from lazyphi.math.kinds import stacked_shape, tree_map
 
 
 def _lazyphi(module: str, name: str):
@@ -34,6 +35,29 @@ def init_installed_backends() -> tuple:
     return tuple(backends)
 
 
+def shape_stack(stack_dim: Shape, *shapes: Shape, stack_dim_first: bool = True) -> Shape:
+    """The shape of values of `shapes` stacked along `stack_dim` (lazyphi's `stacked_shape`)."""
+    stacked = stacked_shape(shapes, stack_dim.with_size(len(shapes)))
+    return stacked if stack_dim_first else stacked.without(stack_dim) + stacked.only(stack_dim)
+
+
+def resolve_index(shape: Shape, index: dict) -> dict:
+    """`index` with labels resolved, as phiml writes it: lists for several items (lazyphi's `prepare_gather`)."""
+    result = {}
+    for dim, selection in index.items():
+        if isinstance(selection, (list, tuple)) and not selection:
+            result[dim] = slice(0, 0)
+            continue
+        resolved = shape.prepare_gather(dim, selection)
+        result[dim] = list(resolved) if isinstance(resolved, tuple) else resolved
+    return result
+
+
+def bool_to_int(x, bits: int = 32):
+    """The tree `x` with its bool tensors cast to ints of `bits` bits (phiml's private helper, from lazyphi's own)."""
+    return tree_map(lambda t: cast(t, DType(int, bits)) if t.dtype.kind is bool else t, x)
+
+
 FLOAT16 = DType(float, 16)
 FLOAT32 = DType(float, 32)
 FLOAT64 = DType(float, 64)
@@ -49,8 +73,6 @@ def get_backend(backend: Backend | str) -> Backend:
 
 from_numpy_dtype = DType.as_dtype  # also takes NumPy dtypes and scalar types
 combine_types = _lazyphi('lazyphi.backend', 'combine_types')
-shape_stack = _lazyphi('lazyphi.math', 'shape_stack')
-resolve_index = _lazyphi('lazyphi.math', 'resolve_index')
 Layout = _lazyphi('lazyphi.math', 'Layout')
 cached = _lazyphi('lazyphi.math', 'cached')
 disassemble_tensors = _lazyphi('lazyphi.math', 'disassemble_tensors')
@@ -58,7 +80,6 @@ assemble_tensors = _lazyphi('lazyphi.math', 'assemble_tensors')
 equality_by_ref = _lazyphi('lazyphi.math', 'equality_by_ref')
 equality_by_shape_and_value = _lazyphi('lazyphi.math', 'equality_by_shape_and_value')
 fit_hyperplane = _lazyphi('lazyphi.math', 'fit_hyperplane')
-bool_to_int = _lazyphi('lazyphi.math', 'bool_to_int')
 
 __all__ = [
     'COMPLEX64', 'COMPLEX128', 'EMPTY_SHAPE', 'FLOAT16', 'FLOAT32', 'FLOAT64', 'INT32', 'INT64', 'Layout', 'Shape',
