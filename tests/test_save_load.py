@@ -135,7 +135,7 @@ def test_one_manifest_and_one_group_per_node(tmp_path):
     assert node['kind'] == 'tensor' and node['array'] == 'inner/values' and node['backend'] == 'numpy'
     assert node['labels'] == [None, None, ['x', 'y']]
     array = json.loads((root / 'inner' / 'values' / 'zarr.json').read_text())
-    assert [c['name'] for c in array['codecs']] == ['bytes']  # uncompressed
+    assert [c['name'] for c in array['codecs']] == ['bytes', 'crc32c']  # uncompressed, checksummed
 
 
 def test_config_fields_of_every_tagged_type(tmp_path):
