@@ -119,10 +119,13 @@ def reads(monkeypatch) -> list:
             parts = [*parts[:-1], *parts[-1].split('.')]
         keys.append('/'.join(parts[parts.index('c') - 1:] if 'c' in parts else parts[-2:]))
 
+    def counting_open(path, *args, **kwargs):
+        seen(path)
+        return open(path, *args, **kwargs)
+
     original_chunk = _chunks._open_chunk
     monkeypatch.setattr(LocalStore, 'get', counting_get)
-    monkeypatch.setattr(_chunks, 'open', lambda path, *args, **kwargs: seen(path) or open(path, *args, **kwargs),
-                        raising=False)
+    monkeypatch.setattr(_chunks, 'open', counting_open, raising=False)
     monkeypatch.setattr(_chunks, '_open_chunk', lambda path: seen(path) or original_chunk(path))
     _disk._open_chunks.cache_clear()  # so that opening an array's metadata is seen too
     return keys
