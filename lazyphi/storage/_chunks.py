@@ -224,13 +224,16 @@ def chunk_reader(path: str, meta: dict | None = None) -> Callable[[tuple, tuple,
     return read_into
 
 
-def chunk_writer(path: str) -> Callable[[tuple, np.ndarray], None]:
+def chunk_writer(path: str, meta: dict | None = None) -> Callable[[tuple, np.ndarray], None]:
     """`write(index, values)`: store the part of the array at directory `path` in chunk `index`.
 
     `values` is that part, clipped at the array's edges. Chunk files where `chunk_files` can write
     them, else Zarr's encoding; either way a chunk's file is replaced whole.
+
+    Args:
+        meta: the array's `zarr.json`, parsed; read from `path` if None.
     """
-    files = chunk_files(path)
+    files = chunk_files(path, meta)
     return _zarr_array(path, 'r+').set_block_selection if files is None else files.write
 
 
@@ -260,6 +263,38 @@ def codec_names(meta: dict) -> list:
     """The names of the codecs of an array's metadata, in order."""
     codecs = meta.get('codecs')
     return [c.get('name') if isinstance(c, dict) else c for c in codecs] if isinstance(codecs, list) else []
+
+
+def metadata_differences(meta: dict, sizes: tuple, chunks: tuple, dtype, names: tuple) -> list[str]:
+    """How an array's `zarr.json` (`meta`) disagrees with what a lazyphi manifest says of it.
+
+    Args:
+        sizes, chunks: the array's shape and chunk shape.
+        dtype: a lazyphi DType.
+        names: the dim names.
+
+    Returns:
+        One line per disagreement, naming the manifest's value and Zarr's.
+    """
+    found = []
+    grid = meta.get('chunk_grid')
+    zarr_chunks = grid.get('configuration', {}).get('chunk_shape') if isinstance(grid, dict) else None
+    expected = to_numpy_dtype(dtype)
+    data_type = meta.get('data_type')
+    try:
+        same_type = isinstance(data_type, str) and np.dtype(data_type) == expected
+    except TypeError:
+        same_type = False
+    if not same_type:
+        found.append(f'dtype {expected.name} in the manifest, {data_type!r} in zarr.json')
+    if meta.get('shape') != list(sizes):
+        found.append(f'sizes {list(sizes)} in the manifest, shape {meta.get("shape")!r} in zarr.json')
+    if zarr_chunks != list(chunks):
+        found.append(f'chunks {list(chunks)} in the manifest, chunk shape {zarr_chunks!r} in zarr.json')
+    dims = meta.get('dimension_names')  # optional in Zarr: an array without them agrees with any
+    if dims is not None and dims != list(names):
+        found.append(f'dims {list(names)} in the manifest, dimension names {dims!r} in zarr.json')
+    return found
 
 
 def chunk_file(path: str, meta: dict, index: tuple) -> str:

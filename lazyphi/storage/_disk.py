@@ -22,11 +22,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._errors import ChunkDamaged, ChunkMissing, DimNotFound
+from .._errors import ChunkDamaged, ChunkMissing, DimNotFound, ManifestDamaged
 from ..backend import NUMPY, Backend, DType, backend_by_name, convert
 from ..math import Shape
 from ..math.kinds import CONCAT, GATHER, RENAME, Dense, Expanded, Op, Stacked, Tensor, read_only_native, tensor_html
-from ._chunks import aligned_empty, chunk_reader, range_slice
+from ._chunks import aligned_empty, chunk_reader, metadata_differences, range_slice, read_metadata
 from ._memory import MEMORY, current_load_backend, notify_loaded
 from ._results import ArraySpec, read_manifest, record_name, records_dir
 
@@ -407,9 +407,16 @@ def _raise_damaged(info: DiskArray, index: tuple, err: Exception):
 
 
 def _chunk_source(info: DiskArray):
-    """A function reading the chunk at a grid position of the array; ChunkDamaged if it cannot be opened."""
+    """A function reading the chunk at a grid position of the array; ChunkDamaged if it cannot be opened.
+
+    Raises:
+        ManifestDamaged: the manifest and the array's Zarr metadata disagree.
+        ChunkDamaged: the array cannot be opened, or its directory lies outside the store.
+    """
     try:
-        return _open_chunks(info.store, info.array, info.created)
+        return _open_chunks(info)
+    except ManifestDamaged:
+        raise
     except Exception as err:
         error = ChunkDamaged(f'Array {info.array!r} of the disk cache {info.store!r} cannot be opened '
                              f'({type(err).__name__}: {err}); the result is damaged. Delete it and compute it again.')
@@ -418,9 +425,29 @@ def _chunk_source(info: DiskArray):
 
 
 @functools.lru_cache(maxsize=64)
-def _open_chunks(store: str, array: str, created: str):
-    """`chunk_reader` of the array; `created` tells a result computed again at the same place from the old one."""
-    return chunk_reader(os.path.join(store, array))
+def _open_chunks(info: DiskArray):
+    """`chunk_reader` of the array, after checking that its Zarr metadata agrees with the manifest (`info`).
+
+    Cached per `info`, whose creation time tells a result computed again at the same place from the old one.
+    """
+    path = info.path
+    check_inside(info.store, path)
+    meta = read_metadata(path)
+    differences = metadata_differences(meta, info.shape.sizes, info.chunks, DType.as_dtype(info.dtype),
+                                       info.shape.names)
+    if differences:
+        raise ManifestDamaged(f'The manifest of {info.store!r} disagrees with the Zarr metadata of its array '
+                              f'{info.array!r}: {"; ".join(differences)}. The result is damaged: delete it and '
+                              f'compute or save it again')
+    return chunk_reader(path, meta)
+
+
+def check_inside(store: str, path: str) -> None:
+    """Raise OSError unless `path`, with symbolic links resolved, lies inside the directory `store`."""
+    root = os.path.realpath(store)
+    if os.path.commonpath([root, os.path.realpath(path)]) != root:
+        raise OSError(f'{path!r} leads outside {store!r} (to {os.path.realpath(path)!r}) through a symbolic link; '
+                      f'lazyphi reads only files inside a store')
 
 
 def _source_backend(info: DiskArray) -> Backend:
