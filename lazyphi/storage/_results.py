@@ -157,7 +157,7 @@ def read_manifest(group: str) -> dict:
             manifest = json.loads(f.read())
     except FileNotFoundError:
         raise ManifestDamaged(f'{group!r} is not a lazyphi result: it has no {MANIFEST}') from None
-    except (OSError, ValueError) as err:
+    except (OSError, ValueError, RecursionError) as err:
         raise ManifestDamaged(f'The manifest {path!r} cannot be read: {err}. Delete the result '
                               f'(lazyphi.cache.delete_result) and compute it again') from err
     problem = _manifest_problem(manifest, os.path.basename(os.path.normpath(group)))

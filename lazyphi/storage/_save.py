@@ -48,7 +48,7 @@ from ._results import (
     temporary_dir,
     write_manifest,
 )
-from ._tagged import _CLASSES, decode, encode, find_class
+from ._tagged import _CLASSES, MAX_DEPTH, decode, encode, enter, find_class
 from ._write import _write_record
 from ._xarray_view import describe_save
 
@@ -132,38 +132,47 @@ class _Writer:
         self.store = store
         self.pool = pool
         self.include_cache = include_cache
+        self.enclosing: set[int] = set()  # ids of the containers and instances around the node being written
 
-    def node(self, value, location: str, where: str) -> dict:
-        """The manifest node of `value`, after writing its arrays; `location` is its path in the store."""
+    def node(self, value, location: str, where: str, depth: int = 0) -> dict:
+        """The manifest node of `value`, after writing its arrays; `location` is its path in the store.
+
+        Raises:
+            ValueError: `value` contains itself, or the tree is nested more than `MAX_DEPTH` levels deep.
+        """
         if isinstance(value, np.ndarray):
             value = array_tensor(value, where)
         if isinstance(value, Tensor):
             return self.tensor(value, location or 'tensor', where)  # the root is a group: a lone tensor lies in it
-        if type(value) in (dict, list, tuple) or _is_instance(value):
+        if not (type(value) in (dict, list, tuple) or _is_instance(value)):
+            return {'kind': 'value', 'value': encode(value, where)}
+        enter(value, where, depth, self.enclosing)
+        try:
             if location:
                 create_group(self.store, location)
             if _is_instance(value):
-                return self.dataclass(value, location, where)
+                return self.dataclass(value, location, where, depth)
             if type(value) is dict:
                 bad = [k for k in value if not isinstance(k, str)]
                 if bad:
                     raise TypeError(f'save() needs str dict keys; the dict at {where} has key {bad[0]!r} of type '
                                     f'{type(bad[0]).__name__}')
                 names = _child_names(value)
-                items = {k: self.node(v, _join(location, n), f'{where}[{k!r}]')
+                items = {k: self.node(v, _join(location, n), f'{where}[{k!r}]', depth + 1)
                          for (k, v), n in zip(value.items(), names, strict=True)}
                 return {'kind': 'dict', 'group': location, 'items': items}
-            items = [self.node(v, _join(location, str(i)), f'{where}[{i}]') for i, v in enumerate(value)]
+            items = [self.node(v, _join(location, str(i)), f'{where}[{i}]', depth + 1) for i, v in enumerate(value)]
             return {'kind': type(value).__name__, 'group': location, 'items': items}
-        return {'kind': 'value', 'value': encode(value, where)}
+        finally:
+            self.enclosing.discard(id(value))
 
-    def dataclass(self, obj, location: str, where: str) -> dict:
+    def dataclass(self, obj, location: str, where: str, depth: int) -> dict:
         cls = type(obj)
         path = class_path(cls)
         _CLASSES[path] = cls
-        fields = {f.name: self.node(getattr(obj, f.name), _join(location, f.name), f'{where}.{f.name}')
+        fields = {f.name: self.node(getattr(obj, f.name), _join(location, f.name), f'{where}.{f.name}', depth + 1)
                   for f in data_fields(cls) if hasattr(obj, f.name)}
-        config = {f.name: encode(getattr(obj, f.name), f'{where}.{f.name}')
+        config = {f.name: encode(getattr(obj, f.name), f'{where}.{f.name}', 0, self.enclosing)
                   for f in non_data_fields(cls) if hasattr(obj, f.name)}
         cache = {}
         if self.include_cache:
@@ -309,6 +318,9 @@ def read_save_manifest(store: str) -> dict:
         raise ManifestDamaged(f'{store!r} is not a lazyphi save: it has no {MANIFEST}') from None
     except (OSError, ValueError) as err:
         raise ManifestDamaged(f'The manifest {file!r} cannot be read: {err}') from err
+    except RecursionError:
+        raise ManifestDamaged(f'The manifest {file!r} is nested too deeply to read; a save nests at most '
+                              f'{MAX_DEPTH} levels') from None
     problem = _manifest_problem(manifest)
     if problem:
         raise ManifestDamaged(f'The manifest {file!r} is invalid: {problem}')
@@ -328,11 +340,13 @@ def _manifest_problem(manifest) -> str | None:
         return f'it has format {manifest["format"]!r}; this lazyphi reads format {SAVE_FORMAT}'
     if not isinstance(manifest['id'], str) or not isinstance(manifest['created'], str):
         return "'id' and 'created' must be strings"
-    return _node_problem(manifest['root'], 'obj')
+    return _node_problem(manifest['root'], 'obj', 0)
 
 
-def _node_problem(node, where: str) -> str | None:
-    """What is wrong with a manifest node and its children, or None."""
+def _node_problem(node, where: str, depth: int) -> str | None:
+    """What is wrong with a manifest node (`depth` levels below the root) and its children, or None."""
+    if depth > MAX_DEPTH:
+        return f'{where}: the tree is nested more than {MAX_DEPTH} levels deep'
     if not isinstance(node, dict) or node.get('kind') not in KINDS:
         return f'{where}: expected a node object with a kind among {KINDS}, found {node!r:.200}'
     kind = node['kind']
@@ -362,7 +376,7 @@ def _node_problem(node, where: str) -> str | None:
         return f'{where}: items must be a {"JSON object" if kind == "dict" else "list"}'
     for mapping, pattern in children:
         for key, child in mapping.items():
-            problem = _node_problem(child, where + pattern.format(key))
+            problem = _node_problem(child, where + pattern.format(key), depth + 1)
             if problem:
                 return problem
     return None

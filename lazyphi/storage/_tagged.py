@@ -21,16 +21,23 @@ from ..math.kinds import DIM_TYPES
 from ._results import class_path
 
 TAG = '$type'  # key marking a tagged JSON value
+MAX_DEPTH = 100  # levels of nesting of a saved tree, and of a value within it
 
 # classes saved or loaded in this process, by `module:QualName`: found even where the path cannot be imported
 _CLASSES: weakref.WeakValueDictionary[str, type] = weakref.WeakValueDictionary()
 
 
-def encode(value, where: str):
+def encode(value, where: str, depth: int = 0, enclosing: set | None = None):
     """`value` as JSON: plain JSON types as they are, others tagged `{'$type': ..., ...}`.
+
+    Args:
+        where: where `value` lies in the saved tree ('obj.config[0]'), for messages.
+        depth: levels of lists, tuples and dicts around `value` already.
+        enclosing: ids of the lists, tuples and dicts holding `value` (a cycle check).
 
     Raises:
         TypeError: a value of another type; the message names `where` it lies and its type.
+        ValueError: `value` contains itself, or is nested more than `MAX_DEPTH` levels deep.
     """
     if value is None or type(value) in (bool, int, str):
         return value
@@ -44,13 +51,16 @@ def encode(value, where: str):
         return {TAG: 'numpy', 'dtype': value.dtype.str, 'value': encode(value.item(), where)}
     if type(value) is complex:
         return {TAG: 'complex', 'real': encode(value.real, where), 'imag': encode(value.imag, where)}
-    if type(value) is list:
-        return [encode(v, f'{where}[{i}]') for i, v in enumerate(value)]
-    if type(value) is tuple:
-        return {TAG: 'tuple', 'items': [encode(v, f'{where}[{i}]') for i, v in enumerate(value)]}
-    if type(value) is dict and all(isinstance(k, str) for k in value):
-        items = {k: encode(v, f'{where}[{k!r}]') for k, v in value.items()}
-        return {TAG: 'dict', 'items': items} if TAG in value else items
+    if type(value) in (list, tuple) or (type(value) is dict and all(isinstance(k, str) for k in value)):
+        enclosing = enter(value, where, depth, set() if enclosing is None else enclosing)
+        try:
+            if type(value) is dict:
+                items = {k: encode(v, f'{where}[{k!r}]', depth + 1, enclosing) for k, v in value.items()}
+                return {TAG: 'dict', 'items': items} if TAG in value else items
+            items = [encode(v, f'{where}[{i}]', depth + 1, enclosing) for i, v in enumerate(value)]
+            return items if type(value) is list else {TAG: 'tuple', 'items': items}
+        finally:
+            enclosing.discard(id(value))
     if type(value) is slice:
         return {TAG: 'slice', 'start': encode(value.start, where), 'stop': encode(value.stop, where),
                 'step': encode(value.step, where)}
@@ -60,18 +70,40 @@ def encode(value, where: str):
     if type(value) is DType:
         return {TAG: 'dtype', 'value': str(value)}
     raise TypeError(f'save() cannot store {where} of type {type(value).__module__}.{type(value).__qualname__}: '
-                    f'{value!r}. Config fields and plain values may be None, bool, int, float, complex, str, slices, '
-                    f'enums, Shapes, DTypes, NumPy scalars, and lists, tuples and str-keyed dicts of those')
+                    f'{value!r:.200}. Config fields and plain values may be None, bool, int, float, complex, str, '
+                    f'slices, enums, Shapes, DTypes, NumPy scalars, and lists, tuples and str-keyed dicts of those')
 
 
-def decode(value, where: str):
-    """The value `encode` wrote. Raises ManifestDamaged for a malformed tag, TypeError for an unknown enum class."""
+def enter(container, where: str, depth: int, enclosing: set) -> set:
+    """Add `container` to `enclosing` (the ids of the containers around it), checking depth and cycles first.
+
+    Raises:
+        ValueError: `container` is one of `enclosing` (it contains itself), or `depth` exceeds `MAX_DEPTH`.
+    """
+    if id(container) in enclosing:
+        raise ValueError(f'save() cannot store a value that contains itself: {where} contains itself (it is one '
+                         f'of the containers holding it), and a save is a tree. Break the cycle before saving')
+    if depth > MAX_DEPTH:
+        raise ValueError(f'save() cannot store {where}: the tree is nested more than {MAX_DEPTH} levels deep')
+    enclosing.add(id(container))
+    return enclosing
+
+
+def decode(value, where: str, depth: int = 0):
+    """The value `encode` wrote.
+
+    Raises:
+        ManifestDamaged: a malformed tag, or nesting deeper than `MAX_DEPTH`.
+        TypeError: an enum class that cannot be found.
+    """
+    if depth > MAX_DEPTH:
+        raise ManifestDamaged(f'The manifest holds a value nested more than {MAX_DEPTH} levels deep at {where}')
     if isinstance(value, list):
-        return [decode(v, f'{where}[{i}]') for i, v in enumerate(value)]
+        return [decode(v, f'{where}[{i}]', depth + 1) for i, v in enumerate(value)]
     if not isinstance(value, dict):
         return value
     if TAG not in value:
-        return {k: decode(v, f'{where}[{k!r}]') for k, v in value.items()}
+        return {k: decode(v, f'{where}[{k!r}]', depth + 1) for k, v in value.items()}
     tag = value[TAG]
     if tag == 'enum':
         cls = find_class(value.get('class', '?'), where)
@@ -81,28 +113,56 @@ def decode(value, where: str):
         return cls[value['name']]
     try:
         if tag == 'dict':
-            return {k: decode(v, f'{where}[{k!r}]') for k, v in value['items'].items()}
+            return {k: decode(v, f'{where}[{k!r}]', depth + 1) for k, v in value['items'].items()}
         if tag == 'tuple':
-            return tuple(decode(v, f'{where}[{i}]') for i, v in enumerate(value['items']))
+            return tuple(decode(v, f'{where}[{i}]', depth + 1) for i, v in enumerate(value['items']))
         if tag == 'float':
-            return float(value['value'])
+            return float(_checked(value['value'], str))
         if tag == 'complex':
-            return complex(decode(value['real'], where), decode(value['imag'], where))
+            return complex(*(_checked(decode(value[k], where, depth + 1), int, float) for k in ('real', 'imag')))
         if tag == 'numpy':
-            return np.dtype(value['dtype']).type(decode(value['value'], where))
+            return _numpy_scalar(value)
         if tag == 'slice':
-            return slice(*(decode(value[k], where) for k in ('start', 'stop', 'step')))
+            return slice(*(decode(value[k], where, depth + 1) for k in ('start', 'stop', 'step')))
         if tag == 'shape':
-            if not set(value['types']) <= set(DIM_TYPES) or len({len(value[k]) for k in
-                                                                 ('sizes', 'names', 'types', 'labels')}) != 1:
-                raise ValueError('names, sizes, types and labels must have equal lengths and valid types')
-            labels = tuple(None if lab is None else tuple(lab) for lab in value['labels'])
-            return Shape(tuple(value['sizes']), tuple(value['names']), tuple(value['types']), labels)
+            return _shape(value)
         if tag == 'dtype':
-            return DType.as_dtype(value['value'])
+            return DType.as_dtype(_checked(value['value'], str))
     except (KeyError, TypeError, ValueError, AttributeError) as err:
         raise ManifestDamaged(f'The manifest holds a malformed value at {where}: {value!r:.200} ({err})') from err
-    raise ManifestDamaged(f'The manifest holds a value of unknown type {tag!r} at {where}')
+    raise ManifestDamaged(f'The manifest holds a value of unknown type {tag!r:.100} at {where}')
+
+
+def _checked(value, *types):
+    """`value` itself if its type is one of `types` (bool is not int here); TypeError otherwise."""
+    if type(value) not in types:
+        raise TypeError(f'expected {" or ".join(t.__name__ for t in types)}, found {type(value).__name__}')
+    return value
+
+
+def _numpy_scalar(value: dict) -> np.generic:
+    dtype = np.dtype(_checked(value['dtype'], str))
+    if dtype.kind not in 'biufc' or dtype.shape or dtype.fields is not None:
+        raise ValueError(f'a NumPy scalar of dtype {dtype} is not among those saves hold (bool, int, float, complex)')
+    item = value['value']
+    if isinstance(item, dict):  # non-finite floats and complex numbers are tagged
+        item = decode(item, 'numpy')
+    return dtype.type(_checked(item, bool, int, float, complex))
+
+
+def _shape(value: dict) -> Shape:
+    sizes, names, types, labels = (_checked(value[k], list) for k in ('sizes', 'names', 'types', 'labels'))
+    if len({len(sizes), len(names), len(types), len(labels)}) != 1:
+        raise ValueError('names, sizes, types and labels must have equal lengths')
+    for name, size, dim_type, lab in zip(names, sizes, types, labels, strict=True):
+        _checked(name, str)
+        if dim_type not in DIM_TYPES:
+            raise ValueError(f'dim types must be among {DIM_TYPES}, found {dim_type!r:.100}')
+        if size is not None and (type(size) is not int or size < 0):
+            raise ValueError(f'sizes must be ints >= 0 or null, found {size!r:.100}')
+        if lab is not None and (type(lab) is not list or len(lab) != size or not all(type(x) is str for x in lab)):
+            raise ValueError(f'labels must be null or one str per item, found {lab!r:.100}')
+    return Shape(tuple(sizes), tuple(names), tuple(types), tuple(None if lab is None else tuple(lab) for lab in labels))
 
 
 def find_class(path: str, where: str) -> type:

@@ -15,3 +15,25 @@ def nothing_kept_in_memory():
     set_cache_ttl(None)
     yield
     set_cache_ttl(_memory.DEFAULT_TTL)
+
+
+@pytest.fixture(autouse=True)
+def deadline():
+    """End a test that runs longer than 120 s with TimeoutError (a hang becomes a failure, not a stuck run)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, 'setitimer'):
+        yield
+        return
+
+    def expired(signum, frame):
+        raise TimeoutError('the test ran past its deadline of 120 s')
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, 120)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
