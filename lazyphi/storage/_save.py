@@ -22,6 +22,7 @@ import math as pymath
 import os
 import shutil
 import uuid
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
@@ -48,7 +49,7 @@ from ._results import (
     temporary_dir,
     write_manifest,
 )
-from ._tagged import _CLASSES, MAX_DEPTH, decode, encode, enter, find_class
+from ._tagged import _CLASSES, MAX_DEPTH, allowed_modules, decode, encode, enter, find_class, unknown_class
 from ._write import _write_record
 from ._xarray_view import describe_save
 
@@ -280,14 +281,23 @@ def _values(t: Tensor, block: tuple) -> np.ndarray:
 
 # --- loading ------------------------------------------------------------------------------------------------
 
-def load(path: str | os.PathLike, lazy: bool = True, data: bool = True, item: str | None = None):
+def load(path: str | os.PathLike, lazy: bool = True, data: bool = True, item: str | None = None,
+         allow_modules: str | Iterable[str] | None = None):
     """Read a tree written by `save`; reads only the manifest unless `lazy=False`.
+
+    Loading runs no code the file names: no module is imported unless `allow_modules` lists it, nothing is
+    unpickled, and instances are made without `__init__` / `__post_init__`.
 
     Args:
         path: the directory `save` wrote.
         lazy: tensors become `DiskTensor`s that read their chunks when used. False: all values are read now.
         data: False: tensors become `shape * dtype` placeholders (`ShapeDtype`) and no data is touched.
         item: a dotted path (`'a.b.0'`) through fields, dict keys and list indices: load that sub-tree only.
+        allow_modules: modules (or packages, allowing their submodules) that may be imported to find the
+            classes of dataclasses and enums in the save, e.g. `['mypackage.models']`. Classes of modules
+            already imported, and classes saved or loaded in this process, are found without it. A class
+            found nowhere comes back as plain data with an `UnknownClassWarning`: a dataclass as a dict of its
+            fields (and saved cached values), an enum member as its name.
 
     Returns:
         The tree, with the backends tensors were saved from (`load_cache_as` picks another).
@@ -295,15 +305,17 @@ def load(path: str | os.PathLike, lazy: bool = True, data: bool = True, item: st
     Raises:
         FileNotFoundError: nothing at `path`.
         ManifestDamaged: `path` holds no valid save manifest.
-        TypeError: a dataclass or enum class cannot be found.
+        TypeError: a class found is not a dataclass (or enum) or lacks fields the save has; `allow_modules`
+            is not module names.
         KeyError: `item` names nothing in the tree.
     """
+    allow = allowed_modules(allow_modules)
     store = os.path.abspath(os.fspath(path))
     manifest = read_save_manifest(store)
     node, where = manifest['root'], 'obj'
     if item:
         node, where = _find(node, str(item))
-    return _Reader(store, manifest, lazy, data).build(node, where)
+    return _Reader(store, manifest, lazy, data, allow).build(node, where)
 
 
 def read_save_manifest(store: str) -> dict:
@@ -430,18 +442,19 @@ def _find(node: dict, item: str) -> tuple[dict, str]:
 class _Reader:
     """Rebuilds nodes of one save's manifest."""
 
-    def __init__(self, store: str, manifest: dict, lazy: bool, data: bool):
+    def __init__(self, store: str, manifest: dict, lazy: bool, data: bool, allow: tuple):
         self.store = store
         self.manifest = manifest
         self.lazy = lazy
         self.data = data
+        self.allow = allow  # modules that may be imported to find classes
 
     def build(self, node: dict, where: str):
         kind = node['kind']
         if kind == 'tensor':
             return self.tensor(node)
         if kind == 'value':
-            return decode(node['value'], where)
+            return decode(node['value'], where, 0, self.allow)
         if kind == 'dict':
             return {k: self.build(v, f'{where}[{k!r}]') for k, v in node['items'].items()}
         if kind in ('list', 'tuple'):
@@ -450,7 +463,13 @@ class _Reader:
         return self.dataclass(node, where)
 
     def dataclass(self, node: dict, where: str):
-        cls = find_class(node['class'], where)
+        cls = find_class(node['class'], self.allow)
+        if cls is None:
+            unknown_class(node['class'], where, 'a dict of its fields')
+            parts = {**node['fields'], **node['cache']}
+            values = {name: self.build(child, f'{where}.{name}') for name, child in parts.items()}
+            values.update({name: decode(v, f'{where}.{name}', 0, self.allow) for name, v in node['config'].items()})
+            return values
         if not dataclasses.is_dataclass(cls):
             raise TypeError(f'Cannot load {where}: {node["class"]!r} is not a dataclass')
         names = {f.name for f in dataclasses.fields(cls)}
@@ -463,7 +482,7 @@ class _Reader:
             if f.name in node['fields']:
                 value = self.build(node['fields'][f.name], f'{where}.{f.name}')
             elif f.name in node['config']:
-                value = decode(node['config'][f.name], f'{where}.{f.name}')
+                value = decode(node['config'][f.name], f'{where}.{f.name}', 0, self.allow)
             elif f.default is not dataclasses.MISSING:
                 value = f.default
             elif f.default_factory is not dataclasses.MISSING:

@@ -10,11 +10,15 @@ from __future__ import annotations
 import enum
 import importlib
 import math as pymath
+import re
+import sys
+import warnings
 import weakref
+from collections.abc import Iterable
 
 import numpy as np
 
-from .._errors import ManifestDamaged
+from .._errors import ManifestDamaged, UnknownClassWarning
 from ..backend import DType
 from ..math import Shape
 from ..math.kinds import DIM_TYPES
@@ -22,6 +26,8 @@ from ._results import class_path
 
 TAG = '$type'  # key marking a tagged JSON value
 MAX_DEPTH = 100  # levels of nesting of a saved tree, and of a value within it
+
+_MODULE_NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*')
 
 # classes saved or loaded in this process, by `module:QualName`: found even where the path cannot be imported
 _CLASSES: weakref.WeakValueDictionary[str, type] = weakref.WeakValueDictionary()
@@ -89,33 +95,40 @@ def enter(container, where: str, depth: int, enclosing: set) -> set:
     return enclosing
 
 
-def decode(value, where: str, depth: int = 0):
+def decode(value, where: str, depth: int = 0, allow: tuple = ()):
     """The value `encode` wrote.
+
+    An enum whose class `find_class` does not find (with the modules `allow`) comes back as its member's
+    name, with an `UnknownClassWarning`.
 
     Raises:
         ManifestDamaged: a malformed tag, or nesting deeper than `MAX_DEPTH`.
-        TypeError: an enum class that cannot be found.
+        TypeError: the enum class found is no Enum or lacks the member.
     """
     if depth > MAX_DEPTH:
         raise ManifestDamaged(f'The manifest holds a value nested more than {MAX_DEPTH} levels deep at {where}')
     if isinstance(value, list):
-        return [decode(v, f'{where}[{i}]', depth + 1) for i, v in enumerate(value)]
+        return [decode(v, f'{where}[{i}]', depth + 1, allow) for i, v in enumerate(value)]
     if not isinstance(value, dict):
         return value
     if TAG not in value:
-        return {k: decode(v, f'{where}[{k!r}]', depth + 1) for k, v in value.items()}
+        return {k: decode(v, f'{where}[{k!r}]', depth + 1, allow) for k, v in value.items()}
     tag = value[TAG]
     if tag == 'enum':
-        cls = find_class(value.get('class', '?'), where)
+        path = value.get('class')
+        cls = find_class(path, allow) if isinstance(path, str) else None
+        if cls is None:
+            unknown_class(path, where, 'its member name')
+            return _checked(value.get('name'), str)
         if not issubclass(cls, enum.Enum) or value.get('name') not in cls.__members__:
             raise TypeError(f'Cannot load {where}: {value.get("class")!r} is not an Enum with a member '
                             f'{value.get("name")!r}')
         return cls[value['name']]
     try:
         if tag == 'dict':
-            return {k: decode(v, f'{where}[{k!r}]', depth + 1) for k, v in value['items'].items()}
+            return {k: decode(v, f'{where}[{k!r}]', depth + 1, allow) for k, v in value['items'].items()}
         if tag == 'tuple':
-            return tuple(decode(v, f'{where}[{i}]', depth + 1) for i, v in enumerate(value['items']))
+            return tuple(decode(v, f'{where}[{i}]', depth + 1, allow) for i, v in enumerate(value['items']))
         if tag == 'float':
             return float(_checked(value['value'], str))
         if tag == 'complex':
@@ -165,25 +178,61 @@ def _shape(value: dict) -> Shape:
     return Shape(tuple(sizes), tuple(names), tuple(types), tuple(None if lab is None else tuple(lab) for lab in labels))
 
 
-def find_class(path: str, where: str) -> type:
-    """The class at `module:QualName`: imported, else one saved or loaded in this process.
+def find_class(path: str, allow: tuple = ()) -> type | None:
+    """The class at `module:QualName` without importing anything the caller did not allow, or None.
 
-    Raises:
-        TypeError: neither finds it.
+    Found: in a module already imported (looked up in module and class namespaces, so no module
+    `__getattr__` runs), in a module `allow` names (a module or a package holding it), which is imported,
+    or among the classes saved or loaded in this process.
     """
-    module, _, qualname = path.partition(':')
-    cls = None
-    try:
-        cls = importlib.import_module(module)
-        for part in qualname.split('.'):
-            cls = getattr(cls, part)
-    except (ImportError, AttributeError, ValueError):
-        cls = None
+    module_name, _, qualname = path.partition(':')
+    module = sys.modules.get(module_name)
+    if module is None and _MODULE_NAME.fullmatch(module_name) and any(
+            module_name == name or module_name.startswith(name + '.') for name in allow):
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            module = None
+    cls = module
+    for part in qualname.split('.') if module is not None else ():
+        namespace = getattr(cls, '__dict__', None)
+        cls = namespace.get(part) if isinstance(namespace, dict) or hasattr(namespace, 'get') else None
+        if cls is None:
+            break
     if not isinstance(cls, type):
         cls = _CLASSES.get(path)
-    if cls is None:
-        raise TypeError(f'Cannot load {where}: its class {path!r} cannot be imported, and no class of that path was '
-                        f'saved or loaded in this process. Define or import the class first (a class defined in '
-                        f"__main__ or inside a function is found only in the process that saved it)")
-    _CLASSES[path] = cls
+    if cls is not None:
+        _CLASSES[path] = cls
     return cls
+
+
+def unknown_class(path, where: str, instead: str) -> None:
+    """Warn that the class `path` of the value at `where` is not found and what comes back `instead`."""
+    warnings.warn(f'lazyphi.load found no class for {where}: {path!r:.200} is in no module imported or allowed, '
+                  f'and load never imports a module the file names. {where} comes back as {instead}. Import the '
+                  f'module first, or pass allow_modules=[...] naming it (or its package) if you trust the file',
+                  UnknownClassWarning, stacklevel=4)
+
+
+def allowed_modules(allow_modules) -> tuple[str, ...]:
+    """`load`'s `allow_modules` as a tuple of module names (a single str is one name).
+
+    Raises:
+        TypeError: not a str or an iterable of str.
+        ValueError: a name that is no absolute dotted module name.
+    """
+    if allow_modules is None:
+        return ()
+    names = (allow_modules,) if isinstance(allow_modules, str) else allow_modules
+    if not isinstance(names, Iterable):
+        raise TypeError(f"load(allow_modules=...) takes module names, like ['mypackage.models'], got "
+                        f'{allow_modules!r:.200}')
+    names = tuple(names)
+    for name in names:
+        if not isinstance(name, str):
+            raise TypeError(f"load(allow_modules=...) takes module names as str, like ['mypackage.models'], got "
+                            f'{name!r:.200}')
+        if not _MODULE_NAME.fullmatch(name):
+            raise ValueError(f"load(allow_modules=...) takes absolute dotted module names like 'mypackage.models', "
+                             f'got {name!r:.200}')
+    return names
