@@ -437,18 +437,19 @@ def _write_summed(fd: int, values: np.ndarray) -> int:
     return crc
 
 
-def _load_fallocate():
-    """libc's `fallocate`, or None where there is none (not Linux)."""
+def libc_function(name: str, argtypes: tuple):
+    """The C library's function `name` returning int (errno kept), or None where there is none."""
     try:
-        function = ctypes.CDLL(ctypes.util.find_library('c') or None, use_errno=True).fallocate
+        function = getattr(ctypes.CDLL(ctypes.util.find_library('c') or None, use_errno=True), name)
     except (OSError, AttributeError):
         return None
-    function.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
+    function.argtypes = argtypes
     function.restype = ctypes.c_int
     return function
 
 
-_FALLOCATE = _load_fallocate() if sys.platform.startswith('linux') else None
+_FALLOCATE = (libc_function('fallocate', (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64))
+              if sys.platform.startswith('linux') else None)
 
 
 def _reserve(fd: int, nbytes: int) -> None:

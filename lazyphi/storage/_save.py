@@ -16,11 +16,16 @@ among the classes saved or loaded in this process.
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
+import errno
 import json
 import math as pymath
 import os
+import re
 import shutil
+import sys
+import time
 import uuid
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -32,11 +37,12 @@ from .._errors import ManifestDamaged
 from ..backend import DType, backend_by_name, convert
 from ..math import Shape, ShapeDtype, Tensor, channel, data_fields, non_data_fields, tensor
 from ..math.kinds import Dense, is_cached_property
-from ._chunks import chunk_writer, create_array, create_group
+from ._chunks import chunk_writer, create_array, create_group, libc_function
 from ._disk import DiskArray, DiskTensor, read_selection
 from ._memory import current_load_backend, notify_loaded
 from ._results import (
     MANIFEST,
+    STALE_AFTER_SECONDS,
     STORABLE_KINDS,
     ArraySpec,
     _entry_problem,
@@ -72,18 +78,26 @@ def save(obj, path: str | os.PathLike, overwrite: bool = False, include_cache: b
             as the tensors `math.tensor` makes of them (1-D: a channel dim `vector`) and load as tensors.
         path: the directory to create. Written into a temporary directory beside it and renamed into
             place at the end, so an interrupted save leaves no `path`.
-        overwrite: replace an existing save at `path` (atomically: the old one is renamed away, the new one
-            renamed in, then the old one deleted).
+        overwrite: replace an existing save at `path`. Atomically where the system can swap two directories
+            (Linux `renameat2`): `path` holds the old save or the new one at every moment. Elsewhere the old
+            one is renamed away and the new one renamed in; if the process dies in between, the next `load`
+            or `save` of `path` puts the old one back.
         include_cache: also save the Tensor values dataclass instances hold for their cached properties.
+
+    Temporary directories that killed saves of `path` left beside it are removed (once untouched for
+    `STALE_AFTER_SECONDS`).
 
     Raises:
         FileExistsError: `path` exists and `overwrite` is False, or it is not a lazyphi save.
         TypeError: some value cannot be saved; the message names where it lies in the tree.
+        ValueError: the tree contains itself or is nested more than `MAX_DEPTH` levels deep.
     """
     path = os.path.abspath(os.fspath(path))
     parent, name = os.path.split(path)
+    _recover(path)
     _check_target(path, overwrite)
     os.makedirs(parent, exist_ok=True)
+    _remove_leftovers(path)
     building = temporary_dir(parent, name)
     try:
         create_group(building)
@@ -109,14 +123,18 @@ def _check_target(path: str, overwrite: bool) -> None:
 
 
 def _move_into_place(building: str, path: str, overwrite: bool) -> None:
-    """Rename the finished save to `path`; with `overwrite`, the old one is renamed away first, then deleted."""
+    """Rename the finished save to `path`; with `overwrite`, swap it with the old one, then delete that."""
     if not overwrite or not os.path.lexists(path):
         if os.path.lexists(path):  # appeared while writing: os.rename would replace an empty directory
             raise FileExistsError(f'{path!r} appeared while saving; pass overwrite=True to replace it')
         os.rename(building, path)
         return
     _check_target(path, overwrite)
-    old = temporary_dir(*os.path.split(path))
+    if _exchange(building, path):  # `path` holds the new save, `building` the old one
+        shutil.rmtree(building, ignore_errors=True)
+        return
+    parent, name = os.path.split(path)
+    old = os.path.join(parent, f'.{name}.{uuid.uuid4().hex}{_REPLACED}')  # `_recover` finds it if we die now
     os.rename(path, old)
     try:
         os.rename(building, path)
@@ -124,6 +142,82 @@ def _move_into_place(building: str, path: str, overwrite: bool) -> None:
         os.rename(old, path)
         raise
     shutil.rmtree(old, ignore_errors=True)
+
+
+_REPLACED = '.replaced'  # suffix of an old save moved away while the new one is renamed in
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+_EXCHANGE = (libc_function('renameat2', (ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                                         ctypes.c_uint)) if sys.platform.startswith('linux') else None)
+
+
+def _exchange(a: str, b: str) -> bool:
+    """Swap the directories `a` and `b` atomically; False where the system or file system cannot."""
+    if _EXCHANGE is None:
+        return False
+    if _EXCHANGE(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP):
+        return False
+    raise OSError(code, os.strerror(code), b)
+
+
+def _moved_away(path: str) -> list[str]:
+    """Old saves of `path` that a `save(overwrite=True)` moved away, newest first."""
+    parent, name = os.path.split(path)
+    prefix = f'.{name}.'
+    try:
+        names = [n for n in os.listdir(parent) if n.startswith(prefix) and n.endswith(_REPLACED)
+                 and _HEX.fullmatch(n[len(prefix):-len(_REPLACED)])]
+    except OSError:
+        return []
+    found = [os.path.join(parent, n) for n in names]
+    return sorted(found, key=lambda p: os.lstat(p).st_mtime, reverse=True)
+
+
+_HEX = re.compile('[0-9a-f]{32}')
+
+
+def _recover(path: str) -> str:
+    """Where the save at `path` is: `path`, or an old save a killed overwrite moved away (put back if it can be)."""
+    if os.path.lexists(path):
+        return path
+    for old in _moved_away(path):
+        try:
+            os.rename(old, path)
+            return path
+        except OSError:  # read-only, or another process was first
+            if os.path.lexists(path):
+                return path
+            return old
+    return path
+
+
+def _remove_leftovers(path: str) -> None:
+    """Delete what killed saves of `path` left beside it: temporary directories untouched for a while."""
+    parent, name = os.path.split(path)
+    prefix = f'.{name}.'
+    now = time.time()
+    leftovers = [os.path.join(parent, n) for n in os.listdir(parent)
+                 if n.startswith(prefix) and n.endswith('.partial') and _HEX.fullmatch(n[len(prefix):-8])]
+    if os.path.lexists(path):
+        leftovers += _moved_away(path)
+    for leftover in leftovers:
+        if not _touched_since(leftover, now - STALE_AFTER_SECONDS):
+            shutil.rmtree(leftover, ignore_errors=True)
+
+
+def _touched_since(folder: str, moment: float) -> bool:
+    """Whether anything in `folder` (itself included) was modified after `moment`: a live writer's folder."""
+    for root, _, files in os.walk(folder):
+        for entry in (root, *(os.path.join(root, n) for n in files)):
+            try:
+                if os.lstat(entry).st_mtime > moment:
+                    return True
+            except FileNotFoundError:
+                continue
+    return False
 
 
 class _Writer:
@@ -310,7 +404,7 @@ def load(path: str | os.PathLike, lazy: bool = True, data: bool = True, item: st
         KeyError: `item` names nothing in the tree.
     """
     allow = allowed_modules(allow_modules)
-    store = os.path.abspath(os.fspath(path))
+    store = _recover(os.path.abspath(os.fspath(path)))
     manifest = read_save_manifest(store)
     node, where = manifest['root'], 'obj'
     if item:
