@@ -376,7 +376,9 @@ def _stale(path: str, now: float) -> bool:
 
 
 def result_groups(cache_dir: str) -> dict[str, str]:
-    """Key -> path of every lazyphi result in `cache_dir` (directories holding a manifest).
+    """Key -> path of every lazyphi result in `cache_dir` (directories holding a manifest that is not a save's).
+
+    Saves (`lazyphi.save`) lying in `cache_dir` are no results: they are neither listed nor deleted.
 
     Raises:
         FileNotFoundError: `cache_dir` does not exist.
@@ -390,9 +392,19 @@ def result_groups(cache_dir: str) -> dict[str, str]:
     with os.scandir(cache_dir) as entries:
         for entry in entries:
             if (not entry.name.startswith('.') and entry.is_dir()
-                    and os.path.exists(os.path.join(entry.path, MANIFEST))):
+                    and os.path.exists(os.path.join(entry.path, MANIFEST)) and not _is_save(entry.path)):
                 groups[entry.name] = entry.path
     return dict(sorted(groups.items()))
+
+
+def _is_save(group: str) -> bool:
+    """Whether the manifest in `group` is that of a `lazyphi.save` (type 'lazyphi.save')."""
+    try:
+        with open(os.path.join(group, MANIFEST), 'rb') as f:
+            manifest = json.loads(f.read())
+    except (OSError, ValueError, RecursionError):
+        return False
+    return isinstance(manifest, dict) and manifest.get('type') == 'lazyphi.save'
 
 
 def delete_group(group: str) -> None:

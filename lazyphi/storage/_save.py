@@ -92,7 +92,8 @@ def save(obj, path: str | os.PathLike, overwrite: bool = False, include_cache: b
         TypeError: some value cannot be saved; the message names where it lies in the tree.
         ValueError: the tree contains itself or is nested more than `MAX_DEPTH` levels deep.
     """
-    path = os.path.abspath(os.fspath(path))
+    path = _target_path(path, 'save')
+    _check_flags('save', overwrite=overwrite, include_cache=include_cache)
     parent, name = os.path.split(path)
     _recover(path)
     _check_target(path, overwrite)
@@ -110,6 +111,23 @@ def save(obj, path: str | os.PathLike, overwrite: bool = False, include_cache: b
         _move_into_place(building, path, overwrite)
     finally:
         shutil.rmtree(building, ignore_errors=True)
+
+
+def _target_path(path, function: str) -> str:
+    """The absolute path of `save`'s or `load`'s `path` argument; TypeError/ValueError for none or an empty one."""
+    if isinstance(path, bytes) or not isinstance(path, str | os.PathLike):
+        raise TypeError(f'{function}() takes a directory path (str or os.PathLike), got {path!r:.100}')
+    path = os.fspath(path)
+    if not isinstance(path, str) or not path.strip():
+        raise ValueError(f"{function}() needs a directory path, got {path!r}; say '.' for the working directory")
+    return os.path.abspath(path)
+
+
+def _check_flags(function: str, **flags) -> None:
+    """TypeError for a flag argument that is not a bool (a string 'no' would count as True)."""
+    for name, value in flags.items():
+        if not isinstance(value, bool):
+            raise TypeError(f'{function}({name}=...) takes True or False, got {value!r:.100}')
 
 
 def _check_target(path: str, overwrite: bool) -> None:
@@ -404,7 +422,10 @@ def load(path: str | os.PathLike, lazy: bool = True, data: bool = True, item: st
         KeyError: `item` names nothing in the tree.
     """
     allow = allowed_modules(allow_modules)
-    store = _recover(os.path.abspath(os.fspath(path)))
+    _check_flags('load', lazy=lazy, data=data)
+    if item is not None and (isinstance(item, bool) or not isinstance(item, str | int) or item == ''):
+        raise TypeError(f"load(item=...) takes a dotted path like 'a.b.0' (or a list index), got {item!r:.100}")
+    store = _recover(_target_path(path, 'load'))
     manifest = read_save_manifest(store)
     node, where = manifest['root'], 'obj'
     if item:
