@@ -24,6 +24,7 @@ from lazyphi.storage import (
     ManifestDamaged,
     UnknownClassWarning,
     _memory,
+    _results,
     _save,
     clear_memory_cache,
     load_cache_as,
@@ -330,6 +331,7 @@ def test_an_unknown_class_loads_as_a_dict_with_a_warning_naming_it(tmp_path):
     file = tmp_path / 'tree' / 'lazyphi.json'
     manifest = json.loads(file.read_text())
     manifest['root']['fields']['inner']['class'] = 'nowhere.module:Gone'
+    manifest['checksum'] = _results.manifest_checksum(manifest)
     file.write_text(json.dumps(manifest))
     with pytest.warns(UnknownClassWarning, match=r"obj\.inner: 'nowhere.module:Gone' is in no module"):
         loaded = lazyphi.load(tmp_path / 'tree')

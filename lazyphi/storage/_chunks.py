@@ -65,6 +65,8 @@ _PIECE = 256 * 1024
 _VERIFIED: set[tuple] = set()
 _VERIFIED_MAX = 1 << 16
 _NOFOLLOW = getattr(os, 'O_NOFOLLOW', 0)
+# the codecs of arrays lazyphi writes (and wrote before chunks had checksums)
+_LAYOUTS = (['bytes', 'crc32c'], ['bytes', 'zstd', 'crc32c'], ['bytes'], ['bytes', 'zstd'])
 
 
 class ChunkFiles(NamedTuple):
@@ -260,9 +262,17 @@ def read_metadata(path: str) -> dict:
 
 
 def codec_names(meta: dict) -> list:
-    """The names of the codecs of an array's metadata, in order."""
+    """The names of the codecs of an array's metadata, in order; [] where they are malformed."""
     codecs = meta.get('codecs')
-    return [c.get('name') if isinstance(c, dict) else c for c in codecs] if isinstance(codecs, list) else []
+    if not isinstance(codecs, list) or not all(isinstance(c, dict) for c in codecs):
+        return []
+    return [c.get('name') for c in codecs]
+
+
+def _little_endian(meta: dict) -> bool:
+    """Whether the first codec (`bytes`, by `codec_names`) stores little-endian values."""
+    configuration = meta['codecs'][0].get('configuration', {})
+    return isinstance(configuration, dict) and configuration.get('endian', 'little') == 'little'
 
 
 def metadata_differences(meta: dict, sizes: tuple, chunks: tuple, dtype, names: tuple) -> list[str]:
@@ -294,6 +304,12 @@ def metadata_differences(meta: dict, sizes: tuple, chunks: tuple, dtype, names: 
     dims = meta.get('dimension_names')  # optional in Zarr: an array without them agrees with any
     if dims is not None and dims != list(names):
         found.append(f'dims {list(names)} in the manifest, dimension names {dims!r} in zarr.json')
+    if (codec_names(meta) not in _LAYOUTS or not _little_endian(meta) or meta.get('storage_transformers')
+            or meta.get('node_type') != 'array'):
+        found.append(f'codecs {meta.get("codecs")!r:.200} (storage transformers '
+                     f'{meta.get("storage_transformers")!r:.100}, node type {meta.get("node_type")!r:.50}) in '
+                     f'zarr.json, which lazyphi never writes: it writes arrays of little-endian bytes, optionally '
+                     f'zstd, then crc32c')
     return found
 
 
@@ -322,15 +338,13 @@ def chunk_files(path: str, meta: dict | None = None) -> ChunkFiles | None:
         ValueError: `zarr.json` is not JSON.
     """
     meta = read_metadata(path) if meta is None else meta
-    codecs = meta.get('codecs')
     names = codec_names(meta)
     data_type = meta.get('data_type')
     grid = meta.get('chunk_grid', {})
     keys = meta.get('chunk_key_encoding', {})
     if (sys.byteorder != 'little' or meta.get('node_type') != 'array' or meta.get('storage_transformers')
             or not isinstance(data_type, str) or data_type not in _DATA_TYPES
-            or names not in (['bytes'], ['bytes', 'crc32c'])
-            or codecs[0].get('configuration', {}).get('endian', 'little') != 'little'
+            or names not in (['bytes'], ['bytes', 'crc32c']) or not _little_endian(meta)
             or grid.get('name') != 'regular' or keys.get('name') != 'default'):
         return None
     separator = keys.get('configuration', {}).get('separator', '/')

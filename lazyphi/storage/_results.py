@@ -21,6 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+import google_crc32c
+
 from .._errors import ManifestDamaged
 from ..backend import DType
 from ..math import Shape
@@ -133,11 +135,32 @@ def new_manifest(key: str, cls: type, arrays: Mapping[str, ArraySpec], config: M
 
 
 def write_manifest(group: str, manifest: dict) -> None:
-    """Write `lazyphi.json` atomically: a temporary file, then `os.replace`."""
+    """Write `lazyphi.json` atomically (a temporary file, then `os.replace`), with its checksum added."""
     temporary = os.path.join(group, f'lazyphi.{uuid.uuid4().hex}.partial')
     with open(temporary, 'w', encoding='utf-8') as f:
-        json.dump(manifest, f, indent=1)
+        json.dump({**manifest, 'checksum': manifest_checksum(manifest)}, f, indent=1)
     os.replace(temporary, os.path.join(group, MANIFEST))
+
+
+def manifest_checksum(manifest: dict) -> str:
+    """'crc32c:<8 hex digits>' of the manifest's entries other than 'checksum', as canonical JSON."""
+    content = {k: v for k, v in manifest.items() if k != 'checksum'}
+    text = json.dumps(content, sort_keys=True, separators=(',', ':'), allow_nan=False)
+    return f'crc32c:{google_crc32c.value(text.encode()):08x}'
+
+
+def checksum_problem(manifest: dict) -> str | None:
+    """Why the manifest's 'checksum' disagrees with its content, or None (also when it has none: older files)."""
+    if 'checksum' not in manifest:
+        return None
+    try:
+        expected = manifest_checksum(manifest)
+    except (TypeError, ValueError) as err:  # not canonical JSON: a crafted file
+        return f'its content cannot be checksummed ({err})'
+    if manifest['checksum'] != expected:
+        return (f"its checksum {manifest['checksum']!r:.100} disagrees with its content ({expected}): the file was "
+                f'changed after it was written')
+    return None
 
 
 def read_manifest(group: str) -> dict:
@@ -160,7 +183,8 @@ def read_manifest(group: str) -> dict:
     except (OSError, ValueError, RecursionError) as err:
         raise ManifestDamaged(f'The manifest {path!r} cannot be read: {err}. Delete the result '
                               f'(lazyphi.cache.delete_result) and compute it again') from err
-    problem = _manifest_problem(manifest, os.path.basename(os.path.normpath(group)))
+    problem = (_manifest_problem(manifest, os.path.basename(os.path.normpath(group)))
+               or checksum_problem(manifest))
     if problem:
         raise ManifestDamaged(f'The manifest {path!r} is invalid: {problem}. Delete the result '
                               f'(lazyphi.cache.delete_result) and compute it again')

@@ -47,6 +47,7 @@ from ._results import (
     ArraySpec,
     _entry_problem,
     check_name,
+    checksum_problem,
     chunk_indices,
     class_path,
     grid_index,
@@ -448,7 +449,7 @@ def read_save_manifest(store: str) -> dict:
     except RecursionError:
         raise ManifestDamaged(f'The manifest {file!r} is nested too deeply to read; a save nests at most '
                               f'{MAX_DEPTH} levels') from None
-    problem = _manifest_problem(manifest)
+    problem = _manifest_problem(manifest) or checksum_problem(manifest)
     if problem:
         raise ManifestDamaged(f'The manifest {file!r} is invalid: {problem}')
     return manifest

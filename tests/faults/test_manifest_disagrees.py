@@ -16,7 +16,7 @@ from lazyphi import math
 from lazyphi.backend import DType
 from lazyphi.math import batch, spatial
 from lazyphi.storage import ChunkDamaged, ManifestDamaged, disk_tensor
-from lazyphi.storage._results import ArraySpec
+from lazyphi.storage._results import ArraySpec, manifest_checksum
 from lazyphi.storage._write import prepare_result, write_block
 
 VALUES = np.random.default_rng(2).standard_normal((8, 6, 4)).astype(np.float32)
@@ -64,7 +64,7 @@ def test_a_cache_manifest_disagreeing_with_zarr_raises(tmp_path, change, compres
         manifest = json.load(f)
     named = _entry_change(manifest['arrays']['values'], change)
     with open(file, 'w') as f:
-        json.dump(manifest, f)
+        json.dump({**manifest, 'checksum': manifest_checksum(manifest)}, f)  # crafted: signed
     tensor = disk_tensor(group, 'values')
     with pytest.raises(ManifestDamaged, match=named) as error:
         tensor.numpy(tensor.shape.names)
@@ -82,11 +82,31 @@ def test_a_save_manifest_disagreeing_with_zarr_raises(tmp_path, change, monkeypa
     file = tmp_path / 'save' / 'lazyphi.json'
     manifest = json.loads(file.read_text())
     named = _entry_change(manifest['root']['items']['t'], change)
-    file.write_text(json.dumps(manifest))
+    file.write_text(json.dumps({**manifest, 'checksum': manifest_checksum(manifest)}))
     for lazy in (True, False):
         with pytest.raises(ManifestDamaged, match=named):
             loaded = lazyphi.load(tmp_path / 'save', lazy=lazy)['t']
             loaded.numpy(loaded.shape.names)
+
+
+@pytest.mark.parametrize('change', ['big endian', 'codec order', 'no bytes codec', 'transformer', 'group'])
+def test_zarr_metadata_lazyphi_never_writes_raises(tmp_path, change):
+    lazyphi.save({'t': math.tensor(VALUES, SHAPE)}, tmp_path / 'save')
+    file = tmp_path / 'save' / 't' / 'zarr.json'
+    meta = json.loads(file.read_text())
+    if change == 'big endian':  # Zarr would read the bytes swapped
+        meta['codecs'][0]['configuration']['endian'] = 'big'
+    elif change == 'codec order':
+        meta['codecs'] = meta['codecs'][::-1]
+    elif change == 'no bytes codec':
+        meta['codecs'] = meta['codecs'][1:]
+    elif change == 'transformer':
+        meta['storage_transformers'] = [{'name': 'sharding'}]
+    else:
+        meta['node_type'] = 'group'
+    file.write_text(json.dumps(meta))
+    with pytest.raises(ManifestDamaged, match='which lazyphi never writes'):
+        lazyphi.load(tmp_path / 'save', lazy=False)
 
 
 def test_symbolic_links_inside_a_save_are_not_followed_out_of_it(tmp_path):
@@ -102,3 +122,11 @@ def test_symbolic_links_inside_a_save_are_not_followed_out_of_it(tmp_path):
     os.symlink(tmp_path / 'moved-chunk', chunk)  # one chunk file leads out of it
     with pytest.raises(ChunkDamaged, match='u'):
         lazyphi.load(tmp_path / 'save', item='u', lazy=False)
+
+
+def test_a_manifest_changed_after_writing_fails_its_checksum(tmp_path):
+    lazyphi.save({'t': math.tensor(VALUES, SHAPE), 'count': 7}, tmp_path / 'save')
+    file = tmp_path / 'save' / 'lazyphi.json'
+    file.write_text(file.read_text().replace('"value": 7', '"value": 8'))
+    with pytest.raises(ManifestDamaged, match='checksum'):
+        lazyphi.load(tmp_path / 'save')
