@@ -330,10 +330,10 @@ def read_selection(info: DiskArray, selection: tuple) -> np.ndarray:
         ManifestDamaged: the manifest and the array's Zarr metadata disagree.
     """
     sizes = tuple(len(sel) for sel in selection if not isinstance(sel, int))
+    read_into = _chunk_source(info)  # checks the manifest against Zarr's metadata, even for an empty selection
     if not all(isinstance(sel, int) or len(sel) for sel in selection):  # an empty selection along some axis
         return np.empty(sizes, np.dtype(info.dtype))
     _check_records(info, [_chunk_ids(sel, chunk) for sel, chunk in zip(selection, info.chunks, strict=True)])
-    read_into = _chunk_source(info)
     pieces = [_pieces(sel, chunk) for sel, chunk in zip(selection, info.chunks, strict=True)]
     out = aligned_empty(tuple(1 if isinstance(sel, int) else len(sel) for sel in selection), np.dtype(info.dtype))
     for combination in itertools.product(*pieces):

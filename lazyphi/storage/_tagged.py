@@ -141,7 +141,7 @@ def decode(value, where: str, depth: int = 0, allow: tuple = ()):
             return _shape(value)
         if tag == 'dtype':
             return DType.as_dtype(_checked(value['value'], str))
-    except (KeyError, TypeError, ValueError, AttributeError) as err:
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as err:
         raise ManifestDamaged(f'The manifest holds a malformed value at {where}: {value!r:.200} ({err})') from err
     raise ManifestDamaged(f'The manifest holds a value of unknown type {tag!r:.100} at {where}')
 
