@@ -519,8 +519,8 @@ def _tensor_problem(node: dict, where: str) -> str | None:
     if entry['dims'] or entry['block_dim'] is not None:
         problem = _entry_problem(entry)
         return f'{where}: {problem}' if problem else None
-    if any(entry[k] != [] for k in ('types', 'labels', 'sizes', 'chunks')):
-        return f'{where}: a tensor without dims must have empty types, labels, sizes and chunks'
+    if any(entry[k] != [] for k in ('dims', 'types', 'labels', 'sizes', 'chunks')):
+        return f'{where}: a tensor without dims must have empty dims, types, labels, sizes and chunks'
     try:
         dtype = DType.as_dtype(entry['dtype'])
     except (TypeError, ValueError) as err:

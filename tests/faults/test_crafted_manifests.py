@@ -134,3 +134,16 @@ def test_a_deeply_nested_cache_manifest_is_damaged(tmp_path):
     (tmp_path / 'key' / 'lazyphi.json').write_text('{"arrays": ' + '[' * 100_000 + ']' * 100_000 + '}')
     (info,) = cache.list_results(str(tmp_path))
     assert not info.complete and 'cannot be read' in info.error
+
+
+@pytest.mark.parametrize('dims', [None, 5, 'x'])
+def test_a_scalar_with_malformed_dims_is_damaged(tmp_path, dims):
+    """Found by the fuzz test: a 0-d tensor's dims were not checked to be a list."""
+    lazyphi.save({'s': math.tensor(2.5)}, tmp_path / 'save')
+    file = tmp_path / 'save' / 'lazyphi.json'
+    manifest = json.loads(file.read_text())
+    manifest['root']['items']['s']['dims'] = dims
+    manifest['checksum'] = manifest_checksum(manifest)
+    file.write_text(json.dumps(manifest))
+    with pytest.raises(ManifestDamaged, match='dims'):
+        lazyphi.load(tmp_path / 'save')
