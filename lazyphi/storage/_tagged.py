@@ -115,11 +115,14 @@ def decode(value, where: str, depth: int = 0, allow: tuple = ()):
         return {k: decode(v, f'{where}[{k!r}]', depth + 1, allow) for k, v in value.items()}
     tag = value[TAG]
     if tag == 'enum':
-        path = value.get('class')
-        cls = find_class(path, allow) if isinstance(path, str) else None
+        path, name = value.get('class'), value.get('name')
+        if not isinstance(path, str) or not isinstance(name, str):
+            raise ManifestDamaged(f'The manifest holds a malformed enum at {where}: {value!r:.200} (class and name '
+                                  f'must be strings)')
+        cls = find_class(path, allow)
         if cls is None:
             unknown_class(path, where, 'its member name')
-            return _checked(value.get('name'), str)
+            return name
         if not issubclass(cls, enum.Enum) or value.get('name') not in cls.__members__:
             raise TypeError(f'Cannot load {where}: {value.get("class")!r} is not an Enum with a member '
                             f'{value.get("name")!r}')
