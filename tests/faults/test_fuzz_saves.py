@@ -174,6 +174,8 @@ def _same(a, b) -> bool:
         return (isinstance(a, Tensor) and isinstance(b, Tensor) and a.shape == b.shape
                 and a.shape.labels == b.shape.labels and a.shape.types == b.shape.types and a.dtype == b.dtype
                 and np.array_equal(a.numpy(a.shape.names), b.numpy(a.shape.names)))
+    if isinstance(a, DType):  # a dataclass with a cache field: compared as a value
+        return type(b) is DType and a == b
     if dataclasses.is_dataclass(a) and not isinstance(a, type):
         return type(a) is type(b) and all(_same(getattr(a, f.name), getattr(b, f.name))
                                           for f in dataclasses.fields(a))
