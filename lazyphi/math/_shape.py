@@ -219,10 +219,12 @@ class Shape(ShapeSelection):
 
     def __mul__(self, dtype) -> 'ShapeDtype':
         try:
-            DType.as_dtype(dtype)
+            problem = None if DType.as_dtype(dtype) is not None else 'None is no data type'
         except (TypeError, ValueError) as err:
+            problem = str(err)
+        if problem:
             raise TypeError(f'Shape * x makes a shape-and-dtype placeholder: x must be a data type such as float, '
-                            f"int, a DType or a name like 'float32', got {dtype!r:.100} ({err})") from None
+                            f"int, a DType or a name like 'float32', got {dtype!r:.100} ({problem})")
         return ShapeDtype(self, dtype)
 
     __rmul__ = __mul__
