@@ -69,7 +69,7 @@ class ArraySpec:
         if bad:
             raise ValueError(f'ArraySpec.shape must have int sizes; {self.shape} has {", ".join(bad)}')
         object.__setattr__(self, 'dtype', DType.as_dtype(self.dtype))
-        if self.dtype.kind not in STORABLE_KINDS:
+        if self.dtype is None or self.dtype.kind not in STORABLE_KINDS:
             raise ValueError(f'The disk cache stores bool, int, float and complex values, not {self.dtype}')
         if not isinstance(self.backend, str) or not self.backend:
             raise ValueError(f"ArraySpec.backend must be a backend name like 'numpy', got {self.backend!r}")
@@ -236,6 +236,8 @@ def _entry_problem(entry) -> str | None:
         if lab is not None and (not isinstance(lab, list) or len(lab) != size
                                 or not all(isinstance(s, str) for s in lab)):
             return f'labels must be null or one str per item, found {entry["labels"]}'
+    if not isinstance(entry['dtype'], str):
+        return f"dtype must be a name like 'float32', found {entry['dtype']!r:.100}"
     if entry['block_dim'] not in entry['dims']:
         return f'block_dim {entry["block_dim"]!r} is not among dims {entry["dims"]}'
     try:

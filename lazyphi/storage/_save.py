@@ -521,6 +521,8 @@ def _tensor_problem(node: dict, where: str) -> str | None:
         return f'{where}: {problem}' if problem else None
     if any(entry[k] != [] for k in ('dims', 'types', 'labels', 'sizes', 'chunks')):
         return f'{where}: a tensor without dims must have empty dims, types, labels, sizes and chunks'
+    if not isinstance(entry['dtype'], str):
+        return f"{where}: dtype must be a name like 'float32', found {entry['dtype']!r:.100}"
     try:
         dtype = DType.as_dtype(entry['dtype'])
     except (TypeError, ValueError) as err:

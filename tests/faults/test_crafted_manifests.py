@@ -147,3 +147,17 @@ def test_a_scalar_with_malformed_dims_is_damaged(tmp_path, dims):
     file.write_text(json.dumps(manifest))
     with pytest.raises(ManifestDamaged, match='dims'):
         lazyphi.load(tmp_path / 'save')
+
+
+@pytest.mark.parametrize('name', ['t', 's'])
+@pytest.mark.parametrize('dtype', [None, 5, ['float32']])
+def test_a_tensor_whose_dtype_is_no_name_is_damaged(tmp_path, name, dtype):
+    """Found by the fuzz test: DType.as_dtype passes None through, which the entry check then did not catch."""
+    lazyphi.save({'t': math.tensor(np.arange(3.0), spatial('x')), 's': math.tensor(1.5)}, tmp_path / 'save')
+    file = tmp_path / 'save' / 'lazyphi.json'
+    manifest = json.loads(file.read_text())
+    manifest['root']['items'][name]['dtype'] = dtype
+    manifest['checksum'] = manifest_checksum(manifest)
+    file.write_text(json.dumps(manifest))
+    with pytest.raises(ManifestDamaged, match='dtype'):
+        lazyphi.load(tmp_path / 'save')
