@@ -13,6 +13,9 @@ Cases:
   `lazyphi.storage._chunks.ZSTD_LEVEL`) against uncompressed, with the bytes on disk: the figures behind
   storing uncompressed by default.
 
+Arrays are written as lazyphi writes them: every chunk with its CRC-32C (Zarr's `crc32c` codec), computed on
+writing and checked on reading; the plain Zarr runs write no checksum.
+
 Files go to a fresh directory under `--dir` (default: the system's temporary directory); nothing is synced
 to the disk, by either side, so writes mostly measure the page cache and reads are warm. Each timed run
 writes into a new directory (Zarr) or file (NumPy) and the two sides alternate, so drifting load hits

@@ -44,3 +44,7 @@ class ChunkMissing(OSError):
 
 class ChunkDamaged(OSError):
     """A chunk of a disk-cached result is recorded as complete but its data cannot be decoded."""
+
+
+class UnknownClassWarning(UserWarning):
+    """`lazyphi.load` met a class it may not import; that part of the tree comes back as plain data."""

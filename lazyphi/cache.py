@@ -114,17 +114,34 @@ def delete_results(cache_dir: str, keys: Iterable[str] | None = None,
     groups = result_groups(cache_dir)
     if isinstance(keys, str):
         keys = [keys]
+    keys = None if keys is None else list(keys) if isinstance(keys, Iterable) else keys
+    if keys is not None and not (isinstance(keys, list) and all(isinstance(k, str) for k in keys)):
+        raise TypeError(f'delete_results(keys=...) takes result keys (str) or None for all, got {keys!r:.100}')
+    limit = None if older_than is None else _seconds(older_than)
     chosen = list(groups) if keys is None else list(dict.fromkeys(keys))
     for key in chosen:
         if key not in groups:
             raise _not_found(cache_dir, key, groups)
-    if older_than is not None:
-        limit = older_than.total_seconds() if isinstance(older_than, timedelta) else float(older_than)
+    if limit is not None:
         now = datetime.now(UTC)
         chosen = [k for k in chosen if (now - _created(groups[k])[0]).total_seconds() > limit]
     for key in chosen:
         delete_group(groups[key])
     return chosen
+
+
+def _seconds(older_than) -> float:
+    """`older_than` as seconds; TypeError / ValueError unless it is a number or timedelta >= 0."""
+    if isinstance(older_than, timedelta):
+        seconds = older_than.total_seconds()
+    elif isinstance(older_than, int | float) and not isinstance(older_than, bool):
+        seconds = float(older_than)
+    else:
+        raise TypeError(f'delete_results(older_than=...) takes seconds (int or float) or a timedelta, got '
+                        f'{older_than!r:.100}')
+    if not seconds >= 0 or seconds == float('inf'):
+        raise ValueError(f'delete_results(older_than=...) takes a finite age >= 0, got {older_than!r}')
+    return seconds
 
 
 def _not_found(cache_dir: str, key: str, groups: dict) -> ResultNotFound:

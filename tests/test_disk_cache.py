@@ -100,7 +100,7 @@ def test_chunk_size_and_codec_can_be_chosen(tmp_path):
     run(p, Pipeline.shifted, cache_dir=str(tmp_path), chunk_bytes=8 * 8 * 4, compressor='zstd')
     assert p.shifted.chunks == (1, 8, 8)  # one example: 256 bytes
     with open(os.path.join(p.shifted.path, 'zarr.json')) as f:
-        assert [c['name'] for c in json.load(f)['codecs']] == ['bytes', 'zstd']
+        assert [c['name'] for c in json.load(f)['codecs']] == ['bytes', 'zstd', 'crc32c']
     math.assert_close(p.shifted, DATA + 1)
     COMPUTED.clear()
     again = Pipeline(DATA)

@@ -64,13 +64,13 @@ def stored(request, tmp_path_factory) -> DiskArray:
 
 # --- which arrays are read as files ------------------------------------------------------------------------
 
-@pytest.mark.parametrize(('codec', 'direct'), [('raw', True), ('crc32c', False), ('zstd', False)])
-def test_only_arrays_with_the_bytes_codec_alone_are_read_as_files(tmp_path, codec, direct):
+@pytest.mark.parametrize(('codec', 'direct'), [('raw', True), ('crc32c', True), ('zstd', False)])
+def test_only_arrays_with_the_bytes_codec_and_a_checksum_are_read_as_files(tmp_path, codec, direct):
     _zarr_array(tmp_path / 'a', DATA, CHUNKS, CODECS[codec])
     files = chunk_files(str(tmp_path / 'a'))
     assert (files is not None) == direct
     if direct:
-        assert files == ChunkFiles(str(tmp_path / 'a'), SHAPE, CHUNKS, np.dtype('<f8'), '/')
+        assert files == ChunkFiles(str(tmp_path / 'a'), SHAPE, CHUNKS, np.dtype('<f8'), '/', codec == 'crc32c')
 
 
 def test_big_endian_arrays_and_other_key_encodings_go_through_zarr(tmp_path):
@@ -87,12 +87,13 @@ def test_big_endian_arrays_and_other_key_encodings_go_through_zarr(tmp_path):
 
 # --- lazyphi's files are Zarr's files --------------------------------------------------------------------------
 
+@pytest.mark.parametrize('codec', ['raw', 'crc32c'])
 @pytest.mark.parametrize('dtype', ['bool', 'int8', 'uint16', 'int64', 'float16', 'float32', 'complex64',
                                    'complex128'])
-def test_files_written_by_lazyphi_read_back_by_zarr_and_the_other_way(tmp_path, dtype):
+def test_files_written_by_lazyphi_read_back_by_zarr_and_the_other_way(tmp_path, dtype, codec):
     values = (np.arange(np.prod(SHAPE)).reshape(SHAPE) % 5 * (1 + 1j if 'complex' in dtype else 1)).astype(dtype)
-    by_zarr = _zarr_array(tmp_path / 'zarr', values, CHUNKS)
-    _zarr_array(tmp_path / 'lazyphi', np.zeros_like(values), CHUNKS)
+    by_zarr = _zarr_array(tmp_path / 'zarr', values, CHUNKS, CODECS[codec])
+    _zarr_array(tmp_path / 'lazyphi', np.zeros_like(values), CHUNKS, CODECS[codec])
     files, theirs = chunk_files(str(tmp_path / 'lazyphi')), chunk_files(str(tmp_path / 'zarr'))
     for index in itertools.product(*(range(-(-s // c)) for s, c in zip(SHAPE, CHUNKS, strict=True))):
         part = tuple(slice(i * c, (i + 1) * c) for i, c in zip(index, CHUNKS, strict=True))

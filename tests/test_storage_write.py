@@ -325,7 +325,7 @@ def test_zstd_compressed_arrays_read_back_equal(tmp_path):
     group = prepare_result(str(tmp_path), KEY, Result, {'field': spec(compressor='zstd')})
     write_block(group, 'field', block(0, 4), 'example', 0, 4)
     array = zarr.open_array(os.path.join(group, 'field'), mode='r')
-    assert [c.to_dict()['name'] for c in array.metadata.codecs] == ['bytes', 'zstd']
+    assert [c.to_dict()['name'] for c in array.metadata.codecs] == ['bytes', 'zstd', 'crc32c']
     np.testing.assert_array_equal(array[0:4], block(0, 4).numpy('example,x,vector'))
 
 

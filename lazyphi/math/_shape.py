@@ -13,6 +13,7 @@ from functools import partialmethod
 from operator import itemgetter
 
 from .._errors import DimNotFound, IncompatibleShapes
+from ..backend import DType
 from ._selection import ShapeSelection
 from ._sizes import NonUniform, parse_size
 
@@ -217,6 +218,13 @@ class Shape(ShapeSelection):
         return Shape(tuple(size + n for size in self.sizes), self.names, self.types, (None,) * len(self.names))
 
     def __mul__(self, dtype) -> 'ShapeDtype':
+        try:
+            problem = None if DType.as_dtype(dtype) is not None else 'None is no data type'
+        except (TypeError, ValueError) as err:
+            problem = str(err)
+        if problem:
+            raise TypeError(f'Shape * x makes a shape-and-dtype placeholder: x must be a data type such as float, '
+                            f"int, a DType or a name like 'float32', got {dtype!r:.100} ({problem})")
         return ShapeDtype(self, dtype)
 
     __rmul__ = __mul__

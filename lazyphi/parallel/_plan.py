@@ -21,7 +21,7 @@ from ..dataclasses import ALL, cached_property_names, direct_dependencies, is_ca
 from ..math import EMPTY_SHAPE, Shape, ShapeDtype, Tensor, batch, config_fields, data_fields
 from ..math import shape as tree_shape
 from ..math.kinds import REDUCE, register_cache_check, resolve_dims, tree_map
-from ..storage import COMPRESSORS
+from ..storage import COMPRESSORS, check_cache_dir, parse_bytes
 from ._clients import worker_count
 from ._code import code_token
 from ._property import INFER, MIXED
@@ -249,6 +249,9 @@ def plan(instance, properties: Sequence, parallel_dims=batch, max_workers: int |
     if memory_limit is not None and cache_dir is None:
         raise ValueError(f'memory_limit={memory_limit!r} needs cache_dir, the directory where outputs beyond the '
                          f'limit are written')
+    memory_limit = None if memory_limit is None else parse_bytes(memory_limit, 'memory_limit')
+    if cache_dir is not None:
+        check_cache_dir(cache_dir)
     if block_size is not None and (not isinstance(block_size, int) or block_size < 1):
         raise ValueError(f'block_size must be a positive int (elements per block), got {block_size!r}')
     if not isinstance(chunk_bytes, int) or isinstance(chunk_bytes, bool) or chunk_bytes < 1:

@@ -10,7 +10,8 @@ lazyphi` does not import this package. Dask and xarray are imported only by `Dis
 
 import importlib
 
-from .._errors import CacheDirNotShared, ChunkDamaged, ChunkMissing, ManifestDamaged
+from .._errors import CacheDirNotShared, ChunkDamaged, ChunkMissing, ManifestDamaged, UnknownClassWarning
+from ._arguments import check_cache_dir, parse_bytes
 from ._memory import (  # MEMORY: the time-to-live cache of loaded values, shared with parallel's dask-backed kind
     MEMORY,
     clear_memory_cache,
@@ -47,8 +48,8 @@ def __getattr__(name: str):
 
 __all__ = [
     'COMPRESSORS', 'MEMORY', 'ArraySpec', 'CacheDirNotShared', 'ChunkDamaged', 'ChunkMissing', 'DiskTensor',
-    'ManifestDamaged', 'array_spec', 'block_complete', 'check_cache_dir_visible', 'clear_memory_cache',
-    'complete_chunks', 'completion', 'current_load_backend', 'delete_group', 'disk_tensor', 'get_cache_files', 'load',
-    'load_cache_as', 'on_load_into_memory', 'prepare_result', 'read_manifest', 'result_groups', 'save', 'set_cache_ttl',
-    'worker_load_backend', 'write_block',
+    'ManifestDamaged', 'UnknownClassWarning', 'array_spec', 'block_complete', 'check_cache_dir',
+    'check_cache_dir_visible', 'clear_memory_cache', 'complete_chunks', 'completion', 'current_load_backend',
+    'delete_group', 'disk_tensor', 'get_cache_files', 'load', 'load_cache_as', 'on_load_into_memory', 'parse_bytes',
+    'prepare_result', 'read_manifest', 'result_groups', 'save', 'set_cache_ttl', 'worker_load_backend', 'write_block',
 ]

@@ -22,11 +22,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._errors import ChunkDamaged, ChunkMissing, DimNotFound
+from .._errors import ChunkDamaged, ChunkMissing, DimNotFound, ManifestDamaged
 from ..backend import NUMPY, Backend, DType, backend_by_name, convert
 from ..math import Shape
 from ..math.kinds import CONCAT, GATHER, RENAME, Dense, Expanded, Op, Stacked, Tensor, read_only_native, tensor_html
-from ._chunks import aligned_empty, chunk_reader, range_slice
+from ._chunks import aligned_empty, chunk_reader, metadata_differences, range_slice, read_metadata
 from ._memory import MEMORY, current_load_backend, notify_loaded
 from ._results import ArraySpec, read_manifest, record_name, records_dir
 
@@ -320,18 +320,21 @@ def read_selection(info: DiskArray, selection: tuple) -> np.ndarray:
     """The values of `selection` (one int, range or tuple per stored axis) as a new NumPy array.
 
     Reads only the chunks the selection touches, after checking that each has its completion record,
-    and copies each chunk's selected part straight into its place in the result.
+    and copies each chunk's selected part straight into its place in the result. The records are checked
+    before anything else, in time proportional to the records that exist, so a crafted array of
+    billions of chunks fails at once.
 
     Raises:
         ChunkMissing: a touched chunk has no completion record.
         ChunkDamaged: a touched chunk's data cannot be read or decoded, or the array cannot be opened.
+        ManifestDamaged: the manifest and the array's Zarr metadata disagree.
     """
     sizes = tuple(len(sel) for sel in selection if not isinstance(sel, int))
-    pieces = [_pieces(sel, chunk) for sel, chunk in zip(selection, info.chunks, strict=True)]
-    if not all(pieces):  # an empty selection along some axis
+    read_into = _chunk_source(info)  # checks the manifest against Zarr's metadata, even for an empty selection
+    if not all(isinstance(sel, int) or len(sel) for sel in selection):  # an empty selection along some axis
         return np.empty(sizes, np.dtype(info.dtype))
-    _check_records(info, [tuple(piece[0] for piece in axis) for axis in pieces])
-    read_into = _chunk_source(info)
+    _check_records(info, [_chunk_ids(sel, chunk) for sel, chunk in zip(selection, info.chunks, strict=True)])
+    pieces = [_pieces(sel, chunk) for sel, chunk in zip(selection, info.chunks, strict=True)]
     out = aligned_empty(tuple(1 if isinstance(sel, int) else len(sel) for sel in selection), np.dtype(info.dtype))
     for combination in itertools.product(*pieces):
         index = tuple(piece[0] for piece in combination)
@@ -340,6 +343,17 @@ def read_selection(info: DiskArray, selection: tuple) -> np.ndarray:
         except Exception as err:
             _raise_damaged(info, index, err)
     return out.reshape(sizes)
+
+
+def _chunk_ids(sel: Selection, chunk: int) -> range | tuple:
+    """The positions of the chunks along one axis that `sel` touches (a range where they are consecutive)."""
+    if isinstance(sel, int):
+        return range(sel // chunk, sel // chunk + 1)
+    if isinstance(sel, range) and (abs(sel.step) <= chunk or chunk == 1):
+        if chunk == 1:
+            return sel if sel.step > 0 else sel[::-1]
+        return range(min(sel[0], sel[-1]) // chunk, max(sel[0], sel[-1]) // chunk + 1)
+    return tuple(sorted({i // chunk for i in sel}))
 
 
 def _pieces(sel: Selection, chunk: int) -> list[tuple]:
@@ -374,25 +388,57 @@ def _pieces(sel: Selection, chunk: int) -> list[tuple]:
 
 
 def _check_records(info: DiskArray, chunk_ids: list) -> None:
+    """Raise ChunkMissing unless every chunk in the grid `chunk_ids` (positions per axis) has its record.
+
+    Takes time proportional to the records present, not to the chunks asked for.
+    """
     records = records_dir(info.store, info.array)
     count = math.prod(len(ids) for ids in chunk_ids)
-    needed = itertools.product(*chunk_ids)
+    needed = _grid(chunk_ids)
     if count <= _RECORD_STATS_UP_TO:
         missing = [i for i in needed if not os.path.exists(os.path.join(records, record_name(i)))]
+        first, missed = (missing[0], len(missing)) if missing else (None, 0)
     else:
         try:
             present = set(os.listdir(records))
         except FileNotFoundError:
             present = set()
-        missing = [i for i in needed if record_name(i) not in present]
-    if missing:
-        several = f' (and {len(missing) - 1} more of the {count} chunks this read needs)' if len(missing) > 1 else ''
+        # at most len(present) + 1 steps: a chunk that is not present comes up by then
+        first = next((i for i in needed if record_name(i) not in present), None)
+        missed = 0 if first is None else count - _recorded_among(present, chunk_ids)
+    if first is not None:
+        several = f' (and {missed - 1} more of the {count} chunks this read needs)' if missed > 1 else ''
         error = ChunkMissing(
-            f'Chunk {record_name(missing[0])}{several} of array {info.array!r} in the disk cache {info.store!r} is '
+            f'Chunk {record_name(first)}{several} of array {info.array!r} in the disk cache {info.store!r} is '
             f'missing: it has no completion record in {records!r}, so the computation writing it did not finish. '
             f'Running the computation again with the same cache_dir completes it.')
-        error.store, error.array, error.chunk = info.store, info.array, missing[0]
+        error.store, error.array, error.chunk = info.store, info.array, first
         raise error
+
+
+def _grid(chunk_ids: list):
+    """The grid positions of `chunk_ids` (positions per axis) in C order, made one at a time.
+
+    Unlike `itertools.product`, it does not first copy every axis's positions into a tuple.
+    """
+    if not chunk_ids:
+        yield ()
+        return
+    for i in chunk_ids[0]:
+        for rest in _grid(chunk_ids[1:]):
+            yield (i, *rest)
+
+
+def _recorded_among(present: set, chunk_ids: list) -> int:
+    """How many of the record names `present` name a chunk of the grid `chunk_ids`."""
+    axes = [ids if isinstance(ids, range) else set(ids) for ids in chunk_ids]
+    found = 0
+    for name in present:
+        parts = name.split('.')
+        if len(parts) == len(axes) and all(p.isascii() and p.isdigit() for p in parts) and all(
+                int(p) in ids for p, ids in zip(parts, axes, strict=True)):
+            found += 1
+    return found
 
 
 def _raise_damaged(info: DiskArray, index: tuple, err: Exception):
@@ -407,9 +453,16 @@ def _raise_damaged(info: DiskArray, index: tuple, err: Exception):
 
 
 def _chunk_source(info: DiskArray):
-    """A function reading the chunk at a grid position of the array; ChunkDamaged if it cannot be opened."""
+    """A function reading the chunk at a grid position of the array; ChunkDamaged if it cannot be opened.
+
+    Raises:
+        ManifestDamaged: the manifest and the array's Zarr metadata disagree.
+        ChunkDamaged: the array cannot be opened, or its directory lies outside the store.
+    """
     try:
-        return _open_chunks(info.store, info.array, info.created)
+        return _open_chunks(info)
+    except ManifestDamaged:
+        raise
     except Exception as err:
         error = ChunkDamaged(f'Array {info.array!r} of the disk cache {info.store!r} cannot be opened '
                              f'({type(err).__name__}: {err}); the result is damaged. Delete it and compute it again.')
@@ -418,9 +471,29 @@ def _chunk_source(info: DiskArray):
 
 
 @functools.lru_cache(maxsize=64)
-def _open_chunks(store: str, array: str, created: str):
-    """`chunk_reader` of the array; `created` tells a result computed again at the same place from the old one."""
-    return chunk_reader(os.path.join(store, array))
+def _open_chunks(info: DiskArray):
+    """`chunk_reader` of the array, after checking that its Zarr metadata agrees with the manifest (`info`).
+
+    Cached per `info`, whose creation time tells a result computed again at the same place from the old one.
+    """
+    path = info.path
+    check_inside(info.store, path)
+    meta = read_metadata(path)
+    differences = metadata_differences(meta, info.shape.sizes, info.chunks, DType.as_dtype(info.dtype),
+                                       info.shape.names)
+    if differences:
+        raise ManifestDamaged(f'The manifest of {info.store!r} disagrees with the Zarr metadata of its array '
+                              f'{info.array!r}: {"; ".join(differences)}. The result is damaged: delete it and '
+                              f'compute or save it again')
+    return chunk_reader(path, meta)
+
+
+def check_inside(store: str, path: str) -> None:
+    """Raise OSError unless `path`, with symbolic links resolved, lies inside the directory `store`."""
+    root = os.path.realpath(store)
+    if os.path.commonpath([root, os.path.realpath(path)]) != root:
+        raise OSError(f'{path!r} leads outside {store!r} (to {os.path.realpath(path)!r}) through a symbolic link; '
+                      f'lazyphi reads only files inside a store')
 
 
 def _source_backend(info: DiskArray) -> Backend:

@@ -140,6 +140,8 @@ def set_cache_ttl(seconds: float | None) -> None:
         seconds: time to live in seconds (default 10). `None`: nothing is kept; every use of a
             disk-backed tensor loads its data again, and memory is freed right after the use.
     """
+    if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, int | float)):
+        raise TypeError(f'set_cache_ttl() takes a number of seconds >= 0 or None, got {seconds!r:.100}')
     if seconds is not None and not seconds >= 0:
         raise ValueError(f'set_cache_ttl() takes a number of seconds >= 0 or None, got {seconds!r}')
     MEMORY.ttl = None if seconds is None else float(seconds)

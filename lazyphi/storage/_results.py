@@ -21,6 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+import google_crc32c
+
 from .._errors import ManifestDamaged
 from ..backend import DType
 from ..math import Shape
@@ -67,7 +69,7 @@ class ArraySpec:
         if bad:
             raise ValueError(f'ArraySpec.shape must have int sizes; {self.shape} has {", ".join(bad)}')
         object.__setattr__(self, 'dtype', DType.as_dtype(self.dtype))
-        if self.dtype.kind not in STORABLE_KINDS:
+        if self.dtype is None or self.dtype.kind not in STORABLE_KINDS:
             raise ValueError(f'The disk cache stores bool, int, float and complex values, not {self.dtype}')
         if not isinstance(self.backend, str) or not self.backend:
             raise ValueError(f"ArraySpec.backend must be a backend name like 'numpy', got {self.backend!r}")
@@ -133,11 +135,32 @@ def new_manifest(key: str, cls: type, arrays: Mapping[str, ArraySpec], config: M
 
 
 def write_manifest(group: str, manifest: dict) -> None:
-    """Write `lazyphi.json` atomically: a temporary file, then `os.replace`."""
+    """Write `lazyphi.json` atomically (a temporary file, then `os.replace`), with its checksum added."""
     temporary = os.path.join(group, f'lazyphi.{uuid.uuid4().hex}.partial')
     with open(temporary, 'w', encoding='utf-8') as f:
-        json.dump(manifest, f, indent=1)
+        json.dump({**manifest, 'checksum': manifest_checksum(manifest)}, f, indent=1)
     os.replace(temporary, os.path.join(group, MANIFEST))
+
+
+def manifest_checksum(manifest: dict) -> str:
+    """'crc32c:<8 hex digits>' of the manifest's entries other than 'checksum', as canonical JSON."""
+    content = {k: v for k, v in manifest.items() if k != 'checksum'}
+    text = json.dumps(content, sort_keys=True, separators=(',', ':'), allow_nan=False)
+    return f'crc32c:{google_crc32c.value(text.encode()):08x}'
+
+
+def checksum_problem(manifest: dict) -> str | None:
+    """Why the manifest's 'checksum' disagrees with its content, or None (also when it has none: older files)."""
+    if 'checksum' not in manifest:
+        return None
+    try:
+        expected = manifest_checksum(manifest)
+    except (TypeError, ValueError) as err:  # not canonical JSON: a crafted file
+        return f'its content cannot be checksummed ({err})'
+    if manifest['checksum'] != expected:
+        return (f"its checksum {manifest['checksum']!r:.100} disagrees with its content ({expected}): the file was "
+                f'changed after it was written')
+    return None
 
 
 def read_manifest(group: str) -> dict:
@@ -157,10 +180,11 @@ def read_manifest(group: str) -> dict:
             manifest = json.loads(f.read())
     except FileNotFoundError:
         raise ManifestDamaged(f'{group!r} is not a lazyphi result: it has no {MANIFEST}') from None
-    except (OSError, ValueError) as err:
+    except (OSError, ValueError, RecursionError) as err:
         raise ManifestDamaged(f'The manifest {path!r} cannot be read: {err}. Delete the result '
                               f'(lazyphi.cache.delete_result) and compute it again') from err
-    problem = _manifest_problem(manifest, os.path.basename(os.path.normpath(group)))
+    problem = (_manifest_problem(manifest, os.path.basename(os.path.normpath(group)))
+               or checksum_problem(manifest))
     if problem:
         raise ManifestDamaged(f'The manifest {path!r} is invalid: {problem}. Delete the result '
                               f'(lazyphi.cache.delete_result) and compute it again')
@@ -212,6 +236,8 @@ def _entry_problem(entry) -> str | None:
         if lab is not None and (not isinstance(lab, list) or len(lab) != size
                                 or not all(isinstance(s, str) for s in lab)):
             return f'labels must be null or one str per item, found {entry["labels"]}'
+    if not isinstance(entry['dtype'], str):
+        return f"dtype must be a name like 'float32', found {entry['dtype']!r:.100}"
     if entry['block_dim'] not in entry['dims']:
         return f'block_dim {entry["block_dim"]!r} is not among dims {entry["dims"]}'
     try:
@@ -376,7 +402,9 @@ def _stale(path: str, now: float) -> bool:
 
 
 def result_groups(cache_dir: str) -> dict[str, str]:
-    """Key -> path of every lazyphi result in `cache_dir` (directories holding a manifest).
+    """Key -> path of every lazyphi result in `cache_dir` (directories holding a manifest that is not a save's).
+
+    Saves (`lazyphi.save`) lying in `cache_dir` are no results: they are neither listed nor deleted.
 
     Raises:
         FileNotFoundError: `cache_dir` does not exist.
@@ -390,9 +418,19 @@ def result_groups(cache_dir: str) -> dict[str, str]:
     with os.scandir(cache_dir) as entries:
         for entry in entries:
             if (not entry.name.startswith('.') and entry.is_dir()
-                    and os.path.exists(os.path.join(entry.path, MANIFEST))):
+                    and os.path.exists(os.path.join(entry.path, MANIFEST)) and not _is_save(entry.path)):
                 groups[entry.name] = entry.path
     return dict(sorted(groups.items()))
+
+
+def _is_save(group: str) -> bool:
+    """Whether the manifest in `group` is that of a `lazyphi.save` (type 'lazyphi.save')."""
+    try:
+        with open(os.path.join(group, MANIFEST), 'rb') as f:
+            manifest = json.loads(f.read())
+    except (OSError, ValueError, RecursionError):
+        return False
+    return isinstance(manifest, dict) and manifest.get('type') == 'lazyphi.save'
 
 
 def delete_group(group: str) -> None:

@@ -16,15 +16,18 @@ among the classes saved or loaded in this process.
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
-import enum
-import importlib
+import errno
 import json
 import math as pymath
 import os
+import re
 import shutil
+import sys
+import time
 import uuid
-import weakref
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
@@ -33,16 +36,18 @@ import numpy as np
 from .._errors import ManifestDamaged
 from ..backend import DType, backend_by_name, convert
 from ..math import Shape, ShapeDtype, Tensor, channel, data_fields, non_data_fields, tensor
-from ..math.kinds import DIM_TYPES, Dense, is_cached_property
-from ._chunks import chunk_writer, create_array, create_group
+from ..math.kinds import Dense, is_cached_property
+from ._chunks import chunk_writer, create_array, create_group, libc_function
 from ._disk import DiskArray, DiskTensor, read_selection
 from ._memory import current_load_backend, notify_loaded
 from ._results import (
     MANIFEST,
+    STALE_AFTER_SECONDS,
     STORABLE_KINDS,
     ArraySpec,
     _entry_problem,
     check_name,
+    checksum_problem,
     chunk_indices,
     class_path,
     grid_index,
@@ -51,6 +56,7 @@ from ._results import (
     temporary_dir,
     write_manifest,
 )
+from ._tagged import _CLASSES, MAX_DEPTH, allowed_modules, decode, encode, enter, find_class, unknown_class
 from ._write import _write_record
 from ._xarray_view import describe_save
 
@@ -58,12 +64,8 @@ SAVE_FORMAT = 1
 SAVE_TYPE = 'lazyphi.save'  # tells a save's manifest from a cache result's
 CHUNK_BYTES = 8 * 2 ** 20  # target size of one chunk: reading part of a saved tensor reads whole chunks
 WRITE_THREADS = 8  # chunks written at once (measured: 1.4x faster than one at a time on a local disk)
-TAG = '$type'  # key marking a tagged JSON value
 KINDS = ('tensor', 'dataclass', 'dict', 'list', 'tuple', 'value')
 _ENTRY_FIELDS = ('dims', 'types', 'labels', 'sizes', 'dtype', 'backend', 'chunks', 'block_dim')
-
-# classes saved or loaded in this process, by `module:QualName`: found even where the path cannot be imported
-_CLASSES: weakref.WeakValueDictionary[str, type] = weakref.WeakValueDictionary()
 
 
 # --- saving --------------------------------------------------------------------------------------------------
@@ -77,18 +79,27 @@ def save(obj, path: str | os.PathLike, overwrite: bool = False, include_cache: b
             as the tensors `math.tensor` makes of them (1-D: a channel dim `vector`) and load as tensors.
         path: the directory to create. Written into a temporary directory beside it and renamed into
             place at the end, so an interrupted save leaves no `path`.
-        overwrite: replace an existing save at `path` (atomically: the old one is renamed away, the new one
-            renamed in, then the old one deleted).
+        overwrite: replace an existing save at `path`. Atomically where the system can swap two directories
+            (Linux `renameat2`): `path` holds the old save or the new one at every moment. Elsewhere the old
+            one is renamed away and the new one renamed in; if the process dies in between, the next `load`
+            or `save` of `path` puts the old one back.
         include_cache: also save the Tensor values dataclass instances hold for their cached properties.
+
+    Temporary directories that killed saves of `path` left beside it are removed (once untouched for
+    `STALE_AFTER_SECONDS`).
 
     Raises:
         FileExistsError: `path` exists and `overwrite` is False, or it is not a lazyphi save.
         TypeError: some value cannot be saved; the message names where it lies in the tree.
+        ValueError: the tree contains itself or is nested more than `MAX_DEPTH` levels deep.
     """
-    path = os.path.abspath(os.fspath(path))
+    path = _target_path(path, 'save')
+    _check_flags('save', overwrite=overwrite, include_cache=include_cache)
     parent, name = os.path.split(path)
+    _recover(path)
     _check_target(path, overwrite)
     os.makedirs(parent, exist_ok=True)
+    _remove_leftovers(path)
     building = temporary_dir(parent, name)
     try:
         create_group(building)
@@ -103,6 +114,23 @@ def save(obj, path: str | os.PathLike, overwrite: bool = False, include_cache: b
         shutil.rmtree(building, ignore_errors=True)
 
 
+def _target_path(path, function: str) -> str:
+    """The absolute path of `save`'s or `load`'s `path` argument; TypeError/ValueError for none or an empty one."""
+    if isinstance(path, bytes) or not isinstance(path, str | os.PathLike):
+        raise TypeError(f'{function}() takes a directory path (str or os.PathLike), got {path!r:.100}')
+    path = os.fspath(path)
+    if not isinstance(path, str) or not path.strip():
+        raise ValueError(f"{function}() needs a directory path, got {path!r}; say '.' for the working directory")
+    return os.path.abspath(path)
+
+
+def _check_flags(function: str, **flags) -> None:
+    """TypeError for a flag argument that is not a bool (a string 'no' would count as True)."""
+    for name, value in flags.items():
+        if not isinstance(value, bool):
+            raise TypeError(f'{function}({name}=...) takes True or False, got {value!r:.100}')
+
+
 def _check_target(path: str, overwrite: bool) -> None:
     if not os.path.lexists(path):
         return
@@ -114,14 +142,18 @@ def _check_target(path: str, overwrite: bool) -> None:
 
 
 def _move_into_place(building: str, path: str, overwrite: bool) -> None:
-    """Rename the finished save to `path`; with `overwrite`, the old one is renamed away first, then deleted."""
+    """Rename the finished save to `path`; with `overwrite`, swap it with the old one, then delete that."""
     if not overwrite or not os.path.lexists(path):
         if os.path.lexists(path):  # appeared while writing: os.rename would replace an empty directory
             raise FileExistsError(f'{path!r} appeared while saving; pass overwrite=True to replace it')
         os.rename(building, path)
         return
     _check_target(path, overwrite)
-    old = temporary_dir(*os.path.split(path))
+    if _exchange(building, path):  # `path` holds the new save, `building` the old one
+        shutil.rmtree(building, ignore_errors=True)
+        return
+    parent, name = os.path.split(path)
+    old = os.path.join(parent, f'.{name}.{uuid.uuid4().hex}{_REPLACED}')  # `_recover` finds it if we die now
     os.rename(path, old)
     try:
         os.rename(building, path)
@@ -131,6 +163,82 @@ def _move_into_place(building: str, path: str, overwrite: bool) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
+_REPLACED = '.replaced'  # suffix of an old save moved away while the new one is renamed in
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+_EXCHANGE = (libc_function('renameat2', (ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                                         ctypes.c_uint)) if sys.platform.startswith('linux') else None)
+
+
+def _exchange(a: str, b: str) -> bool:
+    """Swap the directories `a` and `b` atomically; False where the system or file system cannot."""
+    if _EXCHANGE is None:
+        return False
+    if _EXCHANGE(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP):
+        return False
+    raise OSError(code, os.strerror(code), b)
+
+
+def _moved_away(path: str) -> list[str]:
+    """Old saves of `path` that a `save(overwrite=True)` moved away, newest first."""
+    parent, name = os.path.split(path)
+    prefix = f'.{name}.'
+    try:
+        names = [n for n in os.listdir(parent) if n.startswith(prefix) and n.endswith(_REPLACED)
+                 and _HEX.fullmatch(n[len(prefix):-len(_REPLACED)])]
+    except OSError:
+        return []
+    found = [os.path.join(parent, n) for n in names]
+    return sorted(found, key=lambda p: os.lstat(p).st_mtime, reverse=True)
+
+
+_HEX = re.compile('[0-9a-f]{32}')
+
+
+def _recover(path: str) -> str:
+    """Where the save at `path` is: `path`, or an old save a killed overwrite moved away (put back if it can be)."""
+    if os.path.lexists(path):
+        return path
+    for old in _moved_away(path):
+        try:
+            os.rename(old, path)
+            return path
+        except OSError:  # read-only, or another process was first
+            if os.path.lexists(path):
+                return path
+            return old
+    return path
+
+
+def _remove_leftovers(path: str) -> None:
+    """Delete what killed saves of `path` left beside it: temporary directories untouched for a while."""
+    parent, name = os.path.split(path)
+    prefix = f'.{name}.'
+    now = time.time()
+    leftovers = [os.path.join(parent, n) for n in os.listdir(parent)
+                 if n.startswith(prefix) and n.endswith('.partial') and _HEX.fullmatch(n[len(prefix):-8])]
+    if os.path.lexists(path):
+        leftovers += _moved_away(path)
+    for leftover in leftovers:
+        if not _touched_since(leftover, now - STALE_AFTER_SECONDS):
+            shutil.rmtree(leftover, ignore_errors=True)
+
+
+def _touched_since(folder: str, moment: float) -> bool:
+    """Whether anything in `folder` (itself included) was modified after `moment`: a live writer's folder."""
+    for root, _, files in os.walk(folder):
+        for entry in (root, *(os.path.join(root, n) for n in files)):
+            try:
+                if os.lstat(entry).st_mtime > moment:
+                    return True
+            except FileNotFoundError:
+                continue
+    return False
+
+
 class _Writer:
     """Writes the nodes of one save into the group at `store` and returns their manifest entries."""
 
@@ -138,38 +246,47 @@ class _Writer:
         self.store = store
         self.pool = pool
         self.include_cache = include_cache
+        self.enclosing: set[int] = set()  # ids of the containers and instances around the node being written
 
-    def node(self, value, location: str, where: str) -> dict:
-        """The manifest node of `value`, after writing its arrays; `location` is its path in the store."""
+    def node(self, value, location: str, where: str, depth: int = 0) -> dict:
+        """The manifest node of `value`, after writing its arrays; `location` is its path in the store.
+
+        Raises:
+            ValueError: `value` contains itself, or the tree is nested more than `MAX_DEPTH` levels deep.
+        """
         if isinstance(value, np.ndarray):
             value = array_tensor(value, where)
         if isinstance(value, Tensor):
             return self.tensor(value, location or 'tensor', where)  # the root is a group: a lone tensor lies in it
-        if type(value) in (dict, list, tuple) or _is_instance(value):
+        if not (type(value) in (dict, list, tuple) or _is_instance(value)):
+            return {'kind': 'value', 'value': encode(value, where)}
+        enter(value, where, depth, self.enclosing)
+        try:
             if location:
                 create_group(self.store, location)
             if _is_instance(value):
-                return self.dataclass(value, location, where)
+                return self.dataclass(value, location, where, depth)
             if type(value) is dict:
                 bad = [k for k in value if not isinstance(k, str)]
                 if bad:
                     raise TypeError(f'save() needs str dict keys; the dict at {where} has key {bad[0]!r} of type '
                                     f'{type(bad[0]).__name__}')
                 names = _child_names(value)
-                items = {k: self.node(v, _join(location, n), f'{where}[{k!r}]')
+                items = {k: self.node(v, _join(location, n), f'{where}[{k!r}]', depth + 1)
                          for (k, v), n in zip(value.items(), names, strict=True)}
                 return {'kind': 'dict', 'group': location, 'items': items}
-            items = [self.node(v, _join(location, str(i)), f'{where}[{i}]') for i, v in enumerate(value)]
+            items = [self.node(v, _join(location, str(i)), f'{where}[{i}]', depth + 1) for i, v in enumerate(value)]
             return {'kind': type(value).__name__, 'group': location, 'items': items}
-        return {'kind': 'value', 'value': encode(value, where)}
+        finally:
+            self.enclosing.discard(id(value))
 
-    def dataclass(self, obj, location: str, where: str) -> dict:
+    def dataclass(self, obj, location: str, where: str, depth: int) -> dict:
         cls = type(obj)
         path = class_path(cls)
         _CLASSES[path] = cls
-        fields = {f.name: self.node(getattr(obj, f.name), _join(location, f.name), f'{where}.{f.name}')
+        fields = {f.name: self.node(getattr(obj, f.name), _join(location, f.name), f'{where}.{f.name}', depth + 1)
                   for f in data_fields(cls) if hasattr(obj, f.name)}
-        config = {f.name: encode(getattr(obj, f.name), f'{where}.{f.name}')
+        config = {f.name: encode(getattr(obj, f.name), f'{where}.{f.name}', 0, self.enclosing)
                   for f in non_data_fields(cls) if hasattr(obj, f.name)}
         cache = {}
         if self.include_cache:
@@ -275,121 +392,25 @@ def _values(t: Tensor, block: tuple) -> np.ndarray:
     return read_selection(t._info, tuple(selection))
 
 
-# --- tagged JSON ------------------------------------------------------------------------------------------------
-
-def encode(value, where: str):
-    """`value` as JSON: plain JSON types as they are, others tagged `{'$type': ..., ...}`.
-
-    Raises:
-        TypeError: a value of another type; the message names `where` it lies and its type.
-    """
-    if value is None or type(value) in (bool, int, str):
-        return value
-    if type(value) is float:
-        return value if pymath.isfinite(value) else {TAG: 'float', 'value': repr(value)}
-    if isinstance(value, enum.Enum):
-        cls = type(value)
-        _CLASSES[class_path(cls)] = cls
-        return {TAG: 'enum', 'class': class_path(cls), 'name': value.name}
-    if isinstance(value, np.generic) and value.dtype.kind in 'biufc':
-        return {TAG: 'numpy', 'dtype': value.dtype.str, 'value': encode(value.item(), where)}
-    if type(value) is complex:
-        return {TAG: 'complex', 'real': encode(value.real, where), 'imag': encode(value.imag, where)}
-    if type(value) is list:
-        return [encode(v, f'{where}[{i}]') for i, v in enumerate(value)]
-    if type(value) is tuple:
-        return {TAG: 'tuple', 'items': [encode(v, f'{where}[{i}]') for i, v in enumerate(value)]}
-    if type(value) is dict and all(isinstance(k, str) for k in value):
-        items = {k: encode(v, f'{where}[{k!r}]') for k, v in value.items()}
-        return {TAG: 'dict', 'items': items} if TAG in value else items
-    if type(value) is slice:
-        return {TAG: 'slice', 'start': encode(value.start, where), 'stop': encode(value.stop, where),
-                'step': encode(value.step, where)}
-    if type(value) is Shape and all(s is None or type(s) is int for s in value.sizes):
-        return {TAG: 'shape', 'sizes': list(value.sizes), 'names': list(value.names), 'types': list(value.types),
-                'labels': [None if lab is None else list(lab) for lab in value.labels]}
-    if type(value) is DType:
-        return {TAG: 'dtype', 'value': str(value)}
-    raise TypeError(f'save() cannot store {where} of type {type(value).__module__}.{type(value).__qualname__}: '
-                    f'{value!r}. Config fields and plain values may be None, bool, int, float, complex, str, slices, '
-                    f'enums, Shapes, DTypes, NumPy scalars, and lists, tuples and str-keyed dicts of those')
-
-
-def decode(value, where: str):
-    """The value `encode` wrote. Raises ManifestDamaged for a malformed tag, TypeError for an unknown enum class."""
-    if isinstance(value, list):
-        return [decode(v, f'{where}[{i}]') for i, v in enumerate(value)]
-    if not isinstance(value, dict):
-        return value
-    if TAG not in value:
-        return {k: decode(v, f'{where}[{k!r}]') for k, v in value.items()}
-    tag = value[TAG]
-    if tag == 'enum':
-        cls = find_class(value.get('class', '?'), where)
-        if not issubclass(cls, enum.Enum) or value.get('name') not in cls.__members__:
-            raise TypeError(f'Cannot load {where}: {value.get("class")!r} is not an Enum with a member '
-                            f'{value.get("name")!r}')
-        return cls[value['name']]
-    try:
-        if tag == 'dict':
-            return {k: decode(v, f'{where}[{k!r}]') for k, v in value['items'].items()}
-        if tag == 'tuple':
-            return tuple(decode(v, f'{where}[{i}]') for i, v in enumerate(value['items']))
-        if tag == 'float':
-            return float(value['value'])
-        if tag == 'complex':
-            return complex(decode(value['real'], where), decode(value['imag'], where))
-        if tag == 'numpy':
-            return np.dtype(value['dtype']).type(decode(value['value'], where))
-        if tag == 'slice':
-            return slice(*(decode(value[k], where) for k in ('start', 'stop', 'step')))
-        if tag == 'shape':
-            if not set(value['types']) <= set(DIM_TYPES) or len({len(value[k]) for k in
-                                                                 ('sizes', 'names', 'types', 'labels')}) != 1:
-                raise ValueError('names, sizes, types and labels must have equal lengths and valid types')
-            labels = tuple(None if lab is None else tuple(lab) for lab in value['labels'])
-            return Shape(tuple(value['sizes']), tuple(value['names']), tuple(value['types']), labels)
-        if tag == 'dtype':
-            return DType.as_dtype(value['value'])
-    except (KeyError, TypeError, ValueError, AttributeError) as err:
-        raise ManifestDamaged(f'The manifest holds a malformed value at {where}: {value!r:.200} ({err})') from err
-    raise ManifestDamaged(f'The manifest holds a value of unknown type {tag!r} at {where}')
-
-
-def find_class(path: str, where: str) -> type:
-    """The class at `module:QualName`: imported, else one saved or loaded in this process.
-
-    Raises:
-        TypeError: neither finds it.
-    """
-    module, _, qualname = path.partition(':')
-    cls = None
-    try:
-        cls = importlib.import_module(module)
-        for part in qualname.split('.'):
-            cls = getattr(cls, part)
-    except (ImportError, AttributeError, ValueError):
-        cls = None
-    if not isinstance(cls, type):
-        cls = _CLASSES.get(path)
-    if cls is None:
-        raise TypeError(f'Cannot load {where}: its class {path!r} cannot be imported, and no class of that path was '
-                        f'saved or loaded in this process. Define or import the class first (a class defined in '
-                        f"__main__ or inside a function is found only in the process that saved it)")
-    _CLASSES[path] = cls
-    return cls
-
-
 # --- loading ------------------------------------------------------------------------------------------------
 
-def load(path: str | os.PathLike, lazy: bool = True, data: bool = True, item: str | None = None):
+def load(path: str | os.PathLike, lazy: bool = True, data: bool = True, item: str | None = None,
+         allow_modules: str | Iterable[str] | None = None):
     """Read a tree written by `save`; reads only the manifest unless `lazy=False`.
+
+    Loading runs no code the file names: no module is imported unless `allow_modules` lists it, nothing is
+    unpickled, and instances are made without `__init__` / `__post_init__`.
 
     Args:
         path: the directory `save` wrote.
         lazy: tensors become `DiskTensor`s that read their chunks when used. False: all values are read now.
         data: False: tensors become `shape * dtype` placeholders (`ShapeDtype`) and no data is touched.
         item: a dotted path (`'a.b.0'`) through fields, dict keys and list indices: load that sub-tree only.
+        allow_modules: modules (or packages, allowing their submodules) that may be imported to find the
+            classes of dataclasses and enums in the save, e.g. `['mypackage.models']`. Classes of modules
+            already imported, and classes saved or loaded in this process, are found without it. A class
+            found nowhere comes back as plain data with an `UnknownClassWarning`: a dataclass as a dict of its
+            fields (and saved cached values), an enum member as its name.
 
     Returns:
         The tree, with the backends tensors were saved from (`load_cache_as` picks another).
@@ -397,15 +418,20 @@ def load(path: str | os.PathLike, lazy: bool = True, data: bool = True, item: st
     Raises:
         FileNotFoundError: nothing at `path`.
         ManifestDamaged: `path` holds no valid save manifest.
-        TypeError: a dataclass or enum class cannot be found.
+        TypeError: a class found is not a dataclass (or enum) or lacks fields the save has; `allow_modules`
+            is not module names.
         KeyError: `item` names nothing in the tree.
     """
-    store = os.path.abspath(os.fspath(path))
+    allow = allowed_modules(allow_modules)
+    _check_flags('load', lazy=lazy, data=data)
+    if item is not None and (isinstance(item, bool) or not isinstance(item, str | int) or item == ''):
+        raise TypeError(f"load(item=...) takes a dotted path like 'a.b.0' (or a list index), got {item!r:.100}")
+    store = _recover(_target_path(path, 'load'))
     manifest = read_save_manifest(store)
     node, where = manifest['root'], 'obj'
     if item:
         node, where = _find(node, str(item))
-    return _Reader(store, manifest, lazy, data).build(node, where)
+    return _Reader(store, manifest, lazy, data, allow).build(node, where)
 
 
 def read_save_manifest(store: str) -> dict:
@@ -420,7 +446,10 @@ def read_save_manifest(store: str) -> dict:
         raise ManifestDamaged(f'{store!r} is not a lazyphi save: it has no {MANIFEST}') from None
     except (OSError, ValueError) as err:
         raise ManifestDamaged(f'The manifest {file!r} cannot be read: {err}') from err
-    problem = _manifest_problem(manifest)
+    except RecursionError:
+        raise ManifestDamaged(f'The manifest {file!r} is nested too deeply to read; a save nests at most '
+                              f'{MAX_DEPTH} levels') from None
+    problem = _manifest_problem(manifest) or checksum_problem(manifest)
     if problem:
         raise ManifestDamaged(f'The manifest {file!r} is invalid: {problem}')
     return manifest
@@ -439,11 +468,13 @@ def _manifest_problem(manifest) -> str | None:
         return f'it has format {manifest["format"]!r}; this lazyphi reads format {SAVE_FORMAT}'
     if not isinstance(manifest['id'], str) or not isinstance(manifest['created'], str):
         return "'id' and 'created' must be strings"
-    return _node_problem(manifest['root'], 'obj')
+    return _node_problem(manifest['root'], 'obj', 0)
 
 
-def _node_problem(node, where: str) -> str | None:
-    """What is wrong with a manifest node and its children, or None."""
+def _node_problem(node, where: str, depth: int) -> str | None:
+    """What is wrong with a manifest node (`depth` levels below the root) and its children, or None."""
+    if depth > MAX_DEPTH:
+        return f'{where}: the tree is nested more than {MAX_DEPTH} levels deep'
     if not isinstance(node, dict) or node.get('kind') not in KINDS:
         return f'{where}: expected a node object with a kind among {KINDS}, found {node!r:.200}'
     kind = node['kind']
@@ -473,7 +504,7 @@ def _node_problem(node, where: str) -> str | None:
         return f'{where}: items must be a {"JSON object" if kind == "dict" else "list"}'
     for mapping, pattern in children:
         for key, child in mapping.items():
-            problem = _node_problem(child, where + pattern.format(key))
+            problem = _node_problem(child, where + pattern.format(key), depth + 1)
             if problem:
                 return problem
     return None
@@ -488,8 +519,10 @@ def _tensor_problem(node: dict, where: str) -> str | None:
     if entry['dims'] or entry['block_dim'] is not None:
         problem = _entry_problem(entry)
         return f'{where}: {problem}' if problem else None
-    if any(entry[k] != [] for k in ('types', 'labels', 'sizes', 'chunks')):
-        return f'{where}: a tensor without dims must have empty types, labels, sizes and chunks'
+    if any(entry[k] != [] for k in ('dims', 'types', 'labels', 'sizes', 'chunks')):
+        return f'{where}: a tensor without dims must have empty dims, types, labels, sizes and chunks'
+    if not isinstance(entry['dtype'], str):
+        return f"{where}: dtype must be a name like 'float32', found {entry['dtype']!r:.100}"
     try:
         dtype = DType.as_dtype(entry['dtype'])
     except (TypeError, ValueError) as err:
@@ -527,18 +560,19 @@ def _find(node: dict, item: str) -> tuple[dict, str]:
 class _Reader:
     """Rebuilds nodes of one save's manifest."""
 
-    def __init__(self, store: str, manifest: dict, lazy: bool, data: bool):
+    def __init__(self, store: str, manifest: dict, lazy: bool, data: bool, allow: tuple):
         self.store = store
         self.manifest = manifest
         self.lazy = lazy
         self.data = data
+        self.allow = allow  # modules that may be imported to find classes
 
     def build(self, node: dict, where: str):
         kind = node['kind']
         if kind == 'tensor':
             return self.tensor(node)
         if kind == 'value':
-            return decode(node['value'], where)
+            return decode(node['value'], where, 0, self.allow)
         if kind == 'dict':
             return {k: self.build(v, f'{where}[{k!r}]') for k, v in node['items'].items()}
         if kind in ('list', 'tuple'):
@@ -547,7 +581,13 @@ class _Reader:
         return self.dataclass(node, where)
 
     def dataclass(self, node: dict, where: str):
-        cls = find_class(node['class'], where)
+        cls = find_class(node['class'], self.allow)
+        if cls is None:
+            unknown_class(node['class'], where, 'a dict of its fields')
+            parts = {**node['fields'], **node['cache']}
+            values = {name: self.build(child, f'{where}.{name}') for name, child in parts.items()}
+            values.update({name: decode(v, f'{where}.{name}', 0, self.allow) for name, v in node['config'].items()})
+            return values
         if not dataclasses.is_dataclass(cls):
             raise TypeError(f'Cannot load {where}: {node["class"]!r} is not a dataclass')
         names = {f.name for f in dataclasses.fields(cls)}
@@ -560,7 +600,7 @@ class _Reader:
             if f.name in node['fields']:
                 value = self.build(node['fields'][f.name], f'{where}.{f.name}')
             elif f.name in node['config']:
-                value = decode(node['config'][f.name], f'{where}.{f.name}')
+                value = decode(node['config'][f.name], f'{where}.{f.name}', 0, self.allow)
             elif f.default is not dataclasses.MISSING:
                 value = f.default
             elif f.default_factory is not dataclasses.MISSING:

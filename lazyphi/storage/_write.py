@@ -12,9 +12,9 @@ import shutil
 import uuid
 from collections.abc import Mapping
 
-from .._errors import CacheDirNotShared
+from .._errors import CacheDirNotShared, ManifestDamaged
 from ..math import Tensor
-from ._chunks import chunk_writer, create_array, create_group
+from ._chunks import chunk_writer, create_array, create_group, metadata_differences, read_metadata
 from ._results import (
     ArraySpec,
     array_spec,
@@ -103,8 +103,15 @@ def write_block(group: str, name: str, value: Tensor, block_dim: str, start: int
 
     Raises:
         ValueError: a misaligned or out-of-range block, or a value of another shape or dtype.
+        ManifestDamaged: the manifest disagrees with the array's Zarr metadata.
     """
     spec = array_spec(group, name)
+    path = os.path.join(group, name)
+    meta = read_metadata(path)
+    differences = metadata_differences(meta, spec.shape.sizes, spec.chunks, spec.dtype, spec.shape.names)
+    if differences:
+        raise ManifestDamaged(f'The manifest of {group!r} disagrees with the Zarr metadata of its array {name!r}: '
+                              f'{"; ".join(differences)}. Delete the result and compute it again')
     start, stop = check_range(spec, name, block_dim, start, stop)
     size = spec.shape.get_size(block_dim)
     if start % spec.chunk or (stop % spec.chunk and stop != size):
@@ -113,7 +120,7 @@ def write_block(group: str, name: str, value: Tensor, block_dim: str, start: int
                          f'the array end {size}')
     _check_value(value, spec, name, start, stop)
     data = value.numpy(spec.shape.names)
-    write = chunk_writer(os.path.join(group, name))
+    write = chunk_writer(path, meta)
     for first in range(start, stop, spec.chunk):
         last = min(first + spec.chunk, stop)
         write(grid_index(spec, first), data[_along(spec, first - start, last - start)])
