@@ -19,6 +19,7 @@ from lazyphi.math._dims import (
     non_instance,
     non_primal,
     non_spatial,
+    parse_dim_spec,
     primal,
     spatial,
 )
@@ -35,7 +36,6 @@ from lazyphi.math._shape import (
     ShapeDtype,
     concat_shapes,
     merge_shapes,
-    parse_dim_spec,
     resolve_dims,
     shape_of,
 )

@@ -11,6 +11,7 @@ from .._errors import DimNotFound, IncompatibleShapes
 from ..backend import DType as DType
 from ..backend import get_precision, precision, set_global_precision
 from ._autodiff import gradient, jit_compile
+from ._bound import BoundDim, BoundDims
 from ._creation import (
     PI,
     arange,
@@ -153,7 +154,7 @@ from ._shape import (
     ShapeDtype,
 )
 from ._structure import transpose
-from ._tensor import BoundDim, BoundDims, Tensor
+from ._tensor import Tensor
 
 abs = abs_
 round = round_

@@ -9,10 +9,10 @@ import numpy as np
 
 from .._errors import IncompatibleShapes
 from ..backend import Backend, DType, choose_backend, default_backend, get_precision
-from ._dims import channel, instance, shape, spatial
+from ._dims import channel, instance, parse_dim_spec, shape, spatial
 from ._foreign import tensor_source
 from ._kinds import expand_to
-from ._shape import CHANNEL, EMPTY_SHAPE, Shape, concat_shapes, merge_shapes, parse_dim_spec
+from ._shape import CHANNEL, EMPTY_SHAPE, Shape, concat_shapes, merge_shapes
 from ._structure import as_dim, stack_tensors
 from ._tensor import NUMBER_TYPES, Dense, Tensor, read_only_native, scalar
 

@@ -5,13 +5,16 @@ measured by `shape`, which knows tensors, numbers, tuples, lists, dicts and data
 """
 
 import dataclasses
+import re
 from collections.abc import Callable
 from typing import Any
 
+from ._bound import BoundDim
 from ._fields import data_fields, field_names
 from ._shape import (
     BATCH,
     CHANNEL,
+    DIM_TYPES,
     DUAL,
     EMPTY_SHAPE,
     INSTANCE,
@@ -22,7 +25,7 @@ from ._shape import (
 )
 from ._shape import concat_shapes as _concat_shapes
 from ._shape import merge_shapes as _merge_shapes
-from ._tensor import NUMBER_TYPES, BoundDim, Tensor
+from ._tensor import NUMBER_TYPES, Tensor
 
 _TREE_FORMS = 'a Tensor, a number, or a tuple, list, dict or dataclass instance holding those'
 
@@ -208,3 +211,69 @@ dsize = _volume_of_type(DUAL)
 isize = _volume_of_type(INSTANCE)
 ssize = _volume_of_type(SPATIAL)
 csize = _volume_of_type(CHANNEL)
+
+
+# --- dim specs -------------------------------------------------------------------------------
+
+_SPEC = re.compile(r"""\s*(?:
+      (?P<tilde>~?)(?P<name>\w+)(?::(?P<type>\w+))?(?:=\((?P<labels>[^)]*)\))?   # name, :type, =(labels)
+    | (?P<vtilde>~?)\((?P<vlabels>[^)]*)\)                                     # (labels): the vector dim
+    )\s*(?:,|$)""", re.VERBOSE)
+_TYPE_WORDS = {'b': BATCH, 'd': DUAL, 'i': INSTANCE, 's': SPATIAL, 'c': CHANNEL, **{t: t for t in DIM_TYPES}}
+
+
+def parse_dim_spec(spec: str, default_type: str | None = None) -> Shape:
+    """The dims a spec string describes, e.g. 'b:b,x:s,vector:c', 'points:i,(x,y)' or 'row:c,~col'.
+
+    Each comma-separated entry is `name:type` (a type letter b, d, i, s, c or the type's name), optionally
+    followed by `=(a,b)` item labels; `name=(a,b)` is a channel dim with labels; `(a,b)` the channel dim
+    `vector` with labels; `~name` a dual dim; a single letter such as `x` a spatial dim. A plain name takes
+    `default_type` if given. Sizes are unknown unless labels give them.
+    """
+    if not isinstance(spec, str):
+        raise TypeError(f"A dim spec must be a str like 'b:b,x:s,vector:c' but got {spec!r}")
+    sizes, names, types, labels = [], [], [], []
+    pos = 0
+    while pos < len(spec):
+        match = _SPEC.match(spec, pos)
+        if match is None or match.end() == pos:
+            raise ValueError(f"Invalid dim spec {spec!r} at {spec[pos:]!r}: expected entries like 'name:type', "
+                             f"'name:type=(a,b)', '(a,b)', '~name' or a single letter, the type being b, d, i, s or "
+                             f"c (batch, dual, instance, spatial, channel)")
+        pos = match.end()
+        if match['vlabels'] is not None:
+            tilde, name, type_word, items = match['vtilde'], 'vector', None, match['vlabels']
+        else:
+            tilde, name, type_word, items = match['tilde'], match['name'], match['type'], match['labels']
+        dim_type = _spec_type(spec, tilde, name, type_word, items, default_type)
+        name = checked_name(tilde + name, dim_type)
+        if name in names:
+            raise ValueError(f"Dim {name!r} appears more than once in {spec!r}")
+        item_labels = parse_size(items, name)[1] if items is not None else None
+        names.append(name)
+        types.append(dim_type)
+        labels.append(item_labels)
+        sizes.append(len(item_labels) if item_labels else None)
+    return Shape(tuple(sizes), tuple(names), tuple(types), tuple(labels))
+
+
+def _spec_type(spec: str, tilde: str, name: str, type_word, items, default_type) -> str:
+    """The dim type of one entry of a dim spec (see `parse_dim_spec`)."""
+    if type_word is not None:
+        dim_type = _TYPE_WORDS.get(type_word)
+        if dim_type is None:
+            raise ValueError(f"Invalid dim type {type_word!r} in the dim spec {spec!r}: expected one of b, d, i, s, c "
+                             f"or {', '.join(DIM_TYPES)}")
+        if tilde and dim_type != DUAL:
+            raise ValueError(f"Invalid dim spec {spec!r}: only dual dims are written with a '~', as in '~{name}:d'")
+        return dim_type
+    if tilde:
+        return DUAL
+    if items is not None:
+        return CHANNEL
+    if len(name) == 1:
+        return SPATIAL
+    if default_type is not None:
+        return default_type
+    raise ValueError(f"Invalid dim spec {spec!r}: the dim {name!r} needs a type, as in '{name}:s' (b, d, i, s or c); "
+                     f"only single-letter names default to spatial")

@@ -17,8 +17,8 @@ import math
 from collections.abc import Callable, Sequence
 
 from .._errors import DimNotFound
-from ._dims import batch, channel, dual, instance, shape, spatial
-from ._shape import EMPTY_SHAPE, Shape, concat_shapes, merge_shapes, parse_dim_spec, resolve_dims
+from ._dims import batch, channel, dual, instance, parse_dim_spec, shape, spatial
+from ._shape import EMPTY_SHAPE, Shape, concat_shapes, merge_shapes, resolve_dims
 from ._structure import (
     FLAT_DIM,
     as_dim,

@@ -6,7 +6,6 @@ few attribute stores, and the functions here keep the common cases (equal shapes
 empty shape, one shape holding the other) free of any loops.
 """
 import itertools
-import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import partialmethod
@@ -26,7 +25,6 @@ DIM_TYPES = (BATCH, DUAL, INSTANCE, SPATIAL, CHANNEL)
 
 _TYPE_ORDER = {t: i for i, t in enumerate(DIM_TYPES)}
 _SUPERSCRIPTS = {BATCH: 'ᵇ', DUAL: 'ᵈ', INSTANCE: 'ⁱ', SPATIAL: 'ˢ', CHANNEL: 'ᶜ'}
-_TYPE_LETTERS = {'b': BATCH, 'd': DUAL, 'i': INSTANCE, 's': SPATIAL, 'c': CHANNEL}
 _FILTER_FORMS = ("None, a str like 'x,y', a Shape, a sequence of those, "
                  "or a function mapping a Shape to a Shape (such as spatial or non_batch)")
 _RAISE = object()  # default marker: no default was given
@@ -742,70 +740,6 @@ def _resolve_sequence(dims, shape: Shape | None) -> tuple[str, ...]:
     for entry in dims:
         names.extend(resolve_dims(entry, shape))
     return tuple(names)
-
-
-_SPEC = re.compile(r"""\s*(?:
-      (?P<tilde>~?)(?P<name>\w+)(?::(?P<type>\w+))?(?:=\((?P<labels>[^)]*)\))?   # name, :type, =(labels)
-    | (?P<vtilde>~?)\((?P<vlabels>[^)]*)\)                                     # (labels): the vector dim
-    )\s*(?:,|$)""", re.VERBOSE)
-_TYPE_WORDS = {**_TYPE_LETTERS, **{t: t for t in DIM_TYPES}}
-
-
-def parse_dim_spec(spec: str, default_type: str | None = None) -> Shape:
-    """The dims a spec string describes, e.g. 'b:b,x:s,vector:c', 'points:i,(x,y)' or 'row:c,~col'.
-
-    Each comma-separated entry is `name:type` (a type letter b, d, i, s, c or the type's name), optionally
-    followed by `=(a,b)` item labels; `name=(a,b)` is a channel dim with labels; `(a,b)` the channel dim
-    `vector` with labels; `~name` a dual dim; a single letter such as `x` a spatial dim. A plain name takes
-    `default_type` if given. Sizes are unknown unless labels give them.
-    """
-    if not isinstance(spec, str):
-        raise TypeError(f"A dim spec must be a str like 'b:b,x:s,vector:c' but got {spec!r}")
-    sizes, names, types, labels = [], [], [], []
-    pos = 0
-    while pos < len(spec):
-        match = _SPEC.match(spec, pos)
-        if match is None or match.end() == pos:
-            raise ValueError(f"Invalid dim spec {spec!r} at {spec[pos:]!r}: expected entries like 'name:type', "
-                             f"'name:type=(a,b)', '(a,b)', '~name' or a single letter, the type being b, d, i, s or "
-                             f"c (batch, dual, instance, spatial, channel)")
-        pos = match.end()
-        if match['vlabels'] is not None:
-            tilde, name, type_word, items = match['vtilde'], 'vector', None, match['vlabels']
-        else:
-            tilde, name, type_word, items = match['tilde'], match['name'], match['type'], match['labels']
-        dim_type = _spec_type(spec, tilde, name, type_word, items, default_type)
-        name = checked_name(tilde + name, dim_type)
-        if name in names:
-            raise ValueError(f"Dim {name!r} appears more than once in {spec!r}")
-        item_labels = parse_size(items, name)[1] if items is not None else None
-        names.append(name)
-        types.append(dim_type)
-        labels.append(item_labels)
-        sizes.append(len(item_labels) if item_labels else None)
-    return Shape(tuple(sizes), tuple(names), tuple(types), tuple(labels))
-
-
-def _spec_type(spec: str, tilde: str, name: str, type_word, items, default_type) -> str:
-    """The dim type of one entry of a dim spec (see `parse_dim_spec`)."""
-    if type_word is not None:
-        dim_type = _TYPE_WORDS.get(type_word)
-        if dim_type is None:
-            raise ValueError(f"Invalid dim type {type_word!r} in the dim spec {spec!r}: expected one of b, d, i, s, c "
-                             f"or {', '.join(DIM_TYPES)}")
-        if tilde and dim_type != DUAL:
-            raise ValueError(f"Invalid dim spec {spec!r}: only dual dims are written with a '~', as in '~{name}:d'")
-        return dim_type
-    if tilde:
-        return DUAL
-    if items is not None:
-        return CHANNEL
-    if len(name) == 1:
-        return SPATIAL
-    if default_type is not None:
-        return default_type
-    raise ValueError(f"Invalid dim spec {spec!r}: the dim {name!r} needs a type, as in '{name}:s' (b, d, i, s or c); "
-                     f"only single-letter names default to spatial")
 
 
 # --- shape_of ---

@@ -6,9 +6,9 @@ import math
 from collections.abc import Sequence
 
 from .._errors import DimNotFound, IncompatibleShapes
-from ._dims import instance, shape
+from ._dims import instance, parse_dim_spec, shape
 from ._kinds import Stacked, concat_dense, expand_to, joined_shape, stack_dense, stacked_shape
-from ._shape import EMPTY_SHAPE, Shape, concat_shapes, merge_shapes, parse_dim_spec, resolve_dims
+from ._shape import EMPTY_SHAPE, Shape, concat_shapes, merge_shapes, resolve_dims
 from ._tensor import (
     CONCAT,
     RENAME_OP,

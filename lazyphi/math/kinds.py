@@ -23,12 +23,13 @@ dataclasses; dim filters and specs; backend-native layout of dense tensors; HTML
 that `tensor()` converts (dask arrays: registered by `lazyphi.parallel`).
 """
 
+from ._dims import parse_dim_spec
 from ._fields import resolved_annotations
 from ._foreign import register_tensor_source
 from ._html import HTML_STYLE, dims_table, tensor_html, tensor_summary_html
 from ._kinds import Expanded, Joined, PartsKind, Stacked, expand_to, stack_dense, stacked_shape
 from ._reductions import REDUCTIONS, Reduction, reduction_of
-from ._shape import DIM_TYPES, parse_dim_spec, resolve_dims
+from ._shape import DIM_TYPES, resolve_dims
 from ._tensor import (
     CONCAT,
     ELEMENTWISE,

@@ -14,9 +14,10 @@ These classes only answer `isinstance` and `issubclass`; nothing needs to inheri
 
 import dataclasses
 
+from ._bound import BoundDim, BoundDims
 from ._dims import shape
 from ._shape import Shape
-from ._tensor import BoundDim, BoundDims, Tensor, normalize_selection
+from ._tensor import Tensor, normalize_selection
 from ._tree import holds_dims
 
 __all__ = ['BoundDim', 'BoundDims', 'PhiTreeNode', 'Shapable', 'Shaped', 'Sliceable', 'slicing_dict']
