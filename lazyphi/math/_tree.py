@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ._fields import data_fields, field_names, non_data_fields
+from ._properties import cached_property_names
 from ._shape import Shape
 from ._tensor import Tensor
 
@@ -70,7 +71,8 @@ def _drop_invalid_caches(result, original) -> None:
     dims, on_result = affected
     probe = result if on_result else original
     cls = type(result)
-    for name in [n for n in state if n not in field_names(cls) and is_cached_property(cls, n)]:
+    cached = cached_property_names(cls)
+    for name in [n for n in state if n in cached]:
         if not all(check(probe, name, dims) for check in _CACHE_CHECKS):
             del state[name]
 
@@ -197,6 +199,7 @@ def _mapped_cache(cache_fn: CacheFunction | None, trees: Sequence) -> dict:
         return {}
     cls = type(trees[0])
     fields = field_names(cls)
+    cached = cached_property_names(cls)
     result = {}
     for name, value in state.items():
         if name in fields:
@@ -207,20 +210,11 @@ def _mapped_cache(cache_fn: CacheFunction | None, trees: Sequence) -> dict:
             # a cache that does not survive the operation is dropped and recomputed when next accessed
             with contextlib.suppress(ValueError, TypeError, KeyError, IndexError):
                 new = cache_fn(values, trees)
-        if new is DROPPED and not is_cached_property(cls, name):
+        if new is DROPPED and name not in cached:
             continue  # instance state that is not a cache: kept as it is
         if new is not value:
             result[name] = new
     return result
-
-
-def is_cached_property(cls: type, name: str) -> bool:
-    """Whether `name` in an instance's `__dict__` caches a non-data descriptor such as `functools.cached_property`."""
-    for klass in cls.__mro__:
-        if name in vars(klass):
-            kind = type(vars(klass)[name])
-            return hasattr(kind, '__get__') and not hasattr(kind, '__set__')
-    return False
 
 
 def _check_all(trees: Sequence, ok: Callable[[Any], bool], what: str, path: str, expected: str) -> None:

@@ -20,7 +20,8 @@ results and combined); kinds and the planner read it instead of keeping lists of
 **Helpers** the layers above build on: tree traversal of tensors in tuples, lists, dicts and
 dataclasses; dim filters and specs; backend-native layout of dense tensors; HTML views of tensors
 (`tensor_html`, for a kind's `_repr_html_`); `register_tensor_source` for values of other libraries
-that `tensor()` converts (dask arrays: registered by `lazyphi.parallel`).
+that `tensor()` converts (dask arrays: registered by `lazyphi.parallel`); the class-attribute lookup
+along the MRO and `cached_property` with the one test for either kind of cached property.
 """
 
 from ._dims import parse_dim_spec
@@ -28,6 +29,13 @@ from ._fields import resolved_annotations
 from ._foreign import register_tensor_source
 from ._html import HTML_STYLE, dims_table, tensor_html, tensor_summary_html
 from ._kinds import Expanded, Joined, PartsKind, Stacked, expand_to, stack_dense, stacked_shape
+from ._properties import (
+    CACHED_PROPERTY_TYPES,
+    cached_property,
+    cached_property_names,
+    class_attribute,
+    is_cached_property,
+)
 from ._reductions import REDUCTIONS, Reduction, reduction_of
 from ._shape import DIM_TYPES, resolve_dims
 from ._tensor import (
@@ -51,9 +59,10 @@ from ._tensor import (
     normalize_selection,
     read_only_native,
 )
-from ._tree import is_cached_property, map_tensors, register_cache_check, tree_map
+from ._tree import map_tensors, register_cache_check, tree_map
 
 __all__ = [
+    'CACHED_PROPERTY_TYPES',
     'CONCAT',
     'DIM_TYPES',
     'ELEMENTWISE',
@@ -77,6 +86,9 @@ __all__ = [
     'Tensor',
     'aligned_native',
     'auto_cast',
+    'cached_property',
+    'cached_property_names',
+    'class_attribute',
     'common_backend',
     'dims_table',
     'dispatch',

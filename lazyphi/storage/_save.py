@@ -36,7 +36,7 @@ import numpy as np
 from .._errors import ManifestDamaged
 from ..backend import DType, backend_by_name, convert
 from ..math import Shape, ShapeDtype, Tensor, channel, data_fields, non_data_fields, tensor
-from ..math.kinds import Dense, is_cached_property
+from ..math.kinds import Dense, cached_property_names
 from ._chunks import chunk_writer, create_array, create_group, libc_function
 from ._disk import DiskArray, DiskTensor, read_selection
 from ._memory import current_load_backend, notify_loaded
@@ -291,7 +291,7 @@ class _Writer:
         cache = {}
         if self.include_cache:
             for name, value in getattr(obj, '__dict__', {}).items():
-                if isinstance(value, Tensor) and name not in fields and is_cached_property(cls, name):
+                if isinstance(value, Tensor) and name not in fields and name in cached_property_names(cls):
                     cache[name] = self.tensor(value, _join(location, name), f'{where}.{name}')
         return {'kind': 'dataclass', 'class': path, 'group': location, 'fields': fields, 'config': config,
                 'cache': cache}
