@@ -106,6 +106,10 @@ class Tensor:
         """Whether the values are in memory (False for tracers and data still on disk)."""
         return True
 
+    def _memory_bytes(self) -> int:
+        """Bytes the tensor holds in memory: its elements (see `element_bytes`); a kind holding less says so."""
+        return element_bytes(self.shape, self.dtype)
+
     def _dense(self) -> Dense:
         raise NotImplementedError(type(self).__name__)
 
@@ -307,6 +311,14 @@ class Tensor:
         """Shape, dtype and content: equal data gives equal Dask keys whatever its kind or backend."""
         dense = self._dense()
         return 'lazyphi.Tensor', dense._shape, str(dense.dtype), _content_hash(dense)
+
+
+def element_bytes(shape: Shape, dtype) -> int:
+    """Bytes of `shape.volume` elements of `dtype` (a DType or a Python type); 8 per object or string element.
+
+    A shape of unknown size has 0 bytes.
+    """
+    return (shape.volume or 0) * (DType.as_dtype(dtype).itemsize or 8)
 
 
 def _content_hash(dense: Dense) -> str:

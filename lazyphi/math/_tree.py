@@ -27,8 +27,8 @@ from typing import Any
 
 from ._fields import data_fields, field_names, non_data_fields
 from ._properties import cached_property_names
-from ._shape import Shape
-from ._tensor import Tensor
+from ._shape import Shape, ShapeDtype
+from ._tensor import Tensor, element_bytes
 
 _TREE_FORMS = 'a Tensor, a number, or a tuple, list, dict or dataclass instance holding those'
 _SELECTION_FORMS = ("a dict {dim: index, slice, label or index tensor}, a label str like 'x' or 'x,y', "
@@ -252,7 +252,24 @@ def tree_map(fn: Callable[[Any], Any], tree, leaf_types: type | tuple = Tensor):
     return map_trees(lambda leaves, path: fn(leaves[0]), [tree], leaf_types, None, 'tree_map')
 
 
-# --- shape ---------------------------------------------------------------------------------------
+def leaves(tree, leaf_types: type | tuple = Tensor) -> list:
+    """The leaves of `tree` (see `tree_map`) in traversal order: data fields of dataclasses, not cached values."""
+    found = []
+    tree_map(lambda leaf: found.append(leaf) or leaf, tree, leaf_types)
+    return found
+
+
+def memory_bytes(value) -> int:
+    """Bytes the tensors in `value` hold in memory: a Tensor, a `ShapeDtype` placeholder, or a tree of them.
+
+    A tensor counts its elements unless its kind holds less (a disk-backed tensor counts its
+    reference); a placeholder counts the elements it stands for; sizes not known count 0.
+    """
+    if isinstance(value, Tensor):
+        return value._memory_bytes()
+    if isinstance(value, ShapeDtype):
+        return element_bytes(value.shape, value.dtype)
+    return sum(memory_bytes(leaf) for leaf in leaves(value, (Tensor, ShapeDtype)))
 
 
 # --- transforming one tree -----------------------------------------------------------------------

@@ -56,10 +56,11 @@ from ._tensor import (
     auto_cast,
     common_backend,
     dispatch,
+    element_bytes,
     normalize_selection,
     read_only_native,
 )
-from ._tree import map_tensors, register_cache_check, tree_map
+from ._tree import leaves, map_tensors, memory_bytes, register_cache_check, tree_map
 
 __all__ = [
     'CACHED_PROPERTY_TYPES',
@@ -92,9 +93,12 @@ __all__ = [
     'common_backend',
     'dims_table',
     'dispatch',
+    'element_bytes',
     'expand_to',
     'is_cached_property',
+    'leaves',
     'map_tensors',
+    'memory_bytes',
     'normalize_selection',
     'parse_dim_spec',
     'read_only_native',
