@@ -31,6 +31,7 @@ from ._memory import MEMORY, current_load_backend, notify_loaded
 from ._results import ArraySpec, read_manifest, record_name, records_dir
 
 Selection = int | range | tuple  # of one stored axis: an index, a range of indices, or a tuple of indices
+REFERENCE_BYTES = 1024  # what a DiskTensor holds in memory, for memory accounting (Dask's sizeof)
 _RECORD_STATS_UP_TO = 16  # chunks checked by one stat each; more are checked against one directory listing
 
 
@@ -88,6 +89,10 @@ class DiskTensor(Tensor):
     def available(self) -> bool:
         """Whether the values are in the memory cache now (they are loaded on use otherwise)."""
         return MEMORY.holds(self._memory_key(self.backend))
+
+    def _memory_bytes(self) -> int:
+        """Its reference: the fields it pickles (a few hundred bytes), counted as 1 KiB; the values are on disk."""
+        return REFERENCE_BYTES
 
     def _dense(self) -> Dense:
         backend = self.backend
