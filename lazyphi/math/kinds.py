@@ -11,8 +11,10 @@ implementation; otherwise each kind present is asked through its class method
 marked `any_kind`, such as lazy expansion, whose implementation takes every kind as it is). A new
 kind subclasses `Tensor`, implements `shape`, `dtype`, `backend` and `_dense()` (and `available`
 if its data may be absent), and handles by category whatever it can serve better than
-materialising — so it takes part in operations written after it. `Expanded`, `Stacked` and
-`Joined` are the kinds of this layer; the disk-backed kind (storage) and the tracer are others.
+materialising — so it takes part in operations written after it. `Expanded`, `Stacked`,
+`Joined` and the `Tracer` (shapes and dtypes only, recording a replayable `Trace`; `trace_property`
+traces a cached property of an instance) are the kinds of this layer; the disk-backed kind
+(storage) is another.
 
 **Reductions.** `REDUCTIONS` says how each reduction behaves (under repetition, split into partial
 results and combined); kinds and the planner read it instead of keeping lists of their own.
@@ -60,7 +62,8 @@ from ._tensor import (
     normalize_selection,
     read_only_native,
 )
-from ._tree import leaves, map_tensors, memory_bytes, register_cache_check, tree_map
+from ._trace import PerElement, Trace, TraceAborted, Tracer
+from ._tree import leaves, map_tensors, memory_bytes, trace_property, tree_map
 
 __all__ = [
     'CACHED_PROPERTY_TYPES',
@@ -82,9 +85,13 @@ __all__ = [
     'Joined',
     'Op',
     'PartsKind',
+    'PerElement',
     'Reduction',
     'Stacked',
     'Tensor',
+    'Trace',
+    'TraceAborted',
+    'Tracer',
     'aligned_native',
     'auto_cast',
     'cached_property',
@@ -103,7 +110,6 @@ __all__ = [
     'parse_dim_spec',
     'read_only_native',
     'reduction_of',
-    'register_cache_check',
     'register_tensor_source',
     'resolve_dims',
     'resolved_annotations',
@@ -111,5 +117,6 @@ __all__ = [
     'stacked_shape',
     'tensor_html',
     'tensor_summary_html',
+    'trace_property',
     'tree_map',
 ]

@@ -6,11 +6,10 @@ Planning needs no Dask; `parallel_compute` and the engine load it on first use (
 
 import importlib
 
-from ..math.kinds import register_tensor_source
+from ..math.kinds import PerElement, Trace, TraceAborted, Tracer, register_tensor_source
 from ..storage import load_cache_as, on_load_into_memory, set_cache_ttl
 from ._plan import Block, Fallback, Plan, PropertyPlan, Stage, plan
 from ._property import INFER, MIXED, ParallelProperty, ParallelPropertyNotComputed, parallel_property
-from ._tracer import PerElement, Trace, TraceAborted, Tracer
 
 _LAZY = {'parallel_compute': 'lazyphi.parallel._engine', 'PropertyFailed': 'lazyphi.parallel._engine',
          'get_cache_files': 'lazyphi.storage'}  # names whose modules import Dask or Zarr

@@ -24,7 +24,7 @@ from ..dataclasses import cached_property_names
 from ..math import Tensor, batch, concat, config_fields, data_fields, stack
 from ..math import shape as tree_shape
 from ..math import slice as slice_
-from ..math.kinds import Joined, tree_map
+from ..math.kinds import Joined, Tracer, tree_map
 from ..storage import (
     ArraySpec,
     DiskTensor,
@@ -40,7 +40,6 @@ from ..storage import (
 from ._clients import client_of
 from ._plan import CHUNK_BYTES, Plan, Stage, _descriptor, _tensors, plan
 from ._schedulers import run_graph
-from ._tracer import Tracer
 
 FORMAT_VERSION = 1
 PRESLICE_BYTES = 2 ** 20  # a host value larger than this reaches the block tasks as one slice per block

@@ -9,7 +9,6 @@ renders as text and as HTML.
 
 from __future__ import annotations
 
-import copy
 import html
 import importlib
 import math as pymath
@@ -18,14 +17,13 @@ from dataclasses import dataclass, field
 
 from ..backend import DType
 from ..dataclasses import ALL, cached_property_names, direct_dependencies, is_cached_property
-from ..math import EMPTY_SHAPE, Shape, ShapeDtype, Tensor, batch, config_fields, data_fields
+from ..math import EMPTY_SHAPE, Shape, ShapeDtype, Tensor, batch, data_fields
 from ..math import shape as tree_shape
-from ..math.kinds import REDUCE, register_cache_check, resolve_dims, tree_map
+from ..math.kinds import REDUCE, Trace, Tracer, resolve_dims, trace_property, tree_map
 from ..storage import COMPRESSORS, check_cache_dir, parse_bytes
 from ._clients import worker_count
 from ._code import code_token
 from ._property import INFER, MIXED
-from ._tracer import PerElement, Trace, TraceAborted, Tracer, tracer_for
 
 # target size of one storage chunk: 16 and 32 MiB measured alike for whole reads and writes (bench_cache.py);
 # the smaller one resumes and reads slices at a finer grain
@@ -315,27 +313,6 @@ def _nbytes(placeholder: ShapeDtype) -> int:
     return (placeholder.shape.volume or 0) * DType.as_dtype(placeholder.dtype).itemsize
 
 
-def cache_stays_valid(instance, name: str, dims: tuple) -> bool:
-    """Whether the cached value of property `name` stays right when `instance` is transformed along `dims`.
-
-    True only when tracing proves the property mixes none of those dims (it is element-wise along
-    them); registered with the tree functions of lazyphi.math, which drop the value otherwise.
-    """
-    cls = type(instance)
-    present = frozenset(dims) & frozenset(tree_shape(instance).names)
-    if not present:
-        return True
-    try:
-        descriptor = _descriptor(cls, name)
-    except TypeError:
-        return False
-    trace, free, _ = _trace_property(instance, cls, name, descriptor, present, {}, None)
-    return trace.fallback is None and not free and not (trace.mixed & present)
-
-
-register_cache_check(cache_stays_valid)
-
-
 def _filter_repr(dims) -> str:
     return getattr(dims, '__name__', repr(dims))
 
@@ -380,7 +357,7 @@ def _plan_property(instance, cls: type, name: str, dims: Shape, plans: dict, cod
     if unsure:
         fallbacks.append(Fallback('dependency analysis', 'the code may read any field (self escapes the analysis); '
                                   'all fields are sent to its tasks'))
-    trace, free, reason = _trace_property(instance, cls, name, descriptor, parallel, plans, code)
+    trace, free, reason = _trace_property(instance, name, parallel, plans, code)
     if trace.fallback is not None:
         fallbacks.append(Fallback(*trace.fallback))
     if declared is INFER or declared is MIXED:
@@ -419,112 +396,21 @@ def _descriptor(cls: type, name: str):
     raise TypeError(f'{cls.__name__} has no property {name!r}')
 
 
-def _trace_property(instance, cls, name, descriptor, parallel: frozenset, plans: dict, code: tuple | None):
-    """Trace a property (cached per class, property, parallel dims, input shapes and dtypes and `code`).
+def _trace_property(instance, name: str, parallel: frozenset, plans: dict, code: tuple) -> tuple:
+    """Trace a property on the whole instance, then element-wise along the dims a data conversion proved free.
 
-    `code` is the class's `code_token`, so that a helper function redefined in a notebook is traced
-    again; None where a stale trace can do no harm (checking cached values that old code computed).
     Returns (trace, free dims, reason for per-element evaluation or None).
     """
-    key = (cls, name, parallel, code, _signature(instance, cls, plans))
-    if key not in _TRACES:
-        if len(_TRACES) >= _TRACE_CACHE_SIZE:
-            _TRACES.pop(next(iter(_TRACES)))
-        _TRACES[key] = _run_trace(instance, cls, descriptor, parallel, plans)
-    return _TRACES[key]
-
-
-_TRACES: dict = {}
-_TRACE_CACHE_SIZE = 512
-
-
-def _signature(instance, cls: type, plans: dict) -> tuple:
-    """Shapes and dtypes of everything a trace reads: data fields, cached values and planned outputs."""
-    def describe(value):
-        found = []
-        tree_map(lambda t: found.append((t.shape, t.dtype)) or t, value)
-        return tuple(found)
-    cached = cached_property_names(cls)
-    fields = tuple((f.name, describe(getattr(instance, f.name))) for f in data_fields(instance))
-    values = tuple((n, describe(v)) for n, v in instance.__dict__.items() if n in cached)
-    planned = tuple((n, _describe_output(p.output)) for n, p in plans.items())
-    config = tuple((f.name, _hashable(getattr(instance, f.name))) for f in config_fields(instance))
-    return fields, values, planned, config
-
-
-def _hashable(value):
-    try:
-        hash(value)
-        return value
-    except TypeError:
-        return repr(value)
-
-
-def _run_trace(instance, cls, descriptor, parallel: frozenset, plans: dict):
-    """Trace on the whole instance, then element-wise along the dims a data-dependent conversion proved free."""
+    stand_ins = {n: p.output for n, p in plans.items() if p.output is not None}
     free = frozenset()
     reason = None
-    func = descriptor.func
-    for _ in range(len(parallel) + 1):
-        trace = Trace(parallel - free)
-        try:
-            traced = _traced_instance(instance, cls, trace, free, plans)
-            trace.output = func(traced)
+    while True:
+        trace = trace_property(instance, name, parallel, free, stand_ins, code)
+        if trace.per_element is None:
             return trace, free, reason
-        except PerElement as signal:
-            free |= signal.dims
-            reason = f'{signal.operation} of a value with {sorted(signal.dims)} proves element-wise evaluation'
-        except TraceAborted as abort:
-            trace.fallback = (abort.operation, abort.reason)
-            return trace, free, reason
-        except Exception as err:
-            trace.fallback = (type(err).__name__, f'{err} (raised by the property while tracing)')
-            return trace, free, reason
-    return trace, free, reason
-
-
-def _traced_instance(instance, cls: type, trace: Trace, free: frozenset, plans: dict):
-    """A shallow copy of `instance` whose tensors are tracers of `trace` (without the dims in `free`)."""
-    clone = copy.copy(instance)
-    for n in cached_property_names(cls):
-        clone.__dict__.pop(n, None)
-
-    def tracers(value, origin: str, name: str):
-        leaf = iter(range(1 << 30))
-
-        def to_tracer(t: Tensor) -> Tracer:
-            if free & set(t.shape.names):
-                t = _Abstract(t.shape.without(tuple(free)), t.dtype)
-            return tracer_for(trace, t, (origin, name, next(leaf)))
-        return tree_map(to_tracer, value, leaf_types=(Tensor, _Abstract))
-    for f in data_fields(instance):
-        object.__setattr__(clone, f.name, tracers(getattr(instance, f.name), 'field', f.name))
-    for n, value in instance.__dict__.items():
-        if n in cached_property_names(cls):
-            clone.__dict__[n] = tracers(value, 'cached', n)
-    for n, p in plans.items():
-        if p.output is not None:
-            clone.__dict__[n] = tracers(_placeholders_to_abstract(p.output, free), 'cached', n)
-    return clone
-
-
-class _Abstract:
-    """Shape and dtype of a value, for making tracers."""
-
-    def __init__(self, shape: Shape, dtype):
-        self.shape = shape
-        self.dtype = dtype
-
-
-def _placeholders_to_abstract(output, free: frozenset):
-    """`ShapeDtype` placeholders as tensor-like stand-ins (without the dims in `free`) that tree_map visits."""
-    if isinstance(output, ShapeDtype):
-        return _Abstract(output.shape.without(tuple(free)), DType.as_dtype(output.dtype))
-    if isinstance(output, (tuple, list)):
-        return type(output)(_placeholders_to_abstract(o, free) for o in output)
-    if isinstance(output, dict):
-        return {k: _placeholders_to_abstract(v, free) for k, v in output.items()}
-    return output
+        operation, dims = trace.per_element
+        free |= dims
+        reason = f'{operation} of a value with {sorted(dims)} proves element-wise evaluation'
 
 
 def _output_placeholders(trace: Trace, free: frozenset, dims: Shape):
