@@ -62,7 +62,7 @@ from ._tensor import (
     normalize_selection,
     read_only_native,
 )
-from ._trace import PerElement, Trace, TraceAborted, Tracer
+from ._trace import PerElement, Trace, TraceAborted, Tracer, tracer_for
 from ._tree import leaves, map_tensors, memory_bytes, trace_property, tree_map
 
 __all__ = [
@@ -118,5 +118,6 @@ __all__ = [
     'tensor_html',
     'tensor_summary_html',
     'trace_property',
+    'tracer_for',
     'tree_map',
 ]
