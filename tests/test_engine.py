@@ -308,12 +308,13 @@ def _big_input():
 def test_large_host_values_reach_each_block_as_its_own_slice():
     w = _big_input()
     p = plan(w, [Weighted.weighted], max_workers=2, block_size=4)
-    from lazyphi.parallel._engine import PRESLICE_BYTES, compiled, host_bytes
+    from lazyphi.math.kinds import memory_bytes
+    from lazyphi.parallel._graph import PRESLICE_BYTES, compiled
 
-    assert host_bytes(w.data) > PRESLICE_BYTES >= host_bytes(w.weights)
+    assert memory_bytes(w.data) > PRESLICE_BYTES >= memory_bytes(w.weights)
     nodes = compiled(p).graph
     big_weights = Weighted(w.data, math.expand(w.weights, spatial(z=16)) * 1.0)  # large, but without the block dim
-    assert host_bytes(big_weights.weights) > PRESLICE_BYTES
+    assert memory_bytes(big_weights.weights) > PRESLICE_BYTES
     shared = compiled(plan(big_weights, [Weighted.weighted], block_size=4)).graph
     assert sum('field-weights-' in str(k) for k in shared) == 1
     data_nodes = {k: v.value for k, v in nodes.items() if type(v).__name__ == 'DataNode'}

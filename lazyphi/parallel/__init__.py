@@ -11,7 +11,7 @@ from ..storage import load_cache_as, on_load_into_memory, set_cache_ttl
 from ._plan import Block, Fallback, Plan, PropertyPlan, Stage, plan
 from ._property import INFER, MIXED, ParallelProperty, ParallelPropertyNotComputed, parallel_property
 
-_LAZY = {'parallel_compute': 'lazyphi.parallel._engine', 'PropertyFailed': 'lazyphi.parallel._engine',
+_LAZY = {'parallel_compute': 'lazyphi.parallel._compute', 'PropertyFailed': 'lazyphi.parallel._engine',
          'get_cache_files': 'lazyphi.storage'}  # names whose modules import Dask or Zarr
 
 # math.tensor(dask_array) makes a DaskTensor, which needs Dask: this layer's module, imported on the first one

@@ -15,11 +15,20 @@ import math as pymath
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..backend import DType
-from ..dataclasses import ALL, cached_property_names, direct_dependencies, is_cached_property
+from ..dataclasses import ALL, cached_property_names, direct_dependencies
 from ..math import EMPTY_SHAPE, Shape, ShapeDtype, Tensor, batch, data_fields
 from ..math import shape as tree_shape
-from ..math.kinds import REDUCE, Trace, Tracer, resolve_dims, trace_property, tree_map
+from ..math.kinds import (
+    REDUCE,
+    Trace,
+    Tracer,
+    class_attribute,
+    is_cached_property,
+    leaves,
+    memory_bytes,
+    resolve_dims,
+    trace_property,
+)
 from ..storage import COMPRESSORS, check_cache_dir, parse_bytes
 from ._clients import worker_count
 from ._code import code_token
@@ -115,6 +124,7 @@ class Plan:
     cache_dir: str | None = None
     keep_intermediate: bool = False
     instance: object = field(default=None, repr=False)
+    field_names: tuple = ()  # the instance's data fields, found once per plan
     code: tuple = ()  # code_token of the class when planned
     compressor: str | None = None  # codec of the arrays a new disk-cache result is created with
     elapsed: float | None = None  # seconds the run took, once it ran
@@ -122,28 +132,28 @@ class Plan:
 
     # --- the Dask collection protocol: dask.compute(plan), dask.persist(plan), Client.compute(plan) ---
     def __dask_graph__(self):
-        return _engine().compiled(self).graph
+        return _graph().compiled(self).graph
 
     def __dask_keys__(self):
-        return [_engine().compiled(self).result_key]
+        return [_graph().compiled(self).result_key]
 
     def __dask_layers__(self):
-        return (_engine().compiled(self).result_key,)
+        return (_graph().compiled(self).result_key,)
 
     def __dask_tokenize__(self):
-        return _engine().compiled(self).token
+        return _graph().compiled(self).token
 
     __dask_optimize__ = None  # the graph is built final: no Dask optimisation pass
 
     def __dask_postcompute__(self):
-        return _engine().finish, (self,)
+        return _graph().finish, (self,)
 
     def __dask_postpersist__(self):
-        return _engine().rebuild, (self,)
+        return _graph().rebuild, (self,)
 
     @staticmethod
     def __dask_scheduler__(graph, keys, **kwargs):
-        return _engine().default_get(graph, keys, **kwargs)
+        return _graph().default_get(graph, keys, **kwargs)
 
     @property
     def properties(self) -> dict:
@@ -197,9 +207,13 @@ class Plan:
                 f'<table><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>')
 
 
-def _engine():
-    """The Dask engine, imported on first use so that planning never loads Dask."""
-    return importlib.import_module('lazyphi.parallel._engine')
+def _graph():
+    """The module building a plan's Dask graph (`_graph.py`), for `Plan`'s Dask collection protocol.
+
+    The one lazy import of lazyphi.parallel: planning must not load Dask, while a plan handed to
+    Dask needs its graph. `_graph.py` never imports this module, so this is no import cycle.
+    """
+    return importlib.import_module('lazyphi.parallel._graph')
 
 
 def _block_sizes(blocks: Sequence[Block]) -> str:
@@ -231,7 +245,7 @@ def property_name(prop) -> str:
 
 def plan(instance, properties: Sequence, parallel_dims=batch, max_workers: int | None = None,
          memory_limit: float | None = None, cache_dir: str | None = None, keep_intermediate: bool = False, *,
-         scheduler=None, block_size: int | None = None, progress=None, chunk_bytes: int = CHUNK_BYTES,
+         scheduler=None, block_size: int | None = None, chunk_bytes: int = CHUNK_BYTES,
          compressor: str | None = None) -> Plan:
     """Decide how `parallel_compute` with the same arguments would compute `properties`; runs nothing.
 
@@ -270,19 +284,19 @@ def plan(instance, properties: Sequence, parallel_dims=batch, max_workers: int |
     if not dims:
         notes.append(f'the instance has no dims matching parallel_dims={_filter_repr(parallel_dims)} '
                      f'(its shape is {instance_shape}): everything runs on the host')
-    order = _dependency_order(instance, cls, names)
+    field_names = tuple(f.name for f in data_fields(instance))
+    reads = _dependency_order(cls, names, frozenset(field_names))
     code = code_token(cls)
-    done = tuple(n for n in order if n in instance.__dict__)
+    done = tuple(n for n in reads if n in instance.__dict__)
     plans: dict[str, PropertyPlan] = {}
-    for name in order:
+    for name, read in reads.items():
         if name not in done:
-            plans[name] = _plan_property(instance, cls, name, dims, plans, code)
-    stages = _stages(instance, [plans[n] for n in order if n in plans], dims, workers, block_size, memory_limit,
-                     chunk_bytes)
+            plans[name] = _plan_property(instance, cls, name, read, dims, instance_shape, plans, code)
+    stages = _stages(instance, list(plans.values()), dims, workers, block_size, memory_limit, chunk_bytes)
     if cache_dir is not None:
         _choose_disk_outputs(plans, names, memory_limit, notes)
     return Plan(cls, names, dims, stages, done, notes, workers, block_size, memory_limit, cache_dir,
-                keep_intermediate, instance, code=code, compressor=compressor)
+                keep_intermediate, instance, field_names, code=code, compressor=compressor)
 
 
 def _choose_disk_outputs(plans: dict, requested: tuple, memory_limit, notes: list) -> None:
@@ -299,7 +313,7 @@ def _choose_disk_outputs(plans: dict, requested: tuple, memory_limit, notes: lis
             storable[n].disk = True
     if memory_limit is None:
         return
-    sizes = {n: _nbytes(p.output) for n, p in storable.items()}
+    sizes = {n: memory_bytes(p.output) for n, p in storable.items()}
     in_memory = sum(sizes[n] for n, p in storable.items() if not p.disk)
     for n in sorted(sizes, key=lambda k: -sizes[k]):
         if in_memory <= memory_limit:
@@ -309,27 +323,31 @@ def _choose_disk_outputs(plans: dict, requested: tuple, memory_limit, notes: lis
             in_memory -= sizes[n]
 
 
-def _nbytes(placeholder: ShapeDtype) -> int:
-    return (placeholder.shape.volume or 0) * DType.as_dtype(placeholder.dtype).itemsize
-
-
 def _filter_repr(dims) -> str:
     return getattr(dims, '__name__', repr(dims))
 
 
-def _reads(cls: type, name: str, field_names: frozenset) -> tuple[frozenset, frozenset, bool]:
-    """(data fields read, cached properties read, unsure) for one property."""
+class _Reads:
+    """What one property reads: data fields, other cached properties, and whether the analysis was unsure."""
+
+    def __init__(self, fields: frozenset, cached: frozenset, unsure: bool):
+        self.fields = fields
+        self.cached = cached
+        self.unsure = unsure
+
+
+def _reads(cls: type, name: str, field_names: frozenset) -> _Reads:
     deps = direct_dependencies(cls, name)
     if deps is ALL:
-        return field_names, frozenset(), True
+        return _Reads(field_names, frozenset(), True)
     cached = frozenset(deps.cached) & frozenset(cached_property_names(cls))
-    return frozenset(deps.attributes) & field_names, cached, False
+    return _Reads(frozenset(deps.attributes) & field_names, cached, False)
 
 
-def _dependency_order(instance, cls: type, names: tuple) -> list:
-    """The requested properties and every cached property they read, dependencies first."""
-    field_names = frozenset(f.name for f in data_fields(instance))
-    order, visiting = [], set()
+def _dependency_order(cls: type, names: tuple, field_names: frozenset) -> dict:
+    """{name: what it reads} of the requested properties and every cached property they read, dependencies first."""
+    order: dict[str, _Reads] = {}
+    visiting = set()
 
     def visit(n):
         if n in order:
@@ -337,24 +355,24 @@ def _dependency_order(instance, cls: type, names: tuple) -> list:
         if n in visiting:
             raise ValueError(f'The cached properties of {cls.__name__} read each other in a cycle through {n!r}')
         visiting.add(n)
-        for dep in sorted(_reads(cls, n, field_names)[1]):
+        read = _reads(cls, n, field_names)
+        for dep in sorted(read.cached):
             visit(dep)
         visiting.discard(n)
-        order.append(n)
+        order[n] = read
     for n in names:
         visit(n)
     return order
 
 
-def _plan_property(instance, cls: type, name: str, dims: Shape, plans: dict, code: tuple) -> PropertyPlan:
-    descriptor = _descriptor(cls, name)
-    field_names = frozenset(f.name for f in data_fields(instance))
-    fields, cached, unsure = _reads(cls, name, field_names)
+def _plan_property(instance, cls: type, name: str, read: _Reads, dims: Shape, instance_shape: Shape, plans: dict,
+                   code: tuple) -> PropertyPlan:
+    descriptor = class_attribute(cls, name)[1]
     parallel = frozenset(dims.names)
     declared = getattr(descriptor, 'requires', INFER)
     out = getattr(descriptor, 'out', INFER)
     fallbacks = []
-    if unsure:
+    if read.unsure:
         fallbacks.append(Fallback('dependency analysis', 'the code may read any field (self escapes the analysis); '
                                   'all fields are sent to its tasks'))
     trace, free, reason = _trace_property(instance, name, parallel, plans, code)
@@ -366,7 +384,7 @@ def _plan_property(instance, cls: type, name: str, dims: Shape, plans: dict, cod
         else:
             requires = trace.requires
     else:
-        requires = frozenset(resolve_dims(declared, tree_shape(instance))) & parallel
+        requires = frozenset(resolve_dims(declared, instance_shape)) & parallel
         if trace.fallback is None:
             requires |= trace.requires & (parallel - free)
     split = parallel - requires
@@ -386,14 +404,8 @@ def _plan_property(instance, cls: type, name: str, dims: Shape, plans: dict, cod
         elif partials:
             mode, requires = 'mixed', frozenset()
     output = out if out is not INFER else _output_placeholders(trace, free, dims)
-    return PropertyPlan(name, requires, mode, output, fields, cached, tuple(fallbacks), reason, trace, partials)
-
-
-def _descriptor(cls: type, name: str):
-    for klass in cls.__mro__:
-        if name in vars(klass):
-            return vars(klass)[name]
-    raise TypeError(f'{cls.__name__} has no property {name!r}')
+    return PropertyPlan(name, requires, mode, output, read.fields, read.cached, tuple(fallbacks), reason, trace,
+                        partials)
 
 
 def _trace_property(instance, name: str, parallel: frozenset, plans: dict, code: tuple) -> tuple:
@@ -448,9 +460,7 @@ def _mixed_partials(trace: Trace, parallel: frozenset):
             per_block.append(False)
         else:
             per_block.append(upstream or not node.inputs)
-    outputs = []
-    tree_map(lambda t: outputs.append(t) or t, trace.output, leaf_types=Tracer)
-    if any(per_block[t._node] for t in outputs):
+    if any(per_block[t._node] for t in leaves(trace.output, Tracer)):
         return None
     return tuple(partials)
 
@@ -508,31 +518,8 @@ def _bytes_per_element(stage: Stage, instance, dim: str, n: int) -> int:
     """Bytes of the stage's outputs per element along `dim` (inputs when outputs are unknown)."""
     total = 0
     for p in stage.properties:
-        leaves = _leaves(p.output) if p.output is not None else []
-        if not leaves:
-            leaves = [ShapeDtype(t.shape, t.dtype) for f in p.fields
-                      for t in _tensors(getattr(instance, f))]
-        for leaf in leaves:
-            volume = leaf.shape.volume or 1
-            itemsize = getattr(leaf.dtype, 'itemsize', 4) or 4
-            total += volume * itemsize // (n if dim in leaf.shape.names else 1)
+        found = leaves(p.output, ShapeDtype) if p.output is not None else []
+        if not found:
+            found = [ShapeDtype(t.shape, t.dtype) for f in p.fields for t in leaves(getattr(instance, f))]
+        total += sum(memory_bytes(leaf) // (n if dim in leaf.shape.names else 1) for leaf in found)
     return max(total, 1)
-
-
-def _leaves(output) -> list:
-    if isinstance(output, ShapeDtype):
-        return [output]
-    if isinstance(output, (tuple, list)):
-        return [leaf for o in output for leaf in _leaves(o)]
-    if isinstance(output, dict):
-        return [leaf for o in output.values() for leaf in _leaves(o)]
-    return []
-
-
-def _tensors(value) -> list:
-    found = []
-    tree_map(lambda t: found.append(t) or t, value)
-    return found
-
-
-
