@@ -158,7 +158,8 @@ def test_failure_names_property_and_block():
             raise ValueError('bad input')
 
     f = Failing(math.random_normal(batch(b=8)))
-    with pytest.raises(PropertyFailed, match=r"Failing.broken raised ValueError on block b\[0:\d\]: bad input") as info:
+    with pytest.raises(PropertyFailed, match=r"Failing.broken raised ValueError on element b=(\d) of block "
+                                             r"b\[\d:\d\]: bad input") as info:
         parallel_compute(f, [Failing.broken], scheduler='sync', progress=False)
     assert 'Original traceback' in str(info.value) and "raise ValueError('bad input')" in str(info.value)
     assert 'broken' not in f.__dict__

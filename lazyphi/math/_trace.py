@@ -49,6 +49,10 @@ class TraceAborted(Exception):
         self.reason = reason
 
 
+class DataNeeded(TraceAborted):
+    """The traced code converts a value without parallel dims to Python data: only the data can tell what follows."""
+
+
 class PerElement(Exception):
     """A data-dependent conversion of a value carrying parallel dims: the code runs element by element along them."""
 
@@ -79,6 +83,7 @@ class Trace:
     output: object = None  # the returned tree, with tracers standing for node outputs
     per_element: tuple | None = None  # (operation, dims) when a conversion of a value with parallel dims ended it
     fallback: tuple | None = None  # (operation, reason) when the trace was aborted
+    needs_data: bool = False  # it was aborted by a conversion to Python data (not by an unknown operation)
 
     @property
     def complete(self) -> bool:
@@ -176,7 +181,7 @@ class Tracer(Tensor):
         dims = self._parallel_dims()
         if dims:
             return PerElement(what, dims)
-        return TraceAborted(what, f'needs the data of a value of shape {self._shape}, which tracing does not have')
+        return DataNeeded(what, f'needs the data of a value of shape {self._shape}, which tracing does not have')
 
     def __reduce__(self):  # MIXED plans send their traces, outputs included, to worker processes
         return Tracer, (self._trace, self._node, self._shape, self._dtype)

@@ -38,7 +38,7 @@ from ._fields import config_fields, data_fields, field_names, non_data_fields
 from ._properties import cached_property_names, class_attribute
 from ._shape import Shape, ShapeDtype
 from ._tensor import Tensor, element_bytes
-from ._trace import PerElement, Trace, TraceAborted, tracer_for
+from ._trace import DataNeeded, PerElement, Trace, TraceAborted, tracer_for
 
 _TREE_FORMS = 'a Tensor, a number, or a tuple, list, dict or dataclass instance holding those'
 _SELECTION_FORMS = ("a dict {dim: index, slice, label or index tensor}, a label str like 'x' or 'x,y', "
@@ -345,6 +345,7 @@ def _run_trace(instance, func: Callable, parallel_dims: frozenset, free: frozens
         trace.per_element = (signal.operation, signal.dims)
     except TraceAborted as abort:
         trace.fallback = (abort.operation, abort.reason)
+        trace.needs_data = isinstance(abort, DataNeeded)
     except Exception as err:  # user code failing on tracers: the trace says so, the caller decides
         trace.fallback = (type(err).__name__, f'{err} (raised by the property while tracing)')
     finally:

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import itertools
+import math as pymath
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from .. import math
 from ..backend import backend_by_name, precision
-from ..math import Tensor, batch, concat, stack
+from ..math import Tensor, batch, concat, merge_shapes, stack, unstack
 from ..math import shape as tree_shape
 from ..math import slice as slice_
 from ..math.kinds import Joined, Trace, Tracer, class_attribute, leaves, tree_map
@@ -98,15 +100,13 @@ def run_stage(template, stage: StageTask, block: BlockRange | None, *values) -> 
                 _on_disk(q.disk, q.name, block) for q in stage.properties):
             return {q.name: _disk_result(q.disk, q.name, block) for q in stage.properties}
         instance = copy.copy(template)
-        n_fields = len(stage.fields)
-        for i, name in enumerate((*stage.fields, *stage.cached)):
-            value = values[i]
-            if name in stage.sliced:
-                value = block.cut(value)
-            if i < n_fields:
-                object.__setattr__(instance, name, value)
-            else:
-                instance.__dict__[name] = value
+        inputs = {}  # name -> value of every field and cached value the properties of the stage may read
+        for name, value in zip((*stage.fields, *stage.cached), values, strict=True):
+            inputs[name] = block.cut(value) if name in stage.sliced else value
+        for name in stage.fields:
+            object.__setattr__(instance, name, inputs[name])
+        for name in stage.cached:
+            instance.__dict__[name] = inputs[name]
         results = {}
         for q in stage.properties:
             func = class_attribute(type(instance), q.name)[1].func
@@ -114,14 +114,18 @@ def run_stage(template, stage: StageTask, block: BlockRange | None, *values) -> 
                 if q.mode == 'mixed':
                     value = _partials(q.trace, q.partials, instance)
                 elif q.mode == 'element' and stage.split:
-                    value = _per_element(func, instance, stage.split)
+                    value = _per_element(func, instance, inputs, frozenset(stage.fields), stage.split)
                 else:
                     value = func(instance)
+            except _ElementFailed as failed:
+                element = ', '.join(f'{d}={i + (block.start if block is not None and d == block.dim else 0)}'
+                                    for d, i in failed.element.items())
+                raise _failure(template, q.name, f'on element {element} of {_where(block)[3:]}',
+                               failed.error) from failed.error
             except Exception as err:
-                where = 'on the host' if block is None else f'on block {block}'
-                raise PropertyFailed(f'{type(template).__name__}.{q.name} raised {type(err).__name__} {where}: {err}\n'
-                                     f'Original traceback:\n{traceback.format_exc()}') from err
+                raise _failure(template, q.name, _where(block), err) from err
             instance.__dict__[q.name] = value
+            inputs[q.name] = value
             if q.disk is not None:
                 written = _written_range(q.disk, q.name, block)
                 write_block(q.disk, q.name, value, written.dim, written.start, written.stop)
@@ -149,14 +153,85 @@ def _disk_result(group: str, name: str, block: BlockRange | None):
     return disk_tensor(group, name, {block.dim: slice(block.start, block.stop)})
 
 
-def _per_element(func: Callable, instance, dims: tuple):
-    """Evaluate `func` on each element along `dims` (instances without those dims) and stack the results."""
-    dim = tree_shape(instance)[dims[0]]
+def _where(block: BlockRange | None) -> str:
+    return 'on the host' if block is None else f'on block {block}'
+
+
+def _failure(template, name: str, where: str, err: Exception) -> PropertyFailed:
+    tb = ''.join(traceback.format_exception(err))
+    return PropertyFailed(f'{type(template).__name__}.{name} raised {type(err).__name__} {where}: {err}\n'
+                          f'Original traceback:\n{tb}')
+
+
+class _ElementFailed(Exception):
+    """A property raised on one element of a block; `element` names it ({dim: index}), `error` is what it raised."""
+
+    def __init__(self, element: dict, error: Exception):
+        super().__init__(element, error)
+        self.element = element
+        self.error = error
+
+
+def _per_element(func: Callable, instance, inputs: dict, fields: frozenset, dims: tuple):
+    """Evaluate `func` on each element along `dims` and stack what it gives.
+
+    An element is a copy of `instance` holding, of each input (`inputs`: name -> value of a field or
+    cached value), its slice at that element; inputs without those dims are shared by all elements.
+    """
+    shape = merge_shapes(*[tree_shape(v) for v in inputs.values()]).only(dims)
+    names = shape.names
+    cut = {}  # name -> (slices of the input, the position in `names` and the stride of each dim it has)
+    for name, value in inputs.items():
+        own = tree_shape(value)
+        present = tuple(n for n in own.names if n in names)
+        if present:
+            strides = [pymath.prod(own.get_size(m) for m in present[i + 1:]) for i in range(len(present))]
+            cut[name] = (unstack(value, present), tuple(zip([names.index(n) for n in present], strides, strict=True)))
+    cls = type(instance)
+    state = instance.__dict__
+    plain = _state_in_dict(cls)
     parts = []
-    for i in range(dim.size):
-        element = slice_(instance, {dim.name: i})
-        parts.append(_per_element(func, element, dims[1:]) if len(dims) > 1 else func(element))
-    return stack(parts, dim)
+    for index in itertools.product(*[range(s) for s in shape.sizes]):
+        element = {name: slices[sum(index[i] * stride for i, stride in positions)]
+                   for name, (slices, positions) in cut.items()}
+        if plain:  # the instance's whole state lives in its __dict__: make the element's directly (fast)
+            obj = object.__new__(cls)
+            object.__setattr__(obj, '__dict__', {**state, **element})
+        else:
+            obj = copy.copy(instance)
+            for name, value in element.items():
+                if name in fields:
+                    object.__setattr__(obj, name, value)
+                else:
+                    obj.__dict__[name] = value
+        try:
+            parts.append(func(obj))
+        except Exception as err:
+            raise _ElementFailed(dict(zip(names, index, strict=True)), err) from err
+    return _stack_parts(parts, shape)
+
+
+def _state_in_dict(cls: type) -> bool:
+    """Whether instances of `cls` keep all their attributes in `__dict__` (no class along the MRO has `__slots__`)."""
+    return not any(vars(klass).get('__slots__') for klass in cls.__mro__[:-1])
+
+
+def _stack_parts(parts: list, shape) -> object:
+    """Stack the values of the elements (in row-major order over `shape`) along the dims of `shape`."""
+    for name in reversed(shape.names):  # innermost dim first
+        dim = shape[name]
+        n = dim.size
+        parts = [_stack_one(parts[i:i + n], dim) for i in range(0, len(parts), n)]
+    return parts[0]
+
+
+def _stack_one(values: list, dim) -> object:
+    if all(type(v) in _PLAIN_NUMBERS for v in values):  # numbers: one array, not one tensor each
+        return math.tensor(values, dim)
+    return stack(values, dim)
+
+
+_PLAIN_NUMBERS = frozenset({float, int, complex, bool})
 
 
 def _partials(trace, partials: tuple, instance) -> dict:

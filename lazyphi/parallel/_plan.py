@@ -71,6 +71,10 @@ class PropertyPlan:
     trace: Trace | None = field(default=None, repr=False)
     partials: tuple = ()  # MIXED: (node index, combine op) of the reductions split across blocks
     disk: bool = False  # the output is written to the Zarr cache and comes back as a disk-backed tensor
+    # what properties reading this one see when they are traced: `output` where known, else an assumption
+    # (see `_stand_in`) good for finding the dims they mix but not for their outputs' shapes and dtypes
+    stand_in: object = field(default=None, repr=False)
+    assumed: bool = False
 
 
 @dataclass
@@ -376,7 +380,9 @@ def _plan_property(instance, cls: type, name: str, read: _Reads, dims: Shape, in
         fallbacks.append(Fallback('dependency analysis', 'the code may read any field (self escapes the analysis); '
                                   'all fields are sent to its tasks'))
     trace, free, reason = _trace_property(instance, name, parallel, plans, code)
-    if trace.fallback is not None:
+    if free and trace.needs_data:  # per element, and what an element gives depends on its data: nothing went wrong
+        reason += '; what an element gives is known once computed'
+    elif trace.fallback is not None:
         fallbacks.append(Fallback(*trace.fallback))
     if declared is INFER or declared is MIXED:
         if trace.fallback is not None:
@@ -403,17 +409,23 @@ def _plan_property(instance, cls: type, name: str, read: _Reads, dims: Shape, in
             partials = ()
         elif partials:
             mode, requires = 'mixed', frozenset()
-    output = out if out is not INFER else _output_placeholders(trace, free, dims)
+    reads = plans if read.unsure else {d: plans[d] for d in read.cached if d in plans}
+    on_assumptions = any(p.assumed for p in reads.values())  # then the trace is right about dims, not outputs
+    traced = _output_placeholders(trace, free, dims)
+    output = out if out is not INFER else None if on_assumptions else traced
+    # unknown: every parallel dim, so that properties reading it keep whole whatever it might mix
+    stand_in = output if output is not None else traced if traced is not None else ShapeDtype(dims, float)
     return PropertyPlan(name, requires, mode, output, read.fields, read.cached, tuple(fallbacks), reason, trace,
-                        partials)
+                        partials, stand_in=stand_in, assumed=output is None)
 
 
 def _trace_property(instance, name: str, parallel: frozenset, plans: dict, code: tuple) -> tuple:
     """Trace a property on the whole instance, then element-wise along the dims a data conversion proved free.
 
+    The properties planned before it stand in for their values (see `PropertyPlan.stand_in`).
     Returns (trace, free dims, reason for per-element evaluation or None).
     """
-    stand_ins = {n: p.output for n, p in plans.items() if p.output is not None}
+    stand_ins = {n: p.stand_in for n, p in plans.items()}
     free = frozenset()
     reason = None
     while True:
