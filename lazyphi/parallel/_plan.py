@@ -175,8 +175,9 @@ class Plan:
             lines.append(f'  already cached: {", ".join(self.done)}')
         for s in self.stages:
             where = 'host' if s.host else f'split along {s.split_dims}'
+            chunks = f' (disk chunks of {s.chunk_size})' if any(p.disk for p in s.properties) else ''
             blocks = '' if s.host else (f', {len(s.blocks)} blocks of {_block_sizes(s.blocks)} along '
-                                        f'{s.block_dim!r} (chunks of {s.chunk_size})')
+                                        f'{s.block_dim!r}{chunks}')
             lines.append(f'  stage {s.index}: {where}{blocks}{", then combine on host" if s.combine else ""}')
             lines.append(f'    reads fields {sorted(s.fields)}' + (f' and cached {sorted(s.cached_inputs)}'
                                                                      if s.cached_inputs else ''))
@@ -296,9 +297,9 @@ def plan(instance, properties: Sequence, parallel_dims=batch, max_workers: int |
     for name, read in reads.items():
         if name not in done:
             plans[name] = _plan_property(instance, cls, name, read, dims, instance_shape, plans, code)
-    stages = _stages(instance, list(plans.values()), dims, workers, block_size, memory_limit, chunk_bytes)
     if cache_dir is not None:
         _choose_disk_outputs(plans, names, memory_limit, notes)
+    stages = _stages(instance, list(plans.values()), dims, workers, block_size, memory_limit, chunk_bytes)
     return Plan(cls, names, dims, stages, done, notes, workers, block_size, memory_limit, cache_dir,
                 keep_intermediate, instance, field_names, code=code, compressor=compressor)
 
@@ -503,24 +504,28 @@ def _stages(instance, props: list, dims: Shape, workers: int, block_size, memory
 
 
 def _cut_blocks(stage: Stage, instance, workers: int, block_size, memory_limit, chunk_bytes: int) -> None:
-    """Cut the stage into blocks of whole chunks of about `chunk_bytes` along its largest split dim.
+    """Cut the stage into blocks along its largest split dim, at least one per worker where it has the elements.
 
-    Two blocks per worker, unless a block's outputs would exceed `BLOCK_BYTES` (or the memory limit
-    shared by the workers): then more, smaller blocks.
+    The chunk grid comes from the data alone, so that another run (other workers) finds the same chunks:
+    chunks of about `chunk_bytes` of output, but at least `MIN_CHUNKS` of them (every element its own
+    chunk on a dim shorter than that). Blocks of a stage that writes to disk are whole chunks (no two tasks
+    write one chunk); other blocks are any range of elements. Two blocks per worker, unless a block's
+    outputs would exceed `BLOCK_BYTES` (or the memory limit shared by the workers): then more, smaller ones.
     """
     dim = max(stage.split_dims.names, key=lambda n: (stage.split_dims.get_size(n), n))
     n = stage.split_dims.get_size(dim)
     per_element = _bytes_per_element(stage, instance, dim, n)
-    chunk = max(1, min(chunk_bytes // max(per_element, 1), pymath.ceil(n / MIN_CHUNKS) if n >= MIN_CHUNKS else n))
+    chunk = max(1, min(chunk_bytes // per_element, n // MIN_CHUNKS))
     if block_size is not None:
         chunk = min(chunk, block_size)
-        per_block = max(chunk, block_size // chunk * chunk)
+    unit = chunk if any(p.disk for p in stage.properties) else 1  # what blocks are made of
+    if block_size is not None:
+        per_block = max(unit, block_size // unit * unit)
     else:
-        chunks = pymath.ceil(n / chunk)
-        blocks = min(chunks, workers * BLOCKS_PER_WORKER)
-        per_block = pymath.ceil(chunks / blocks) * chunk
+        units = pymath.ceil(n / unit)
+        per_block = pymath.ceil(units / min(units, workers * BLOCKS_PER_WORKER)) * unit
         budget = BLOCK_BYTES if memory_limit is None else min(BLOCK_BYTES, memory_limit / workers)
-        per_block = min(per_block, max(chunk, int(budget // (per_element * chunk)) * chunk))
+        per_block = min(per_block, max(unit, int(budget // (per_element * unit)) * unit))
     stage.block_dim = dim
     stage.chunk_size = chunk
     stage.blocks = [Block(i, start, min(start + per_block, n)) for i, start in enumerate(range(0, n, per_block))]
