@@ -31,12 +31,13 @@ PRESLICE_BYTES = 2 ** 20  # a host value larger than this reaches the block task
 
 
 class CompiledPlan:
-    """The Dask graph of one plan: a plain mapping of task-spec nodes and the key of its result."""
+    """The Dask graph of one plan: a plain mapping of task-spec nodes, the key of its result, its block tasks."""
 
-    def __init__(self, graph: dict, result_key, token: str):
+    def __init__(self, graph: dict, result_key, token: str, block_keys: frozenset = frozenset()):
         self.graph = graph
         self.result_key = result_key
         self.token = token
+        self.block_keys = block_keys  # the tasks worth spreading over worker processes
 
 
 def compiled(p) -> CompiledPlan:
@@ -94,6 +95,7 @@ def compile_plan(p) -> CompiledPlan:
         return TaskRef(field_keys[n])
 
     assembled = {}  # property name -> key of the task holding its full value (a dict entry)
+    spread = []  # keys of the tasks that compute: blocks and host stages
     block_outputs = {}  # property name -> (stage, list of block keys)
     for stage in p.stages:
         names = [q.name for q in stage.properties]
@@ -103,6 +105,7 @@ def compile_plan(p) -> CompiledPlan:
             task = _stage_task(stage, settings, group, fields, cached, frozenset())
             inputs = [whole(f) for f in fields] + [_full_ref(c, assembled, whole) for c in cached]
             graph[key] = Task(key, run_stage, template_ref, task, None, *inputs)
+            spread.append(key)
             for n in names:
                 assembled[n] = key
             continue
@@ -131,6 +134,7 @@ def compile_plan(p) -> CompiledPlan:
                 key = (name, block.index)
                 graph[key] = Task(key, run_stage, template_ref, task, block_range, *values)
                 block_keys.append(key)
+            spread.extend(block_keys)
             assemble_key = f'assemble-{stage.index}-{token}'
             graph[assemble_key] = Task(assemble_key, assemble_stage, task, *[TaskRef(k) for k in block_keys])
         for n in names:
@@ -138,7 +142,7 @@ def compile_plan(p) -> CompiledPlan:
             block_outputs[n] = (stage, block_keys)
     result_key = f'result-{token}'
     graph[result_key] = Task(result_key, collect_results, tuple(assembled), *[TaskRef(k) for k in assembled.values()])
-    return CompiledPlan(graph, result_key, token)
+    return CompiledPlan(graph, result_key, token, frozenset(spread))
 
 
 def _stage_task(stage, settings: TaskSettings, group: str | None, fields: tuple, cached: tuple,

@@ -7,20 +7,19 @@ import importlib.util
 import logging
 import multiprocessing
 import threading
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
 import dask.local
 import dask.multiprocessing
 import dask.threaded
-from dask.diagnostics import ProgressBar
 from dask.sizeof import sizeof
 from dask.task_spec import Alias, DataNode
 
-from ._clients import client_of
+from ._clients import SCHEDULER_NAMES, client_of, resolve_scheduler
+from ._progress import LateProgressBar
 
 LOG = logging.getLogger('lazyphi')
-SCHEDULER_NAMES = ('threads', 'sync', 'processes')
 PROGRESS_AFTER = 1.0  # seconds before a local progress bar appears
 SCATTER_BYTES = 2 ** 20  # graph data larger than this is scattered to a distributed cluster's workers first
 
@@ -30,25 +29,30 @@ _pool_workers = 0
 _announced: set = set()
 
 
-def run_graph(graph: dict, keys: list, scheduler, max_workers: int, progress: bool | None) -> list:
-    """Compute `keys` of `graph` on `scheduler` (see `parallel_compute`), showing progress unless told not to."""
+def run_graph(graph: dict, keys: list, scheduler, max_workers: int, progress: bool | None,
+              spread: frozenset = frozenset()) -> list:
+    """Compute `keys` of `graph` on `scheduler` (see `parallel_compute`), showing progress unless told not to.
+
+    `scheduler` None means Dask's configured scheduler (`dask.config.set(scheduler=...)`), else the
+    active `distributed` client, else threads. On 'processes' only the tasks in `spread` go to the
+    worker processes, one per submission; the rest (data nodes, assembling) run here.
+    """
+    scheduler = resolve_scheduler(scheduler)
     client = client_of(scheduler)
     if client is not None:
         return _run_on_client(client, graph, keys, progress)
-    bar = ProgressBar(minimum=PROGRESS_AFTER) if progress is not False else contextlib.nullcontext()
-    if scheduler is None or scheduler == 'threads':
-        with bar:
+    with LateProgressBar(PROGRESS_AFTER) if progress is not False else contextlib.nullcontext():
+        if scheduler is None or scheduler == 'threads':
             return dask.threaded.get(graph, keys, num_workers=max_workers)
-    if scheduler == 'sync':
-        with bar:
+        if scheduler == 'sync':
             return dask.local.get_sync(graph, keys)
-    if scheduler == 'processes':
-        return _run_on_processes(graph, keys, max_workers, bar)
-    if callable(scheduler):
-        with bar:
+        if scheduler == 'processes':
+            return _run_on_processes(graph, keys, max_workers, spread)
+        if callable(scheduler):
             return scheduler(graph, keys)
     raise ValueError(f'scheduler must be one of {SCHEDULER_NAMES}, a distributed.Client, a Dask scheduler function '
-                     f'get(graph, keys), or None (the active distributed client, else threads); got {scheduler!r}')
+                     f'get(graph, keys), or None (Dask\'s configured scheduler, else the active distributed client, '
+                     f'else threads); got {scheduler!r}')
 
 
 def _run_on_client(client, graph: dict, keys: list, progress: bool | None) -> list:
@@ -108,11 +112,12 @@ def discard_pool(stop_tasks: bool = False) -> None:
                     worker.terminate()
 
 
-def _run_on_processes(graph: dict, keys: list, max_workers: int, bar) -> list:
+def _run_on_processes(graph: dict, keys: list, max_workers: int, spread: frozenset) -> list:
     for attempt in range(2):
+        pool = process_pool(max_workers)
         try:
-            with bar:
-                return dask.multiprocessing.get(graph, keys, pool=process_pool(max_workers))
+            return dask.multiprocessing.get(graph, keys, pool=_Submitter(pool, spread, max_workers), chunksize=1,
+                                            optimize_graph=False)
         except BrokenProcessPool:
             discard_pool()
             if attempt:
@@ -122,3 +127,25 @@ def _run_on_processes(graph: dict, keys: list, max_workers: int, bar) -> list:
             discard_pool(stop_tasks=True)
             raise
     raise AssertionError('unreachable')
+
+
+class _Submitter:
+    """An executor for Dask's multiprocessing scheduler: tasks in `spread` go to the process pool, others run here.
+
+    Dask submits batches of tasks; with `chunksize=1` a batch is one task, whose key comes first in it.
+    """
+
+    def __init__(self, pool: ProcessPoolExecutor, spread: frozenset, workers: int):
+        self.pool = pool
+        self.spread = spread
+        self._max_workers = workers  # what Dask reads of an executor
+
+    def submit(self, fn, batch) -> Future:
+        if len(batch) == 1 and batch[0][0] not in self.spread:
+            future = Future()
+            try:
+                future.set_result(fn(batch))
+            except BaseException as err:  # handed to the scheduler, which raises it
+                future.set_exception(err)
+            return future
+        return self.pool.submit(fn, batch)
