@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from ..math import batch
 from ..storage import check_cache_dir_visible
 from ._clients import client_of
-from ._graph import compiled, finish
+from ._graph import compiled, deliver, receipt
 from ._plan import CHUNK_BYTES, Plan, plan
 from ._schedulers import run_graph
 
@@ -61,6 +61,6 @@ def parallel_compute(instance, properties: Sequence, parallel_dims=batch, max_wo
         check_cache_dir_visible(cache_dir, client)
     graph = compiled(p)
     results = run_graph(graph.graph, [graph.result_key], scheduler, p.max_workers, progress, graph.block_keys)[0]
-    finish([results], p)
+    deliver([results], receipt(p))
     p.elapsed = time.perf_counter() - started
     return p

@@ -10,7 +10,10 @@ from __future__ import annotations
 import contextlib
 import copy
 import gc
+import uuid
+import weakref
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from dask.base import tokenize
 from dask.sizeof import sizeof
@@ -47,22 +50,67 @@ def compiled(p) -> CompiledPlan:
     return p.compiled
 
 
-def finish(results: list, p) -> dict:
-    """Store computed values in the instance (requested, persistent, and intermediates when asked); return them."""
+@dataclass(frozen=True)
+class Receipt:
+    """What `deliver` needs, wherever Dask runs it: which instance (by id) gets which values."""
+
+    receiver: str  # the instance's id in this process's `_RECEIVERS`
+    kept: frozenset  # the properties it keeps: requested, persistent, and intermediates when asked
+
+
+class Delivery(dict):
+    """The values a plan computed that its instance keeps, as `dask.compute(plan)` returns them.
+
+    Unpickled in the process that planned (a `distributed` worker ran `deliver` and the client fetches
+    the result), it fills the instance there, so `client.compute(plan).result()` fills it too.
+    """
+
+    def __init__(self, receiver: str, values: dict):
+        super().__init__(values)
+        self.receiver = receiver
+
+    def __reduce__(self):
+        return _delivered, (self.receiver, dict(self))
+
+
+_RECEIVERS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+_RECEIVERS_HELD: dict = {}  # instances that cannot be weakly referenced
+
+
+def receipt(p) -> Receipt:
+    """The plan's receipt; made once, registering the plan's instance as its receiver in this process."""
+    if p.receipt is None:
+        receiver = uuid.uuid4().hex
+        try:
+            _RECEIVERS[receiver] = p.instance
+        except TypeError:
+            _RECEIVERS_HELD[receiver] = p.instance
+        kept = frozenset(q.name for s in p.stages for q in s.properties
+                         if q.name in p.requested or p.keep_intermediate
+                         or getattr(class_attribute(p.cls, q.name)[1], 'persistent', False))
+        p.receipt = Receipt(receiver, kept)
+    return p.receipt
+
+
+def deliver(results: list, receipt: Receipt) -> Delivery:
+    """Dask's post-compute step of a plan: the kept values, stored in the instance when it lives in this process."""
     (values,) = results
-    cls = type(p.instance)
-    kept = {}
-    for name, value in values.items():
-        if name in p.requested or p.keep_intermediate or getattr(class_attribute(cls, name)[1], 'persistent', False):
-            p.instance.__dict__[name] = value
-            kept[name] = value
-    return kept
+    return _delivered(receipt.receiver, {n: v for n, v in values.items() if n in receipt.kept})
+
+
+def _delivered(receiver: str, values: dict) -> Delivery:
+    instance = _RECEIVERS.get(receiver)
+    if instance is None:
+        instance = _RECEIVERS_HELD.pop(receiver, None)
+    if instance is not None:
+        instance.__dict__.update(values)
+    return Delivery(receiver, values)
 
 
 def rebuild(graph: dict, p, *, rename=None):
     """The plan after dask.persist: same plan, its graph holding the persisted result."""
     clone = copy.copy(p)
-    clone.compiled = CompiledPlan(dict(graph), p.compiled.result_key, p.compiled.token)
+    clone.compiled = CompiledPlan(dict(graph), p.compiled.result_key, p.compiled.token, p.compiled.block_keys)
     return clone
 
 

@@ -133,6 +133,7 @@ class Plan:
     compressor: str | None = None  # codec of the arrays a new disk-cache result is created with
     elapsed: float | None = None  # seconds the run took, once it ran
     compiled: object = field(default=None, repr=False)  # the Dask graph, built on first use
+    receipt: object = field(default=None, repr=False)  # how results find the instance (see _graph.receipt)
 
     # --- the Dask collection protocol: dask.compute(plan), dask.persist(plan), Client.compute(plan) ---
     def __dask_graph__(self):
@@ -150,7 +151,7 @@ class Plan:
     __dask_optimize__ = None  # the graph is built final: no Dask optimisation pass
 
     def __dask_postcompute__(self):
-        return _graph().finish, (self,)
+        return _graph().deliver, (_graph().receipt(self),)
 
     def __dask_postpersist__(self):
         return _graph().rebuild, (self,)
