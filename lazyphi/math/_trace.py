@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..backend import NUMPY, Backend, DType, combine_types
+from ..backend import NUMPY, Backend, DType
 from ._kinds import stacked_shape
 from ._shape import Shape, merge_shapes
 from ._tensor import (
@@ -37,6 +37,7 @@ from ._tensor import (
     Op,
     Tensor,
     dispatch,
+    promoted_dtype,
 )
 
 
@@ -265,7 +266,7 @@ def _result_dtype(op: Op, tensors: Sequence[Tensor], params: tuple) -> DType:
     if op.category in _SAME_DTYPE:
         return tensors[0].dtype
     if op.category == CONCAT:
-        return combine_types(*[t.dtype for t in tensors])
+        return promoted_dtype([t.dtype for t in tensors])
     with np.errstate(all='ignore'):
         return dispatch(op, [_probe(t) for t in tensors], params).dtype
 
