@@ -8,7 +8,7 @@ import importlib
 
 from ..math.kinds import PerElement, Trace, TraceAborted, Tracer, register_tensor_source
 from ..storage import load_cache_as, on_load_into_memory, set_cache_ttl
-from ._plan import Block, Fallback, Plan, PropertyPlan, Stage, plan
+from ._plan import Block, Fallback, Plan, PropertyPlan, Stage, missing_dims, plan
 from ._property import INFER, MIXED, ParallelProperty, ParallelPropertyNotComputed, parallel_property
 
 _LAZY = {'parallel_compute': 'lazyphi.parallel._compute', 'PropertyFailed': 'lazyphi.parallel._engine',
@@ -27,5 +27,5 @@ def __getattr__(name: str):
 __all__ = [
     'INFER', 'MIXED', 'Block', 'Fallback', 'ParallelProperty', 'ParallelPropertyNotComputed', 'PerElement', 'Plan',
     'PropertyFailed', 'PropertyPlan', 'Stage', 'Trace', 'TraceAborted', 'Tracer', 'get_cache_files', 'load_cache_as',
-    'on_load_into_memory', 'parallel_compute', 'parallel_property', 'plan', 'set_cache_ttl',
+    'missing_dims', 'on_load_into_memory', 'parallel_compute', 'parallel_property', 'plan', 'set_cache_ttl',
 ]

@@ -12,6 +12,8 @@ from __future__ import annotations
 import html
 import importlib
 import math as pymath
+import sys
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -176,7 +178,7 @@ class Plan:
             lines.append(f'  already cached: {", ".join(self.done)}')
         for s in self.stages:
             where = 'host' if s.host else f'split along {s.split_dims}'
-            chunks = f' (disk chunks of {s.chunk_size})' if any(p.disk for p in s.properties) else ''
+            chunks = f' (chunks of {s.chunk_size})' if any(p.disk for p in s.properties) else ''
             blocks = '' if s.host else (f', {len(s.blocks)} blocks of {_block_sizes(s.blocks)} along '
                                         f'{s.block_dim!r}{chunks}')
             lines.append(f'  stage {s.index}: {where}{blocks}{", then combine on host" if s.combine else ""}')
@@ -287,6 +289,11 @@ def plan(instance, properties: Sequence, parallel_dims=batch, max_workers: int |
     notes = [] if guess is None else [guess]
     instance_shape = tree_shape(instance)
     dims = instance_shape.only(resolve_dims(parallel_dims, instance_shape))
+    missing = missing_dims(parallel_dims, instance_shape)
+    if missing:
+        warnings.warn(f'parallel_dims={_filter_repr(parallel_dims)} names dims the instance lacks: '
+                      f'{", ".join(missing)}; its dims are {", ".join(instance_shape.names) or "none"}'
+                      f'{"" if dims else ", so everything runs on the host"}', UserWarning, stacklevel=_caller_level())
     if not dims:
         notes.append(f'the instance has no dims matching parallel_dims={_filter_repr(parallel_dims)} '
                      f'(its shape is {instance_shape}): everything runs on the host')
@@ -327,6 +334,21 @@ def _choose_disk_outputs(plans: dict, requested: tuple, memory_limit, notes: lis
         if not storable[n].disk:
             storable[n].disk = True
             in_memory -= sizes[n]
+
+
+def missing_dims(parallel_dims, shape: Shape) -> tuple:
+    """The dims `parallel_dims` names (as names or a Shape; a filter such as `batch` names none) that `shape` lacks."""
+    if callable(parallel_dims) and not isinstance(parallel_dims, Shape):
+        return ()
+    return tuple(n for n in resolve_dims(parallel_dims, shape) if n not in shape.names)
+
+
+def _caller_level() -> int:
+    """The `stacklevel` of a warning that names the first caller outside lazyphi (seen from the caller of this)."""
+    frame, level = sys._getframe(2), 2
+    while frame is not None and frame.f_globals.get('__name__', '').startswith('lazyphi.'):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _filter_repr(dims) -> str:
