@@ -12,14 +12,14 @@ from ..math import batch
 from ..storage import check_cache_dir_visible
 from ._clients import client_of
 from ._graph import compiled, deliver, receipt
-from ._plan import CHUNK_BYTES, Plan, plan
+from ._plan import Plan, plan
 from ._schedulers import run_graph
 
 
 def parallel_compute(instance, properties: Sequence, parallel_dims=batch, max_workers: int | None = None,
                      memory_limit: float | None = None, cache_dir: str | None = None, keep_intermediate: bool = False,
                      *, scheduler=None, block_size: int | None = None, progress: bool | None = None,
-                     chunk_bytes: int = CHUNK_BYTES, compressor: str | None = None) -> Plan:
+                     chunk_bytes: int | None = None, compressor: str | None = None) -> Plan:
     """Compute cached and parallel properties of `instance` in parallel, with Dask.
 
     The computation is planned (`lazyphi.parallel.plan`), compiled into one Dask graph and run
@@ -41,7 +41,8 @@ def parallel_compute(instance, properties: Sequence, parallel_dims=batch, max_wo
         scheduler: see above.
         block_size: elements per block along the split dim, instead of two blocks per worker.
         progress: show a progress bar (None: after a second, for runs that take that long).
-        chunk_bytes: target bytes of one disk-cache chunk (default 16 MiB); it is part of a result's key.
+        chunk_bytes: target bytes of one disk-cache chunk; None: about 16 MiB, and at least 16 chunks along
+            the dim blocks are cut along (one element each on a shorter one). It is part of a result's key.
         compressor: None (uncompressed, the default: measured fastest) or 'zstd', for the arrays of a
             result created by this run; an existing result keeps its codec and is reused.
 

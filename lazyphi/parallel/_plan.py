@@ -253,7 +253,7 @@ def property_name(prop) -> str:
 
 def plan(instance, properties: Sequence, parallel_dims=batch, max_workers: int | None = None,
          memory_limit: float | None = None, cache_dir: str | None = None, keep_intermediate: bool = False, *,
-         scheduler=None, block_size: int | None = None, chunk_bytes: int = CHUNK_BYTES,
+         scheduler=None, block_size: int | None = None, chunk_bytes: int | None = None,
          compressor: str | None = None) -> Plan:
     """Decide how `parallel_compute` with the same arguments would compute `properties`; runs nothing.
 
@@ -274,9 +274,10 @@ def plan(instance, properties: Sequence, parallel_dims=batch, max_workers: int |
         check_cache_dir(cache_dir)
     if block_size is not None and (not isinstance(block_size, int) or block_size < 1):
         raise ValueError(f'block_size must be a positive int (elements per block), got {block_size!r}')
-    if not isinstance(chunk_bytes, int) or isinstance(chunk_bytes, bool) or chunk_bytes < 1:
-        raise ValueError(f'chunk_bytes must be a positive int (bytes of one storage chunk, default {CHUNK_BYTES}), '
-                         f'got {chunk_bytes!r}')
+    if chunk_bytes is not None and (not isinstance(chunk_bytes, int) or isinstance(chunk_bytes, bool)
+                                    or chunk_bytes < 1):
+        raise ValueError(f'chunk_bytes must be a positive int (bytes of one storage chunk) or None (about '
+                         f'{CHUNK_BYTES} and at least {MIN_CHUNKS} chunks), got {chunk_bytes!r}')
     if compressor not in COMPRESSORS:
         raise ValueError(f'compressor must be one of {COMPRESSORS} (None: uncompressed), got {compressor!r}')
     workers, guess = worker_count(max_workers, scheduler)
@@ -501,7 +502,7 @@ def _mixed_partials(trace: Trace, parallel: frozenset):
     return tuple(partials)
 
 
-def _stages(instance, props: list, dims: Shape, workers: int, block_size, memory_limit, chunk_bytes: int) -> list:
+def _stages(instance, props: list, dims: Shape, workers: int, block_size, memory_limit, chunk_bytes) -> list:
     """Group properties (in dependency order) into stages of equal split dims, then cut blocks."""
     stage_of: dict[str, int] = {}
     split_of = {p.name: frozenset(dims.names) - p.requires for p in props}
@@ -526,19 +527,23 @@ def _stages(instance, props: list, dims: Shape, workers: int, block_size, memory
     return stages
 
 
-def _cut_blocks(stage: Stage, instance, workers: int, block_size, memory_limit, chunk_bytes: int) -> None:
+def _cut_blocks(stage: Stage, instance, workers: int, block_size, memory_limit, chunk_bytes: int | None) -> None:
     """Cut the stage into blocks along its largest split dim, at least one per worker where it has the elements.
 
     The chunk grid comes from the data alone, so that another run (other workers) finds the same chunks:
-    chunks of about `chunk_bytes` of output, but at least `MIN_CHUNKS` of them (every element its own
-    chunk on a dim shorter than that). Blocks of a stage that writes to disk are whole chunks (no two tasks
-    write one chunk); other blocks are any range of elements. Two blocks per worker, unless a block's
-    outputs would exceed `BLOCK_BYTES` (or the memory limit shared by the workers): then more, smaller ones.
+    chunks of about `CHUNK_BYTES` of output, but at least `MIN_CHUNKS` of them (every element its own
+    chunk on a dim shorter than that), or of about `chunk_bytes` when given. Blocks of a stage that
+    writes to disk are whole chunks (no two tasks write one chunk); other blocks are any range of
+    elements. Two blocks per worker, unless a block's outputs would exceed `BLOCK_BYTES` (or the memory
+    limit shared by the workers): then more, smaller ones.
     """
     dim = max(stage.split_dims.names, key=lambda n: (stage.split_dims.get_size(n), n))
     n = stage.split_dims.get_size(dim)
     per_element = _bytes_per_element(stage, instance, dim, n)
-    chunk = max(1, min(chunk_bytes // per_element, n // MIN_CHUNKS))
+    if chunk_bytes is None:
+        chunk = max(1, min(CHUNK_BYTES // per_element, n // MIN_CHUNKS))
+    else:
+        chunk = max(1, min(chunk_bytes // per_element, n))
     if block_size is not None:
         chunk = min(chunk, block_size)
     unit = chunk if any(p.disk for p in stage.properties) else 1  # what blocks are made of
