@@ -15,6 +15,7 @@ per category, without touching any operation.
 from __future__ import annotations
 
 import functools
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -331,8 +332,25 @@ def element_bytes(shape: Shape, dtype) -> int:
     return (shape.volume or 0) * (DType.as_dtype(dtype).itemsize or 8)
 
 
+_HASHES: dict[int, str] = {}  # id of a native -> its content hash, while the native lives
+
+
 def _content_hash(dense: Dense) -> str:
-    return dense.backend.content_hash(dense._native)
+    """The content hash of the tensor's native, computed once per native: tensors never change.
+
+    (A NumPy array a tensor was made from is viewed, not copied: writing into it afterwards is not seen.)
+    """
+    native = dense._native
+    key = id(native)
+    found = _HASHES.get(key)
+    if found is None:
+        found = dense.backend.content_hash(native)
+        try:
+            weakref.finalize(native, _HASHES.pop, key, None)
+        except TypeError:  # a native that cannot be referenced weakly is hashed each time
+            return found
+        _HASHES[key] = found
+    return found
 
 
 def read_only_native(array):
