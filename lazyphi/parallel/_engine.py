@@ -37,7 +37,8 @@ class PropertyTask:
     mode: str  # 'block': once per block; 'element': once per element; 'mixed': partial results, combined after
     partials: tuple = ()  # MIXED: (node index, combine op) of the reductions split across blocks
     trace: Trace | None = None  # MIXED: replayed on each block's values, finished when combining
-    disk: str | None = None  # the result group the output is written to; None: it stays in memory
+    disk: str | None = None  # the result group the output is written to; None: it is not written
+    in_memory: bool = True  # the task returns the value in memory (written or not), else a disk-backed tensor
 
 
 @dataclass(frozen=True)
@@ -97,8 +98,8 @@ def run_stage(template, stage: StageTask, block: BlockRange | None, *values) -> 
     """
     with stage.settings.applied():
         if all(q.disk is not None for q in stage.properties) and all(
-                _on_disk(q.disk, q.name, block) for q in stage.properties):
-            return {q.name: _disk_result(q.disk, q.name, block) for q in stage.properties}
+                _on_disk(q.disk, q.name, block) for q in stage.properties):  # a resumed run: read, don't compute
+            return {q.name: _disk_result(q, block) for q in stage.properties}
         instance = copy.copy(template)
         inputs = {}  # name -> value of every field and cached value the properties of the stage may read
         for name, value in zip((*stage.fields, *stage.cached), values, strict=True):
@@ -129,7 +130,8 @@ def run_stage(template, stage: StageTask, block: BlockRange | None, *values) -> 
             if q.disk is not None:
                 written = _written_range(q.disk, q.name, block)
                 write_block(q.disk, q.name, value, written.dim, written.start, written.stop)
-                value = _disk_result(q.disk, q.name, block)
+                if not q.in_memory:
+                    value = _disk_result(q, block)
             results[q.name] = value
         return results
 
@@ -147,10 +149,10 @@ def _on_disk(group: str, name: str, block: BlockRange | None) -> bool:
     return block_complete(group, name, written.dim, written.start, written.stop)
 
 
-def _disk_result(group: str, name: str, block: BlockRange | None):
-    if block is None:
-        return disk_tensor(group, name)
-    return disk_tensor(group, name, {block.dim: slice(block.start, block.stop)})
+def _disk_result(q: PropertyTask, block: BlockRange | None) -> Tensor:
+    """The block's part of the written output: disk-backed, or loaded when it is kept in memory."""
+    part = disk_tensor(q.disk, q.name, None if block is None else {block.dim: slice(block.start, block.stop)})
+    return part._dense() if q.in_memory else part
 
 
 def _where(block: BlockRange | None) -> str:
@@ -276,7 +278,7 @@ def assemble_stage(stage: StageTask, *blocks: dict) -> dict:
         result = {}
         for q in stage.properties:
             outputs = [b[q.name] for b in blocks]
-            if q.disk is not None:
+            if q.disk is not None and not q.in_memory:
                 result[q.name] = disk_tensor(q.disk, q.name)
             elif q.mode == 'mixed':
                 result[q.name] = _combine(q.trace, q.partials, outputs)

@@ -197,7 +197,7 @@ def _stage_task(stage, settings: TaskSettings, group: str | None, fields: tuple,
                 sliced: frozenset) -> StageTask:
     """What the stage's tasks share; a MIXED property carries its trace, an output to disk its result group."""
     properties = tuple(PropertyTask(q.name, q.mode, q.partials, q.trace if q.mode == 'mixed' else None,
-                                    group if q.disk else None) for q in stage.properties)
+                                    group if q.disk else None, q.in_memory) for q in stage.properties)
     return StageTask(properties, tuple(stage.split_dims.names), stage.block_dim, settings, fields, cached, sliced)
 
 

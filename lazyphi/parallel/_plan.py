@@ -72,7 +72,8 @@ class PropertyPlan:
     per_element_reason: str | None = None
     trace: Trace | None = field(default=None, repr=False)
     partials: tuple = ()  # MIXED: (node index, combine op) of the reductions split across blocks
-    disk: bool = False  # the output is written to the Zarr cache and comes back as a disk-backed tensor
+    disk: bool = False  # the output is written to the Zarr cache
+    in_memory: bool = True  # the output comes back in memory (written to disk or not), else disk-backed
     # what properties reading this one see when they are traced: `output` where known, else an assumption
     # (see `_stand_in`) good for finding the dims they mix but not for their outputs' shapes and dtypes
     stand_in: object = field(default=None, repr=False)
@@ -186,7 +187,8 @@ class Plan:
                                                                      if s.cached_inputs else ''))
             for p in s.properties:
                 out = _describe_output(p.output)
-                where = f', to disk{f" ({self.compressor})" if self.compressor else ""}' if p.disk else ''
+                where = '' if not p.disk else (f', to disk{f" ({self.compressor})" if self.compressor else ""}'
+                                               f'{" and kept in memory" if p.in_memory else ""}')
                 lines.append(f'    {p.name}: {p.mode}, requires {sorted(p.requires) or "nothing"}, out {out}{where}')
                 lines += [f'      fallback: {f}' for f in p.fallbacks]
                 if p.per_element_reason:
@@ -314,9 +316,12 @@ def plan(instance, properties: Sequence, parallel_dims=batch, max_workers: int |
 
 
 def _choose_disk_outputs(plans: dict, requested: tuple, memory_limit, notes: list) -> None:
-    """Mark which outputs go to Zarr: every requested one, and others largest first until the rest fits the limit.
+    """Mark which outputs are written to Zarr, and which of those come back disk-backed instead of in memory.
 
-    Only single-Tensor outputs of known shape can go to disk; the others stay in memory (noted).
+    Every requested output is written, so that running again resumes. Outputs beyond `memory_limit`
+    (all outputs held in memory at once), largest first, are written too and come back disk-backed;
+    the others stay in memory, written or not. Only single-Tensor outputs of known shape can go to
+    disk; the others stay in memory (noted).
     """
     storable = {n: p for n, p in plans.items() if isinstance(p.output, ShapeDtype) and p.output.shape.rank}
     for n in plans:
@@ -328,13 +333,12 @@ def _choose_disk_outputs(plans: dict, requested: tuple, memory_limit, notes: lis
     if memory_limit is None:
         return
     sizes = {n: memory_bytes(p.output) for n, p in storable.items()}
-    in_memory = sum(sizes[n] for n, p in storable.items() if not p.disk)
+    in_memory = sum(sizes.values())
     for n in sorted(sizes, key=lambda k: -sizes[k]):
         if in_memory <= memory_limit:
             break
-        if not storable[n].disk:
-            storable[n].disk = True
-            in_memory -= sizes[n]
+        storable[n].disk, storable[n].in_memory = True, False
+        in_memory -= sizes[n]
 
 
 def missing_dims(parallel_dims, shape: Shape) -> tuple:
