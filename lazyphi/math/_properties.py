@@ -2,9 +2,9 @@
 
 `cached_property` is lazyphi's descriptor: like `functools.cached_property`, but Python 3.11's
 takes one `RLock` per descriptor, that is per class attribute, so computing a property of one
-instance blocks every other instance of the class; this one takes no lock. Two threads asking
-one instance for the same property may both compute it; the last result is kept, as in
-`functools.cached_property` from 3.12 on.
+instance blocks every other instance of the class (3.12 dropped the lock: two threads may both
+compute). This one locks per instance and property while computing: two threads asking one
+instance compute it once, and other instances never wait.
 
 Both kinds store the value in the instance's `__dict__` under the property's name and are
 non-data descriptors, so a cached value is read back by plain attribute lookup and frozen
@@ -14,6 +14,7 @@ dataclasses can cache too. Every layer (the tree functions here, `lazyphi.datacl
 """
 
 import functools
+import threading
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -23,8 +24,8 @@ class cached_property:
     """Decorator turning a method of one argument into a property computed once per instance.
 
     The value is stored in the instance `__dict__`; delete the attribute to have it recomputed.
-    No lock is held while computing, so instances of one class compute their properties in
-    parallel.
+    While it is computed, a lock of that instance and property alone is held: another thread
+    asking for it waits for the value, while instances of one class compute in parallel.
 
     Args:
         func: the method computing the value from the instance.
@@ -63,13 +64,35 @@ class cached_property:
             return cache[name]
         except KeyError:
             pass
-        value = self.func(instance)
-        cache[name] = value
-        return value
+        key = (id(instance), name)
+        with _COMPUTING_GUARD:
+            entry = _COMPUTING.get(key)
+            if entry is None:
+                entry = _COMPUTING[key] = [threading.RLock(), 0]  # the lock, and how many threads use it
+            entry[1] += 1
+        try:
+            with entry[0]:
+                try:
+                    return cache[name]  # another thread computed it meanwhile
+                except KeyError:
+                    pass
+                value = self.func(instance)
+                cache[name] = value
+                return value
+        finally:
+            with _COMPUTING_GUARD:
+                entry[1] -= 1
+                if not entry[1]:
+                    del _COMPUTING[key]
 
     def __repr__(self) -> str:
         return f"<cached_property {self.attrname or getattr(self.func, '__qualname__', self.func)!r}>"
 
+
+# (id of an instance, property name) -> [lock, threads using it], while some thread computes that property; the
+# instance lives while its entry exists (the threads hold it), so its id cannot be reused meanwhile
+_COMPUTING: dict[tuple[int, str], list] = {}
+_COMPUTING_GUARD = threading.Lock()
 
 CACHED_PROPERTY_TYPES = (functools.cached_property, cached_property)
 
