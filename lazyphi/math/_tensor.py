@@ -385,6 +385,11 @@ class Dense(Tensor):
     def _dense(self) -> Dense:
         return self
 
+    def _single_value(self, what: str):
+        if self._shape.volume != 1:
+            return super()._single_value(what)  # raises, naming the shape
+        return self._backend.numpy(self._native).reshape(())  # converted at once: no read-only view needed
+
     def _native_in(self, order):
         if order is None:
             return self._native
