@@ -181,35 +181,39 @@ def _per_element(func: Callable, instance, inputs: dict, fields: frozenset, dims
     cached value), its slice at that element; inputs without those dims are shared by all elements.
     """
     shape = merge_shapes(*[tree_shape(v) for v in inputs.values()]).only(dims)
-    names = shape.names
-    cut = {}  # name -> (slices of the input, the position in `names` and the stride of each dim it has)
+    indices = list(itertools.product(*[range(s) for s in shape.sizes]))  # the elements, row-major
+    columns = {}  # name -> the input's slice at each element, in the order of `indices`
     for name, value in inputs.items():
         own = tree_shape(value)
-        present = tuple(n for n in own.names if n in names)
+        present = tuple(n for n in own.names if n in shape.names)
         if present:
-            strides = [pymath.prod(own.get_size(m) for m in present[i + 1:]) for i in range(len(present))]
-            cut[name] = (unstack(value, present), tuple(zip([names.index(n) for n in present], strides, strict=True)))
+            slices = unstack(value, present)  # row-major over `present`, in the input's own dim order
+            if present == shape.names:
+                columns[name] = slices
+            else:
+                where = [shape.index(n) for n in present]
+                strides = [pymath.prod(own.get_size(m) for m in present[k + 1:]) for k in range(len(present))]
+                columns[name] = [slices[sum(index[w] * s for w, s in zip(where, strides, strict=True))]
+                                 for index in indices]
     cls = type(instance)
     state = instance.__dict__
     plain = _state_in_dict(cls)
     parts = []
-    for index in itertools.product(*[range(s) for s in shape.sizes]):
-        element = {name: slices[sum(index[i] * stride for i, stride in positions)]
-                   for name, (slices, positions) in cut.items()}
+    for k in range(len(indices)):
         if plain:  # the instance's whole state lives in its __dict__: make the element's directly (fast)
             obj = object.__new__(cls)
-            object.__setattr__(obj, '__dict__', {**state, **element})
+            object.__setattr__(obj, '__dict__', {**state, **{name: column[k] for name, column in columns.items()}})
         else:
             obj = copy.copy(instance)
-            for name, value in element.items():
+            for name, column in columns.items():
                 if name in fields:
-                    object.__setattr__(obj, name, value)
+                    object.__setattr__(obj, name, column[k])
                 else:
-                    obj.__dict__[name] = value
+                    obj.__dict__[name] = column[k]
         try:
             parts.append(func(obj))
         except Exception as err:
-            raise _ElementFailed(dict(zip(names, index, strict=True)), err) from err
+            raise _ElementFailed(dict(zip(shape.names, indices[k], strict=True)), err) from err
     return _stack_parts(parts, shape)
 
 
