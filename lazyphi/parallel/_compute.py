@@ -61,7 +61,8 @@ def parallel_compute(instance, properties: Sequence, parallel_dims=batch, max_wo
     if cache_dir is not None and client is not None:
         check_cache_dir_visible(cache_dir, client)
     graph = compiled(p)
-    results = run_graph(graph.graph, [graph.result_key], scheduler, p.max_workers, progress, graph.block_keys)[0]
+    results = run_graph(graph.graph, [graph.result_key], scheduler, p.max_workers, progress, graph.block_keys,
+                        graph.final_keys)[0]
     deliver([results], receipt(p))
     p.elapsed = time.perf_counter() - started
     return p

@@ -36,11 +36,13 @@ PRESLICE_BYTES = 2 ** 20  # a host value larger than this reaches the block task
 class CompiledPlan:
     """The Dask graph of one plan: a plain mapping of task-spec nodes, the key of its result, its block tasks."""
 
-    def __init__(self, graph: dict, result_key, token: str, block_keys: frozenset = frozenset()):
+    def __init__(self, graph: dict, result_key, token: str, block_keys: frozenset = frozenset(),
+                 final_keys: frozenset = frozenset()):
         self.graph = graph
         self.result_key = result_key
         self.token = token
-        self.block_keys = block_keys  # the tasks worth spreading over worker processes
+        self.block_keys = block_keys  # the tasks that compute, worth spreading over worker processes
+        self.final_keys = final_keys  # the tasks after the last computing ones: joining and collecting results
 
 
 def compiled(p) -> CompiledPlan:
@@ -110,7 +112,7 @@ def _delivered(receiver: str, values: dict) -> Delivery:
 def rebuild(graph: dict, p, *, rename=None):
     """The plan after dask.persist: same plan, its graph holding the persisted result."""
     clone = copy.copy(p)
-    clone.compiled = CompiledPlan(dict(graph), p.compiled.result_key, p.compiled.token, p.compiled.block_keys)
+    clone.compiled = CompiledPlan(dict(graph), p.compiled.result_key, p.compiled.token)
     return clone
 
 
@@ -144,6 +146,7 @@ def compile_plan(p) -> CompiledPlan:
 
     assembled = {}  # property name -> key of the task holding its full value (a dict entry)
     spread = []  # keys of the tasks that compute: blocks and host stages
+    used = set()  # keys of the assembled values that later stages read
     block_outputs = {}  # property name -> (stage, list of block keys)
     for stage in p.stages:
         names = [q.name for q in stage.properties]
@@ -151,7 +154,7 @@ def compile_plan(p) -> CompiledPlan:
         if stage.host:
             key = f'host-{stage.index}-{"-".join(names)}-{token}'
             task = _stage_task(stage, settings, group, fields, cached, frozenset())
-            inputs = [whole(f) for f in fields] + [_full_ref(c, assembled, whole) for c in cached]
+            inputs = [whole(f) for f in fields] + [_full_ref(c, assembled, whole, used) for c in cached]
             graph[key] = Task(key, run_stage, template_ref, task, None, *inputs)
             spread.append(key)
             for n in names:
@@ -162,7 +165,8 @@ def compile_plan(p) -> CompiledPlan:
         cut = {n for n in (*fields, *cached) if n in host_values and n not in assembled
                and memory_bytes(host_values[n][1]) > PRESLICE_BYTES
                and stage.block_dim in tree_shape(host_values[n][1]).names}
-        full = {n: _full_ref(n, assembled, whole) for n in (*fields, *cached) if n not in same_grid and n not in cut}
+        full = {n: _full_ref(n, assembled, whole, used) for n in (*fields, *cached)
+                if n not in same_grid and n not in cut}
         task = _stage_task(stage, settings, group, fields, cached, frozenset(full))  # tasks cut their block out
         name = f'{"-".join(names)}-{token}'
         block_keys = []
@@ -190,7 +194,8 @@ def compile_plan(p) -> CompiledPlan:
             block_outputs[n] = (stage, block_keys)
     result_key = f'result-{token}'
     graph[result_key] = Task(result_key, collect_results, tuple(assembled), *[TaskRef(k) for k in assembled.values()])
-    return CompiledPlan(graph, result_key, token, frozenset(spread))
+    finals = {key for key in assembled.values() if key.startswith('assemble-')} - used
+    return CompiledPlan(graph, result_key, token, frozenset(spread), frozenset({*finals, result_key}))
 
 
 def _stage_task(stage, settings: TaskSettings, group: str | None, fields: tuple, cached: tuple,
@@ -201,8 +206,9 @@ def _stage_task(stage, settings: TaskSettings, group: str | None, fields: tuple,
     return StageTask(properties, tuple(stage.split_dims.names), stage.block_dim, settings, fields, cached, sliced)
 
 
-def _full_ref(name: str, assembled: dict, whole: Callable):
+def _full_ref(name: str, assembled: dict, whole: Callable, used: set):
     if name in assembled:
+        used.add(assembled[name])
         return Task(None, pick, TaskRef(assembled[name]), name)
     return whole(name)
 
