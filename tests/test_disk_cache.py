@@ -198,3 +198,16 @@ def test_julia_set_with_a_memory_limit_reads_back_slice_by_slice(tmp_path):
     direct = Julia(j.c).escape
     for i in range(8):
         np.testing.assert_allclose(j.escape.c[i].numpy('x,y'), direct.c[i].numpy('x,y'), rtol=1e-6)
+
+
+def test_a_disk_backed_input_is_tokenized_without_reading_it(tmp_path):
+    from dask.base import tokenize
+    loads = []
+    on_load_into_memory(loads.append)
+    p = Pipeline(DATA)
+    run(p, Pipeline.shifted, cache_dir=str(tmp_path), memory_limit=1)
+    loads.clear()
+    tokens = {tokenize(p.shifted), tokenize(p.shifted.example[:4]), tokenize(Pipeline(p.shifted))}
+    assert len(tokens) == 3 and loads == []
+    resumed = plan(Pipeline(p.shifted), [Pipeline.shifted])  # a disk-backed field: its key needs no read either
+    assert tokenize(resumed) and loads == []
