@@ -321,7 +321,7 @@ class Tensor:
     def __dask_tokenize__(self):
         """Shape, dtype and content: equal data gives equal Dask keys whatever its kind or backend."""
         dense = self._dense()
-        return 'lazyphi.Tensor', dense._shape, str(dense.dtype), _content_hash(dense)
+        return 'lazyphi.Tensor', dense._shape, str(dense.dtype), content_hash(dense._native, dense.backend)
 
 
 def element_bytes(shape: Shape, dtype) -> int:
@@ -335,16 +335,16 @@ def element_bytes(shape: Shape, dtype) -> int:
 _HASHES: dict[int, str] = {}  # id of a native -> its content hash, while the native lives
 
 
-def _content_hash(dense: Dense) -> str:
-    """The content hash of the tensor's native, computed once per native: tensors never change.
+def content_hash(native, backend: Backend) -> str:
+    """The content hash of a native of `backend` (`Backend.content_hash`), computed once per native while it lives.
 
-    (A NumPy array a tensor was made from is viewed, not copied: writing into it afterwards is not seen.)
+    Tensors never change, so neither do their natives' hashes. (A NumPy array a tensor was made from is
+    viewed, not copied: writing into that array afterwards is not seen.)
     """
-    native = dense._native
     key = id(native)
     found = _HASHES.get(key)
     if found is None:
-        found = dense.backend.content_hash(native)
+        found = backend.content_hash(native)
         try:
             weakref.finalize(native, _HASHES.pop, key, None)
         except TypeError:  # a native that cannot be referenced weakly is hashed each time
