@@ -221,6 +221,10 @@ def run(args: argparse.Namespace) -> int:
     properties = [p.strip() for p in args.properties.split(',') if p.strip()]
     _check_properties(instance, properties)
     dims = getattr(lazyphi.math, args.dims) if args.dims in DIM_TYPES else args.dims
+    missing = parallel.missing_dims(dims, lazyphi.math.shape(instance))
+    if missing:
+        raise UsageError(f'--dims {args.dims} names dims the instance lacks: {", ".join(missing)}; its dims are '
+                         f'{", ".join(lazyphi.math.shape(instance).names) or "none"}')
     memory_limit = _bytes(args.memory_limit, '--memory-limit') if args.memory_limit is not None else None
     options = dict(max_workers=args.max_workers, memory_limit=memory_limit, cache_dir=args.cache_dir,
                    compressor=args.compressor)

@@ -172,7 +172,7 @@ def test_run_computes_and_summarises(workdir):
                          cwd=workdir)
     assert result.returncode == 0, result.stderr
     assert 'Plan for Ramp: doubled' in result.stdout and '(1 workers)' in result.stdout  # sync: one at a time
-    assert 'doubled: (exampleᵇ=8), float32, on disk' in result.stdout
+    assert 'doubled: (exampleᵇ=8), float32, in memory' in result.stdout  # written, and within the memory limit
     [stored] = list_results(cache_dir)
     assert stored.complete and stored.properties == ('doubled',)
 

@@ -270,21 +270,28 @@ def test_functools_cached_property_serialises_instances_in_python_3_11():
     assert not _two_instances_meet(functools.cached_property)  # the check above would catch a shared lock
 
 
-def test_same_instance_from_two_threads_gives_one_of_the_results():
+def test_same_instance_from_several_threads_computes_once():
+    started = threading.Event()
+
     class Slow:
         @cached_property
         def value(self):
             CALLS['slow'] += 1
-            time.sleep(0.01)
+            started.set()
+            time.sleep(0.05)  # the other threads ask while this computes
             return object()
 
     s = Slow()
-    threads = [threading.Thread(target=lambda: s.value) for _ in range(4)]
-    for t in threads:
+    first = threading.Thread(target=lambda: s.value)
+    first.start()
+    started.wait(10)
+    seen = []
+    others = [threading.Thread(target=lambda: seen.append(s.value)) for _ in range(3)]
+    for t in [*others]:
         t.start()
-    for t in threads:
+    for t in [first, *others]:
         t.join()
-    assert s.value is vars(s)['value'] and 1 <= CALLS['slow'] <= 4
+    assert CALLS['slow'] == 1 and all(v is vars(s)['value'] for v in seen) and len(seen) == 3
 
 
 # --- dependency analysis -------------------------------------------------------------------------

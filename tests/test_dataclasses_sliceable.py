@@ -9,7 +9,7 @@ import pytest
 
 from lazyphi import math
 from lazyphi._errors import LabelNotFound
-from lazyphi.dataclasses._cached import cached_property
+from lazyphi.dataclasses import cached_property
 from lazyphi.dataclasses._sliceable import BoundDim, getitem, sliceable
 from lazyphi.math import Tensor, batch, channel, dual, instance, spatial
 

@@ -46,13 +46,23 @@ def run(instance, *props, **kwargs):
     return parallel_compute(instance, list(props), scheduler='sync', progress=False, **kwargs)
 
 
-def test_cache_dir_writes_requested_outputs_and_returns_disk_tensors(tmp_path):
+def test_cache_dir_writes_requested_outputs_and_keeps_those_within_the_memory_limit_in_memory(tmp_path):
     p = Pipeline(DATA)
-    run(p, Pipeline.shifted, cache_dir=str(tmp_path))
-    assert isinstance(p.shifted, DiskTensor) and not p.shifted.available
+    done = run(p, Pipeline.shifted, cache_dir=str(tmp_path))  # no memory_limit: everything fits
+    assert 'to disk and kept in memory' in str(done)
+    assert not isinstance(p.shifted, DiskTensor) and p.shifted.available
     math.assert_close(p.shifted, DATA + 1)
     (info,) = cache.list_results(str(tmp_path))
     assert info.complete and 'shifted' in info.properties
+    resumed = Pipeline(DATA)
+    COMPUTED.clear()
+    run(resumed, Pipeline.shifted, cache_dir=str(tmp_path))
+    assert COMPUTED == [] and resumed.shifted.available  # read from disk, into memory
+    math.assert_close(resumed.shifted, DATA + 1)
+    beyond = Pipeline(DATA)
+    run(beyond, Pipeline.shifted, cache_dir=str(tmp_path), memory_limit=1)
+    assert isinstance(beyond.shifted, DiskTensor) and not beyond.shifted.available
+    math.assert_close(beyond.shifted, DATA + 1)
 
 
 def test_a_second_run_resumes_from_the_cache_without_recomputing(tmp_path):
@@ -97,14 +107,14 @@ def test_chunk_size_and_codec_can_be_chosen(tmp_path):
     chosen = plan(Pipeline(DATA), [Pipeline.shifted], cache_dir='unused', chunk_bytes=8 * 8 * 4, compressor='zstd')
     assert chosen.stages[0].chunk_size == 1 and '(zstd)' in str(chosen)
     p = Pipeline(DATA)
-    run(p, Pipeline.shifted, cache_dir=str(tmp_path), chunk_bytes=8 * 8 * 4, compressor='zstd')
+    run(p, Pipeline.shifted, cache_dir=str(tmp_path), chunk_bytes=8 * 8 * 4, compressor='zstd', memory_limit=1)
     assert p.shifted.chunks == (1, 8, 8)  # one example: 256 bytes
     with open(os.path.join(p.shifted.path, 'zarr.json')) as f:
         assert [c['name'] for c in json.load(f)['codecs']] == ['bytes', 'zstd', 'crc32c']
     math.assert_close(p.shifted, DATA + 1)
     COMPUTED.clear()
     again = Pipeline(DATA)
-    run(again, Pipeline.shifted, cache_dir=str(tmp_path), chunk_bytes=8 * 8 * 4)  # the codec is not in the key
+    run(again, Pipeline.shifted, cache_dir=str(tmp_path), chunk_bytes=8 * 8 * 4, memory_limit=1)  # codec: not in key
     assert COMPUTED == [] and again.shifted.path == p.shifted.path
     run(Pipeline(DATA), Pipeline.shifted, cache_dir=str(tmp_path))  # the chunk grid is: another result
     assert len(cache.list_results(str(tmp_path))) == 2
@@ -155,7 +165,7 @@ def test_results_pickle_small_and_print_without_loading(tmp_path):
     loads = []
     on_load_into_memory(loads.append)
     p = Pipeline(DATA)
-    run(p, Pipeline.shifted, cache_dir=str(tmp_path))
+    run(p, Pipeline.shifted, cache_dir=str(tmp_path), memory_limit=1)
     loads.clear()
     text = repr(p.shifted)
     blob = pickle.dumps(p.shifted)
@@ -188,3 +198,16 @@ def test_julia_set_with_a_memory_limit_reads_back_slice_by_slice(tmp_path):
     direct = Julia(j.c).escape
     for i in range(8):
         np.testing.assert_allclose(j.escape.c[i].numpy('x,y'), direct.c[i].numpy('x,y'), rtol=1e-6)
+
+
+def test_a_disk_backed_input_is_tokenized_without_reading_it(tmp_path):
+    from dask.base import tokenize
+    loads = []
+    on_load_into_memory(loads.append)
+    p = Pipeline(DATA)
+    run(p, Pipeline.shifted, cache_dir=str(tmp_path), memory_limit=1)
+    loads.clear()
+    tokens = {tokenize(p.shifted), tokenize(p.shifted.example[:4]), tokenize(Pipeline(p.shifted))}
+    assert len(tokens) == 3 and loads == []
+    resumed = plan(Pipeline(p.shifted), [Pipeline.shifted])  # a disk-backed field: its key needs no read either
+    assert tokenize(resumed) and loads == []

@@ -158,7 +158,8 @@ def test_failure_names_property_and_block():
             raise ValueError('bad input')
 
     f = Failing(math.random_normal(batch(b=8)))
-    with pytest.raises(PropertyFailed, match=r"Failing.broken raised ValueError on block b\[0:\d\]: bad input") as info:
+    with pytest.raises(PropertyFailed, match=r"Failing.broken raised ValueError on element b=(\d) of block "
+                                             r"b\[\d:\d\]: bad input") as info:
         parallel_compute(f, [Failing.broken], scheduler='sync', progress=False)
     assert 'Original traceback' in str(info.value) and "raise ValueError('bad input')" in str(info.value)
     assert 'broken' not in f.__dict__
@@ -308,12 +309,13 @@ def _big_input():
 def test_large_host_values_reach_each_block_as_its_own_slice():
     w = _big_input()
     p = plan(w, [Weighted.weighted], max_workers=2, block_size=4)
-    from lazyphi.parallel._engine import PRESLICE_BYTES, compiled, host_bytes
+    from lazyphi.math.kinds import memory_bytes
+    from lazyphi.parallel._graph import PRESLICE_BYTES, compiled
 
-    assert host_bytes(w.data) > PRESLICE_BYTES >= host_bytes(w.weights)
+    assert memory_bytes(w.data) > PRESLICE_BYTES >= memory_bytes(w.weights)
     nodes = compiled(p).graph
     big_weights = Weighted(w.data, math.expand(w.weights, spatial(z=16)) * 1.0)  # large, but without the block dim
-    assert host_bytes(big_weights.weights) > PRESLICE_BYTES
+    assert memory_bytes(big_weights.weights) > PRESLICE_BYTES
     shared = compiled(plan(big_weights, [Weighted.weighted], block_size=4)).graph
     assert sum('field-weights-' in str(k) for k in shared) == 1
     data_nodes = {k: v.value for k, v in nodes.items() if type(v).__name__ == 'DataNode'}
@@ -358,3 +360,45 @@ def test_large_inputs_are_scattered_to_a_cluster_not_sent_in_the_graph():
         while scattered & set(client.who_has()) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not scattered & set(client.who_has())  # and released after the run
+
+
+# --- costs that defaults must not add --------------------------------------------------------------------
+
+def test_the_progress_bar_draws_nothing_for_a_short_run_and_draws_once_a_run_is_long():
+    import io
+
+    from lazyphi.parallel._progress import LateProgressBar
+
+    graph = {'slow': (time.sleep, 0.3), 'quick': (abs, -1)}
+    out = io.StringIO()
+    with LateProgressBar(after=60, out=out):
+        dask.get(graph, ['quick'])
+    assert out.getvalue() == ''  # nothing drawn, and the run did not wait for the bar's thread
+    with LateProgressBar(after=0.05, interval=0.05, out=out):
+        dask.threaded.get(graph, ['slow'])
+    assert '100% Completed' in out.getvalue() and out.getvalue().endswith('\n')
+
+
+def test_the_allocator_is_tuned_only_where_a_nanny_pinned_its_thresholds():
+    script = ('from lazyphi.parallel._engine import restore_allocator_thresholds; '
+              'print(restore_allocator_thresholds())')
+    env = {k: v for k, v in os.environ.items() if not k.startswith('MALLOC_')}
+    plain = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True, env=env, check=True)
+    pinned = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True, check=True,
+                            env={**env, 'MALLOC_TRIM_THRESHOLD_': '65536'})
+    chosen = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True, check=True,
+                            env={**env, 'MALLOC_TRIM_THRESHOLD_': '65536', 'MALLOC_MMAP_THRESHOLD_': '131072'})
+    assert plain.stdout.strip() == 'False' and chosen.stdout.strip() == 'False'  # a user's own choice is kept
+    assert pinned.stdout.strip() == ('True' if sys.platform == 'linux' else 'False')
+
+
+def test_inputs_are_hashed_once_while_they_live(monkeypatch):
+    from lazyphi.backend import NUMPY
+    hashed = []
+    original = NUMPY.content_hash
+    monkeypatch.setattr(NUMPY, 'content_hash', lambda native: hashed.append(1) or original(native))
+    data = math.random_normal(batch(example=8), spatial(x=4))
+    keys = {dask.base.tokenize(plan(Model(data), [Model.plus])) for _ in range(3)}
+    assert len(keys) == 1 and len(hashed) == 1
+    assert dask.base.tokenize(plan(Model(data + 0), [Model.plus])) in keys  # equal data, another tensor: equal key
+    assert len(hashed) == 2

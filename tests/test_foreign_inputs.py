@@ -15,7 +15,7 @@ import pytest
 from lazyphi import math
 from lazyphi.dataclasses import cached_property
 from lazyphi.math import Tensor, batch, channel, instance, spatial
-from lazyphi.parallel import _engine as engine
+from lazyphi.parallel import _graph as graph_builder
 from lazyphi.parallel import parallel_compute, plan
 from lazyphi.storage import clear_memory_cache
 
@@ -172,7 +172,7 @@ class Rows:
 @pytest.mark.parametrize('scheduler', ['sync', 'threads'])
 def test_each_block_of_parallel_compute_reads_only_its_slice(source, scheduler, cut_on_host, monkeypatch):
     if cut_on_host:  # the engine hands large inputs to each block as its own (lazy) slice
-        monkeypatch.setattr(engine, 'PRESLICE_BYTES', 0)
+        monkeypatch.setattr(graph_builder, 'PRESLICE_BYTES', 0)
     rows = Rows(math.tensor(_lazy(source), batch('b'), spatial('x')))
     p = plan(rows, ['row_sum'], block_size=CHUNK, scheduler=scheduler)
     assert len(p.stages[0].blocks) == ROWS // CHUNK and source.reads == []  # planning computes nothing

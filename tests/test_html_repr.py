@@ -13,7 +13,7 @@ from lazyphi import math
 from lazyphi.dataclasses import cached_property, dataclass_html, sliceable
 from lazyphi.math import Tensor, batch, channel, spatial
 from lazyphi.math import _html as tensor_html_module
-from lazyphi.parallel._tracer import Trace, tracer_for
+from lazyphi.math.kinds import Trace, tracer_for
 from lazyphi.storage import _memory, clear_memory_cache
 from tests.backends import BACKEND_NAMES, get_backend
 
@@ -99,7 +99,7 @@ def test_a_disk_backed_tensor_shows_where_it_lies_and_loads_nothing(tmp_path, lo
 
 
 def test_a_tracer_shows_its_shape_and_no_values():
-    tracer = tracer_for(Trace(frozenset({'b'})), math.zeros(batch(b=4), spatial(x=2)))
+    tracer = tracer_for(Trace(frozenset({'b'})), batch(b=4) & spatial(x=2), math.zeros(batch(b=4)).dtype)
     text = _text(tracer._repr_html_())
     assert 'Tracer' in text and '8 elements' in text and 'not in memory' in text and '±' not in text
 

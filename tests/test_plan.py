@@ -6,11 +6,14 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lazyphi import math
+from lazyphi.backend import DType
 from lazyphi.dataclasses import cached_property
 from lazyphi.math import Tensor, batch, channel, spatial
-from lazyphi.parallel import INFER, MIXED, ParallelPropertyNotComputed, parallel_property, plan
+from lazyphi.parallel import INFER, MIXED, ParallelPropertyNotComputed, parallel_compute, parallel_property, plan
 
 DATA = math.random_normal(batch(example=64), spatial(x=16, y=16))
 
@@ -135,14 +138,35 @@ def test_mixed_sum_is_one_parallel_stage_with_partials_and_a_combine():
     assert [combine for _, combine in prop.partials] == ['sum']
 
 
-def test_blocks_are_whole_chunks_and_cover_the_dim():
+def test_blocks_cover_the_dim_and_are_whole_chunks_where_a_stage_writes_to_disk():
     p = plan(Tutorial(DATA), [Tutorial.plus], max_workers=2)
     (stage,) = p.stages
     assert stage.blocks[0].start == 0 and stage.blocks[-1].stop == 64
-    assert all(b.size % stage.chunk_size == 0 for b in stage.blocks[:-1])
     assert len(stage.blocks) == 4  # 2 blocks per worker
     one = plan(Tutorial(DATA), [Tutorial.plus], block_size=1)
     assert len(one.stages[0].blocks) == 64
+    small = Tutorial(math.random_normal(batch(example=10), spatial(x=4)))  # 10 elements: 10 chunks of one
+    written = plan(small, [Tutorial.plus], max_workers=3, cache_dir='unused').stages[0]
+    assert written.chunk_size == 1 and all(b.size % written.chunk_size == 0 for b in written.blocks)
+    assert len(written.blocks) >= 3
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 80), workers=st.integers(1, 16), disk=st.booleans())
+def test_a_stage_with_at_least_as_many_elements_as_workers_gives_each_worker_a_block(n, workers, disk):
+    p = plan(Tutorial(math.zeros(batch(example=n), spatial(x=3))), [Tutorial.plus], max_workers=workers,
+             cache_dir='unused' if disk else None)
+    (stage,) = p.stages
+    assert len(stage.blocks) >= min(n, workers)
+    assert [b.start for b in stage.blocks] == [0, *[b.stop for b in stage.blocks[:-1]]] and stage.blocks[-1].stop == n
+    if disk:
+        assert all(b.start % stage.chunk_size == 0 for b in stage.blocks)  # no two blocks write one chunk
+
+
+def test_the_chunk_grid_comes_from_the_data_not_the_workers():
+    grids = {plan(Tutorial(DATA), [Tutorial.plus], max_workers=w, cache_dir='unused').stages[0].chunk_size
+             for w in (1, 2, 7, 32)}
+    assert grids == {64 // 16}  # at least 16 chunks along the block dim
 
 
 def test_blocks_follow_the_workers_the_scheduler_has():
@@ -360,3 +384,94 @@ def test_operation_is_traced_or_a_listed_fallback(name):
         assert prop.output.shape == expected.shape and prop.output.dtype == expected.dtype
         reduces_example = name in ('sum', 'transpose', 'flatten', 'b2i') and 'example' not in expected.shape
         assert ('example' in prop.requires) == reduces_example
+
+
+# --- the plan's output dtypes are the run's ---------------------------------------------------------
+
+DTYPE_CASES = {
+    'times a Python float': lambda a, b: a * 3.0, 'Python int plus': lambda a, b: 2 + a,
+    'over a Python int': lambda a, b: a / 2, 'power': lambda a, b: a ** 2, 'mixed operands': lambda a, b: a + b,
+    'concat': lambda a, b: math.concat([a, b], 'x'), 'stack': lambda a, b: math.stack([a, b], channel('s')),
+    'expanded times a float': lambda a, b: math.expand(a, channel(c=2)) * 3.0, 'mean': lambda a, b: math.mean(a, 'x'),
+    'NumPy scalar': lambda a, b: a * np.float64(3),
+}
+
+
+@pytest.mark.parametrize('bits', [32, 64])
+@pytest.mark.parametrize('second', ['float32', 'float64', 'int32', 'bool'])
+@pytest.mark.parametrize('first', ['float32', 'float64', 'int64', 'complex64'])
+@pytest.mark.parametrize('case', sorted(DTYPE_CASES))
+def test_the_planned_output_dtype_is_the_computed_one(case, first, second, bits):
+    op = DTYPE_CASES[case]
+
+    @dataclass(frozen=True)
+    class Pair:
+        a: Tensor
+        b: Tensor
+
+        @cached_property
+        def value(self) -> Tensor:
+            return op(self.a, self.b)
+
+    def make(dtype):
+        return math.tensor(np.arange(1, 9).astype(dtype).reshape(2, 4), batch('example'), spatial('x'))
+    with math.precision(bits):
+        pair = Pair(make(first), make(second))
+        planned = plan(pair, [Pair.value]).properties['value'].output
+        with np.errstate(all='ignore'):
+            computed = op(pair.a, pair.b)
+    assert planned.shape == computed.shape and DType.as_dtype(planned.dtype) == computed.dtype
+
+
+# --- tracing through dependencies ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Chain:
+    data: Tensor
+
+    @parallel_property(out=batch(example=64) * float)
+    def declared(self) -> Tensor:
+        return math.sum(self.data, 'x,y')
+
+    @parallel_property
+    def per_element(self) -> float:
+        return float(math.mean(self.data)) * 2
+
+    @cached_property
+    def centred(self) -> Tensor:
+        return self.declared - math.mean(self.declared, batch)
+
+    @cached_property
+    def shifted(self) -> Tensor:
+        return self.per_element + 1
+
+
+def test_a_property_reading_a_parallel_property_is_traced_on_that_propertys_output():
+    p = plan(Chain(DATA), [Chain.centred, Chain.shifted])
+    assert not p.fallbacks
+    assert p.properties['centred'].requires == {'example'}  # mixes what `declared` gives along example
+    assert p.properties['centred'].output == batch(example=64) * DType(float, 32)
+    assert p.properties['per_element'].mode == 'element' and p.properties['per_element'].output is None
+    assert p.properties['shifted'].mode == 'block' and not p.properties['shifted'].requires
+    assert p.properties['shifted'].output is None  # traced on what per_element might give: dims, not dtypes
+
+
+def test_per_element_evaluation_slices_inputs_of_several_dims_in_any_order():
+    @dataclass(frozen=True)
+    class Grid:
+        a: Tensor  # (example, run)
+        b: Tensor  # (run, example): the other order
+        c: Tensor  # run only
+
+        @parallel_property
+        def value(self) -> float:
+            return float(self.a) * 100 + float(self.b) * 10 + float(self.c)
+
+    a = math.random_normal(batch(example=3, run=4))
+    b = math.transpose(math.random_normal(batch(example=3, run=4)), 'run,example')
+    c = math.random_normal(batch(run=4))
+    g = Grid(a, b, c)
+    done = parallel_compute(g, [Grid.value], block_size=2, scheduler='sync', progress=False)
+    assert done.properties['value'].mode == 'element'
+    expected = a.numpy('example,run') * 100 + b.numpy('example,run') * 10 + c.numpy('run')[None, :]
+    np.testing.assert_allclose(g.value.numpy('example,run'), expected, rtol=1e-5)

@@ -136,8 +136,8 @@ def test_parallel_compute_on_slurm_workers(tmp_path, sim):
 def parallel_compute_on(client, instance, prop, cache_dir):
     from lazyphi.parallel import parallel_compute
 
-    return parallel_compute(instance, [prop], 'sample', cache_dir=cache_dir, scheduler=client, block_size=2,
-                            progress=False)
+    return parallel_compute(instance, [prop], 'sample', cache_dir=cache_dir, memory_limit=1, scheduler=client,
+                            block_size=2, progress=False)
 
 
 def test_lazyphi_run_inside_sbatch(tmp_path, sim):
@@ -163,7 +163,7 @@ def test_lazyphi_run_inside_sbatch(tmp_path, sim):
     output = (tmp_path / f'run-{job_id}.out').read_text() if job_id.isdigit() else ''
     assert submitted.returncode == 0, f'{submitted.stderr}\n{output}'
     assert job_id.isdigit(), submitted.stdout
-    assert re.search(r'^energy: \(sample\S*=6\), float32, on disk$', output, re.M) and 'Done in' in output, output
+    assert re.search(r'^energy: \(sample\S*=6\), float32, in memory$', output, re.M) and 'Done in' in output, output
     (info,) = cache.list_results(str(cache_dir))
     assert info.complete and info.properties == ('energy',)
     # the host reads what the job wrote, and it equals a direct computation

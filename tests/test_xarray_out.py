@@ -44,7 +44,7 @@ def waves() -> Waves:
 
 def test_open_zarr_on_a_cache_result_shows_label_coordinates_and_config(tmp_path):
     w = waves()
-    parallel_compute(w, ['scaled'], scheduler='sync', cache_dir=str(tmp_path), progress=False)
+    parallel_compute(w, ['scaled'], scheduler='sync', cache_dir=str(tmp_path), memory_limit=1, progress=False)
     ds = xr.open_zarr(w.scaled.store)
     assert list(ds.data_vars) == ['scaled'] and ds.scaled.dims == ('run', 'x', 'vector')
     assert list(ds.vector.values) == ['u', 'v'] and 'vector' in ds.indexes
@@ -52,7 +52,8 @@ def test_open_zarr_on_a_cache_result_shows_label_coordinates_and_config(tmp_path
     np.testing.assert_array_equal(ds.scaled.sel(vector='v').values, 2 * VALUES[..., 1])
     # lazyphi still reads the result as before: the coordinates are not among its arrays
     again = waves()
-    parallel_compute(again, ['scaled'], scheduler='sync', cache_dir=str(tmp_path), progress=False)
+    parallel_compute(again, ['scaled'], scheduler='sync', cache_dir=str(tmp_path), memory_limit=1,
+                     progress=False)
     assert again.scaled.store == w.scaled.store
     np.testing.assert_array_equal(again.scaled.numpy('run,x,vector'), 2 * VALUES)
 
@@ -82,7 +83,7 @@ def test_a_saved_dict_of_tensors_opens_as_a_dataset(tmp_path):
 
 def test_to_xarray_keeps_the_label_of_a_selected_item_as_a_scalar_coordinate(tmp_path):
     w = waves()
-    parallel_compute(w, ['scaled'], scheduler='sync', cache_dir=str(tmp_path), progress=False)
+    parallel_compute(w, ['scaled'], scheduler='sync', cache_dir=str(tmp_path), memory_limit=1, progress=False)
     picked = w.scaled.vector['v'].run[1:3].to_xarray()
     assert picked.dims == ('run', 'x') and picked.coords['vector'].item() == 'v'
     np.testing.assert_array_equal(picked.values, 2 * VALUES[1:3, :, 1])

@@ -5,7 +5,6 @@ entries below, which adapt NumPy where the backend signature differs. SciPy is i
 functions is first called.
 """
 
-import hashlib
 import itertools
 import os
 import platform
@@ -13,6 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
+import xxhash
 from numpy.lib.stride_tricks import sliding_window_view
 
 from ._backend import Backend, LazyFunction
@@ -69,10 +69,11 @@ def _content_hash(x: Any) -> str:
     array = np.asarray(x, order='C')
     if array.dtype.kind == 'O':
         raise TypeError("Object arrays have no content hash: their bytes are addresses, not values")
-    # SHA-256: hardware-accelerated on current CPUs, measured 2.7x faster than blake2b here
-    digest = hashlib.sha256(f'{array.dtype.str}{array.shape}'.encode())
+    # XXH3 (128 bits): not cryptographic, but a cache key needs no protection from deliberate collisions; measured
+    # 7.5 ms for 256 MiB against 180 ms for SHA-256 (hardware-accelerated) and 230 ms for BLAKE2b here
+    digest = xxhash.xxh3_128(f'{array.dtype.str}{array.shape}'.encode())
     digest.update(array)
-    return digest.hexdigest()[:32]
+    return digest.hexdigest()
 
 
 def _dtype(x: Any) -> DType:

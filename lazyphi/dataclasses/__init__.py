@@ -9,13 +9,8 @@ did not change (found by analysing the property's code), the tree functions of `
 import importlib
 
 from ..math import config_fields, data_fields, non_data_fields, special_fields
-from ._cached import (
-    cached_properties,
-    cached_property,
-    cached_property_names,
-    cached_values,
-    is_cached_property,
-)
+from ..math.kinds import cached_property, cached_property_names, is_cached_property
+from ._cached import cached_properties, cached_values
 from ._checked import checked
 from ._deps import ALL, DirectDependencies, direct_dependencies, explain_dependencies, property_dependencies
 from ._html import dataclass_html

@@ -1,98 +1,13 @@
-"""`cached_property` without a class-wide lock, and lookup of the cached properties of a class.
+"""The cached properties of a class and the values an instance holds for them.
 
-Python 3.11's `functools.cached_property` takes one `RLock` per descriptor, that is per class
-attribute: computing a property of one instance blocks every other instance of the class. The
-descriptor here takes no lock at all. Two threads asking one instance for the same property
-may both compute it; the last result is kept, as in `functools.cached_property` from 3.12 on.
-
-Both kinds store the value in the instance's `__dict__` under the property's name and are
-non-data descriptors, so a cached value is read back by plain attribute lookup and frozen
-dataclasses can cache too. Everything in `lazyphi.dataclasses` treats both kinds alike.
+The descriptor (`cached_property`, without a class-wide lock) and the test for either kind of
+cached property live in `lazyphi.math._properties`, where the tree functions need them;
+everything in `lazyphi.dataclasses` treats `functools.cached_property` and lazyphi's alike.
 """
 
-import functools
-import weakref
-from collections.abc import Callable
 from typing import Any
 
-
-class cached_property:
-    """Decorator turning a method of one argument into a property computed once per instance.
-
-    The value is stored in the instance `__dict__`; delete the attribute to have it recomputed.
-    No lock is held while computing, so instances of one class compute their properties in
-    parallel.
-
-    Args:
-        func: the method computing the value from the instance.
-    """
-
-    def __init__(self, func: Callable[[Any], Any]):
-        if not callable(func):
-            raise TypeError(f"cached_property decorates a method, but got {func!r} of type {type(func).__name__}")
-        self.func = func
-        self.attrname: str | None = None
-        self.__doc__ = func.__doc__
-        self.__module__ = getattr(func, '__module__', None)
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        if self.attrname is None:
-            self.attrname = name
-        elif name != self.attrname:
-            raise TypeError(f"One cached_property cannot serve two names, but it is assigned to both "
-                            f"{self.attrname!r} and {name!r} (in {owner.__qualname__}). Decorate a second method "
-                            f"instead of reusing the descriptor.")
-
-    def __get__(self, instance, owner: type | None = None):
-        if instance is None:
-            return self
-        name = self.attrname
-        if name is None:
-            raise TypeError(f"This cached_property of {self.func!r} was never given a name: define it in a class "
-                            f"body so that Python calls __set_name__ on it.")
-        try:
-            cache = instance.__dict__
-        except AttributeError:
-            raise TypeError(f"{type(instance).__qualname__} instances have no __dict__ to cache the property "
-                            f"{name!r} in: the class defines __slots__. Add '__dict__' to __slots__, or use "
-                            f"@dataclass(slots=False).") from None
-        try:
-            return cache[name]
-        except KeyError:
-            pass
-        value = self.func(instance)
-        cache[name] = value
-        return value
-
-    def __repr__(self) -> str:
-        return f"<cached_property {self.attrname or getattr(self.func, '__qualname__', self.func)!r}>"
-
-
-CACHED_PROPERTY_TYPES = (functools.cached_property, cached_property)
-
-# class -> names of its cached properties; names, not descriptors: a descriptor's function may refer back to
-# the class (the `__class__` cell of super()), which would keep a weakly keyed class alive forever
-_NAMES_BY_CLASS: 'weakref.WeakKeyDictionary[type, tuple[str, ...]]' = weakref.WeakKeyDictionary()
-
-
-def is_cached_property(value) -> bool:
-    """Whether `value` (a class attribute) is a `functools.cached_property` or a lazyphi `cached_property`."""
-    return isinstance(value, CACHED_PROPERTY_TYPES)
-
-
-def cached_property_names(cls: type) -> tuple[str, ...]:
-    """Names of the cached properties of a class, as `cached_properties` orders them; computed once per class."""
-    names = _NAMES_BY_CLASS.get(cls)
-    if names is None:
-        found, seen = [], set()
-        for klass in cls.__mro__:
-            for name, value in vars(klass).items():
-                if name not in seen:
-                    seen.add(name)
-                    if is_cached_property(value):
-                        found.append(name)
-        names = _NAMES_BY_CLASS[cls] = tuple(found)
-    return names
+from ..math.kinds import cached_property_names, class_attribute
 
 
 def cached_properties(cls: type) -> dict[str, Any]:
@@ -110,11 +25,7 @@ def cached_properties(cls: type) -> dict[str, Any]:
     """
     if not isinstance(cls, type):
         cls = type(cls)
-    return {name: _class_attribute(cls, name) for name in cached_property_names(cls)}
-
-
-def _class_attribute(cls: type, name: str):
-    return next(vars(klass)[name] for klass in cls.__mro__ if name in vars(klass))
+    return {name: class_attribute(cls, name)[1] for name in cached_property_names(cls)}
 
 
 def cached_values(obj) -> dict[str, Any]:
@@ -127,3 +38,4 @@ def cached_values(obj) -> dict[str, Any]:
     if not cache:
         return {}
     return {name: cache[name] for name in cached_property_names(type(obj)) if name in cache}
+

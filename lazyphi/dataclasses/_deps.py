@@ -33,7 +33,7 @@ import typing
 import weakref
 from typing import Any, NamedTuple
 
-from ._cached import CACHED_PROPERTY_TYPES, cached_property_names, is_cached_property
+from ..math.kinds import CACHED_PROPERTY_TYPES, cached_property_names, class_attribute, is_cached_property
 
 
 class _AllType:
@@ -163,23 +163,11 @@ def _attribute_name(cls: type, prop) -> str:
         name = next((n for klass in cls.__mro__ for n, v in vars(klass).items() if v is prop), None)
         if name is None:
             raise ValueError(f"{prop!r} is not an attribute of {cls.__qualname__}")
-    _, value = _lookup(cls, name)
+    _, value = class_attribute(cls, name)
     if not (is_cached_property(value) or isinstance(value, (property, types.FunctionType))):
         raise ValueError(f"{cls.__qualname__} has no cached property, property or method {name!r}; its cached "
                          f"properties are {sorted(cached_property_names(cls))}")
     return name
-
-
-def _lookup(cls: type, name: str, after: type | None = None) -> tuple[type | None, Any]:
-    """(defining class, class attribute) of `name` along the MRO of `cls`, starting past `after`."""
-    mro = cls.__mro__
-    if after is not None and after in mro:
-        mro = mro[mro.index(after) + 1:]
-    for klass in mro:
-        namespace = vars(klass)
-        if name in namespace:
-            return klass, namespace[name]
-    return None, None
 
 
 def _dependency_order(cls: type, name: str) -> list:
@@ -209,7 +197,7 @@ def _closure(cls: type, name: str) -> frozenset | _AllType:
 def _analyse(cls: type, name: str) -> DirectDependencies | _Unsure:
     try:
         analysis = _Analysis(cls)
-        owner, value = _lookup(cls, name)
+        owner, value = class_attribute(cls, name)
         if is_cached_property(value):
             analysis.function(value.func, owner, entry=True)
         elif isinstance(value, property):
@@ -252,7 +240,7 @@ class _Analysis:
         if after is None and name in self.fields:
             self.attributes.add(name)
             return
-        owner, value = _lookup(self.cls, name, after)
+        owner, value = class_attribute(self.cls, name, after)
         if owner is None:
             if self.dynamic is not None:
                 raise _Unsure(f"self.{name} is not a class attribute, and {self.dynamic.__qualname__} defines "

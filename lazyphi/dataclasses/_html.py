@@ -11,8 +11,7 @@ import dataclasses
 import html
 
 from ..math import Tensor, config_fields, data_fields, shape, special_fields
-from ..math.kinds import HTML_STYLE, dims_table, tensor_summary_html
-from ._cached import cached_property_names
+from ..math.kinds import HTML_STYLE, cached_property_names, dims_table, tensor_summary_html
 from ._ops import _SHORT_REPR
 
 _NOT_COMPUTED = object()

@@ -16,7 +16,7 @@ from typing import NamedTuple, TypeVar
 import numpy as np
 
 from ..math import Shape, Tensor, data_fields, non_data_fields, unstack, wrap
-from ._cached import cached_property_names
+from ..math.kinds import cached_property_names
 from ._deps import ALL, property_dependencies
 
 T = TypeVar('T')

@@ -15,7 +15,7 @@ from typing import TypeVar
 import numpy as np
 
 from ..math import DUAL, Shape, Tensor, rename_dims, shape, slice_, unstack
-from ..math.kinds import normalize_selection
+from ..math.kinds import class_attribute, normalize_selection
 from ._html import dataclass_html
 
 T = TypeVar('T')
@@ -154,8 +154,8 @@ def _dim_getattr(obj, name: str):
     cls = type(obj)
     if name.startswith('_') or name in _NOT_DIMS or any(f.name == name for f in dataclasses.fields(cls)):
         raise AttributeError(_missing(cls, name))
-    declared = next((vars(k)[name] for k in cls.__mro__ if name in vars(k)), None)
-    if declared is not None and not isinstance(declared, _DimAttribute):
+    owner, declared = class_attribute(cls, name)
+    if owner is not None and not isinstance(declared, _DimAttribute):
         # a property or descriptor of the class raised AttributeError itself
         raise AttributeError(f"{cls.__qualname__}.{name} raised AttributeError while being computed")
     busy = _resolving.__dict__.setdefault('ids', set())

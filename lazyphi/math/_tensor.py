@@ -15,13 +15,24 @@ per category, without touching any operation.
 from __future__ import annotations
 
 import functools
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from .._errors import DimNotFound, IncompatibleShapes, LabelNotFound
-from ..backend import NUMPY, Backend, DType, backend_by_name, choose_backend, combine_types, convert, get_precision
+from ..backend import (
+    NUMPY,
+    Backend,
+    DType,
+    backend_by_name,
+    choose_backend,
+    combine_types,
+    convert,
+    get_precision,
+    to_numpy_dtype,
+)
 from ._bound import BoundDim
 from ._html import tensor_html
 from ._shape import EMPTY_SHAPE, Shape, merge_shapes, resolve_dims
@@ -105,6 +116,10 @@ class Tensor:
     def available(self) -> bool:
         """Whether the values are in memory (False for tracers and data still on disk)."""
         return True
+
+    def _memory_bytes(self) -> int:
+        """Bytes the tensor holds in memory: its elements (see `element_bytes`); a kind holding less says so."""
+        return element_bytes(self.shape, self.dtype)
 
     def _dense(self) -> Dense:
         raise NotImplementedError(type(self).__name__)
@@ -306,11 +321,36 @@ class Tensor:
     def __dask_tokenize__(self):
         """Shape, dtype and content: equal data gives equal Dask keys whatever its kind or backend."""
         dense = self._dense()
-        return 'lazyphi.Tensor', dense._shape, str(dense.dtype), _content_hash(dense)
+        return 'lazyphi.Tensor', dense._shape, str(dense.dtype), content_hash(dense._native, dense.backend)
 
 
-def _content_hash(dense: Dense) -> str:
-    return dense.backend.content_hash(dense._native)
+def element_bytes(shape: Shape, dtype) -> int:
+    """Bytes of `shape.volume` elements of `dtype` (a DType or a Python type); 8 per object or string element.
+
+    A shape of unknown size has 0 bytes.
+    """
+    return (shape.volume or 0) * (DType.as_dtype(dtype).itemsize or 8)
+
+
+_HASHES: dict[int, str] = {}  # id of a native -> its content hash, while the native lives
+
+
+def content_hash(native, backend: Backend) -> str:
+    """The content hash of a native of `backend` (`Backend.content_hash`), computed once per native while it lives.
+
+    Tensors never change, so neither do their natives' hashes. (A NumPy array a tensor was made from is
+    viewed, not copied: writing into that array afterwards is not seen.)
+    """
+    key = id(native)
+    found = _HASHES.get(key)
+    if found is None:
+        found = backend.content_hash(native)
+        try:
+            weakref.finalize(native, _HASHES.pop, key, None)
+        except TypeError:  # a native that cannot be referenced weakly is hashed each time
+            return found
+        _HASHES[key] = found
+    return found
 
 
 def read_only_native(array):
@@ -344,6 +384,11 @@ class Dense(Tensor):
 
     def _dense(self) -> Dense:
         return self
+
+    def _single_value(self, what: str):
+        if self._shape.volume != 1:
+            return super()._single_value(what)  # raises, naming the shape
+        return self._backend.numpy(self._native).reshape(())  # converted at once: no read-only view needed
 
     def _native_in(self, order):
         if order is None:
@@ -465,7 +510,7 @@ def _dense_elementwise(fn_name: str, to_float: bool = False) -> Callable:
 
 
 def auto_cast(backend: Backend, natives: list) -> list:
-    """Cast natives of different dtypes to their common type, floats in the current precision."""
+    """Cast natives of different dtypes to their common type (`promoted_dtype`), floats in the current precision."""
     dtype = backend.dtype
     first = dtype(natives[0])
     if all(dtype(n) == first for n in natives[1:]):
@@ -473,9 +518,19 @@ def auto_cast(backend: Backend, natives: list) -> list:
     dtypes = [dtype(n) for n in natives]
     kinds = {d.kind for d in dtypes}
     if len(kinds) == 1 and first.kind in (int, bool):
-        return natives  # the library's own integer promotion is exact
-    target = combine_types(*dtypes, fp_precision=get_precision())
+        return natives  # the library's own integer promotion is exact (and what `promoted_dtype` says)
+    target = promoted_dtype(dtypes)
     return [n if d == target else backend.cast(n, target) for n, d in zip(natives, dtypes, strict=True)]
+
+
+def promoted_dtype(dtypes: Sequence[DType]) -> DType:
+    """The dtype an operation combining values of `dtypes` gives: one dtype stays; mixed floats take the precision."""
+    first = dtypes[0]
+    if all(d == first for d in dtypes[1:]):
+        return first
+    if len({d.kind for d in dtypes}) == 1 and first.kind in (int, bool):
+        return combine_types(*dtypes)
+    return combine_types(*dtypes, fp_precision=get_precision())
 
 
 def elementwise_op(name: str, fn_name: str | None = None) -> Op:
@@ -505,7 +560,9 @@ def _binary(a: Tensor, b, op: Op):
 
     Not where the library would choose the result's dtype: int with float, and true division of ints
     (floats of the current precision, the same on every backend). The operator ops are named after the
-    backend functions that implement them.
+    backend functions that implement them. A Python number that keeps the tensor's dtype
+    (`_scalar_keeps_dtype`) takes it on every path, so every kind (and the tracer) gives the dtype the
+    fast path gives.
     """
     if type(a) is Dense:
         if type(b) is Dense:
@@ -519,24 +576,35 @@ def _binary(a: Tensor, b, op: Op):
                 return Dense(getattr(backend, op.name)(aligned_native(a, out), aligned_native(b, out)), out, backend)
         elif _scalar_keeps_dtype(a, b, op):
             return Dense(getattr(a._backend, op.name)(a._native, b), a._shape, a._backend)
-    return dispatch(op, (a, as_tensor(b)))
+    return dispatch(op, (a, _operand(b, a, op)))
 
 
 def _binary_r(a: Tensor, b, op: Op):
     if type(a) is Dense and _scalar_keeps_dtype(a, b, op):
         return Dense(getattr(a._backend, op.name)(b, a._native), a._shape, a._backend)
-    return dispatch(op, (as_tensor(b), a))
+    return dispatch(op, (_operand(b, a, op), a))
 
 
 _INTEGRAL = (int, bool)
 
 
-def _scalar_keeps_dtype(a: Dense, b, op: Op) -> bool:
-    """Whether `a op b` with a Python number `b` has `a`'s dtype, so the library may compute it directly."""
-    return isinstance(b, (int, float)) and not isinstance(b, bool) and not (
-        (isinstance(b, float) or op is DIV) and a._backend.dtype(a._native).kind in _INTEGRAL)
+def _scalar_keeps_dtype(a: Tensor, b, op: Op) -> bool:
+    """Whether `a op b` with a Python number `b` (not a NumPy scalar: those have a dtype) has `a`'s dtype.
+
+    It has for floats and complex `a`; for integer `a` only with an int `b` and not for true division;
+    never for bool `a` (the libraries make ints of bools and ints).
+    """
+    if type(b) not in (int, float):
+        return False
+    kind = a.dtype.kind
+    return kind is not bool and not ((type(b) is float or op is DIV) and kind is int)
 
 
+def _operand(b, a: Tensor, op: Op) -> Tensor:
+    """`b` as the other operand of `a op b`: a Python number that keeps `a`'s dtype becomes a scalar of that dtype."""
+    if _scalar_keeps_dtype(a, b, op):
+        return Dense(np.asarray(b, dtype=to_numpy_dtype(a.dtype)), EMPTY_SHAPE, NUMPY)
+    return as_tensor(b)
 
 
 # --- selection -------------------------------------------------------------------------

@@ -16,18 +16,29 @@ and `tree_map` drop all cached values. Attributes in `__dict__` that are neither
 nor cached properties are instance state set by the class itself: Tensors among them are
 transformed, anything else is kept. An instance whose data fields the operation leaves
 unchanged is returned as it is, caches included.
+
+A carried cached value is never stale: it survives only when tracing the property
+(`trace_property`, on the tracer kind of `_trace.py`) proves that it mixes none of the dims
+the operation affects — sliced or renamed dims (checked on the input), stacked or expanded dims
+(checked on the result). `centred = x - mean(x, batch)` is dropped when slicing along the batch
+and recomputed on access, while `x * 2` is sliced. `lazyphi.parallel` plans with the same traces.
 """
 
 import contextlib
 import contextvars
 import copy
 import dataclasses
+import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ._fields import data_fields, field_names, non_data_fields
-from ._shape import Shape
-from ._tensor import Tensor
+from ..backend import DType
+from ._dims import shape
+from ._fields import config_fields, data_fields, field_names, non_data_fields
+from ._properties import cached_property_names, class_attribute
+from ._shape import Shape, ShapeDtype
+from ._tensor import Tensor, element_bytes
+from ._trace import DataNeeded, PerElement, Trace, TraceAborted, tracer_for
 
 _TREE_FORMS = 'a Tensor, a number, or a tuple, list, dict or dataclass instance holding those'
 _SELECTION_FORMS = ("a dict {dim: index, slice, label or index tensor}, a label str like 'x' or 'x,y', "
@@ -35,17 +46,8 @@ _SELECTION_FORMS = ("a dict {dim: index, slice, label or index tensor}, a label 
 DROPPED = object()  # result of a cache function (and marker of a missing entry): leave the cached value out
 
 LeafFunction = Callable[[list, str], Any]
-# Checks that a cached property's value is still right after the instance is transformed along `dims`
-# (sliced, stacked, expanded, renamed): (instance, property name, dims) -> bool. lazyphi.parallel registers
-# one built on its tracer, which knows the dims a property mixes; without any, cached tensors are kept.
-_CACHE_CHECKS: list[Callable[[Any, str, tuple], bool]] = []
 # the dims the running tree operation affects, and whether to check on its result (new dims) or input
 _AFFECTED: contextvars.ContextVar = contextvars.ContextVar('lazyphi_affected_dims', default=None)
-
-
-def register_cache_check(check: Callable[[Any, str, tuple], bool]) -> None:
-    """Have `check(instance, name, dims)` decide whether cached values survive tree operations along `dims`."""
-    _CACHE_CHECKS.append(check)
 
 
 @contextlib.contextmanager
@@ -58,20 +60,20 @@ def affecting(dims: tuple, on_result: bool):
 
 
 def _drop_invalid_caches(result, original) -> None:
-    """Remove from `result` the cached values that the registered checks cannot vouch for.
+    """Remove from `result` the cached values whose property mixes dims the running operation affects.
 
     Checked on `original` for operations that change or remove dims (slicing, renaming), on
-    `result` for those that add dims (stacking, expanding).
+    `result` for those that add dims (stacking, expanding); see `cache_survives`.
     """
     affected = _AFFECTED.get()
     state = getattr(result, '__dict__', None)
-    if affected is None or not _CACHE_CHECKS or not state:
+    if affected is None or not state:
         return
     dims, on_result = affected
     probe = result if on_result else original
-    cls = type(result)
-    for name in [n for n in state if n not in field_names(cls) and is_cached_property(cls, n)]:
-        if not all(check(probe, name, dims) for check in _CACHE_CHECKS):
+    cached = cached_property_names(type(result))
+    for name in [n for n in state if n in cached]:
+        if not cache_survives(probe, name, dims):
             del state[name]
 
 
@@ -197,6 +199,7 @@ def _mapped_cache(cache_fn: CacheFunction | None, trees: Sequence) -> dict:
         return {}
     cls = type(trees[0])
     fields = field_names(cls)
+    cached = cached_property_names(cls)
     result = {}
     for name, value in state.items():
         if name in fields:
@@ -207,20 +210,11 @@ def _mapped_cache(cache_fn: CacheFunction | None, trees: Sequence) -> dict:
             # a cache that does not survive the operation is dropped and recomputed when next accessed
             with contextlib.suppress(ValueError, TypeError, KeyError, IndexError):
                 new = cache_fn(values, trees)
-        if new is DROPPED and not is_cached_property(cls, name):
+        if new is DROPPED and name not in cached:
             continue  # instance state that is not a cache: kept as it is
         if new is not value:
             result[name] = new
     return result
-
-
-def is_cached_property(cls: type, name: str) -> bool:
-    """Whether `name` in an instance's `__dict__` caches a non-data descriptor such as `functools.cached_property`."""
-    for klass in cls.__mro__:
-        if name in vars(klass):
-            kind = type(vars(klass)[name])
-            return hasattr(kind, '__get__') and not hasattr(kind, '__set__')
-    return False
 
 
 def _check_all(trees: Sequence, ok: Callable[[Any], bool], what: str, path: str, expected: str) -> None:
@@ -258,7 +252,24 @@ def tree_map(fn: Callable[[Any], Any], tree, leaf_types: type | tuple = Tensor):
     return map_trees(lambda leaves, path: fn(leaves[0]), [tree], leaf_types, None, 'tree_map')
 
 
-# --- shape ---------------------------------------------------------------------------------------
+def leaves(tree, leaf_types: type | tuple = Tensor) -> list:
+    """The leaves of `tree` (see `tree_map`) in traversal order: data fields of dataclasses, not cached values."""
+    found = []
+    tree_map(lambda leaf: found.append(leaf) or leaf, tree, leaf_types)
+    return found
+
+
+def memory_bytes(value) -> int:
+    """Bytes the tensors in `value` hold in memory: a Tensor, a `ShapeDtype` placeholder, or a tree of them.
+
+    A tensor counts its elements unless its kind holds less (a disk-backed tensor counts its
+    reference); a placeholder counts the elements it stands for; sizes not known count 0.
+    """
+    if isinstance(value, Tensor):
+        return value._memory_bytes()
+    if isinstance(value, ShapeDtype):
+        return element_bytes(value.shape, value.dtype)
+    return sum(memory_bytes(leaf) for leaf in leaves(value, (Tensor, ShapeDtype)))
 
 
 # --- transforming one tree -----------------------------------------------------------------------
@@ -271,3 +282,123 @@ def map_tensors(fn: Callable[[Tensor], Tensor], value, what: str, leaf_types: tu
         def cache_fn(cached: list, owners: Sequence):
             return fn(cached[0])
     return map_trees(lambda leaves, path: fn(leaves[0]), [value], leaf_types, cache_fn, what)
+
+
+# --- tracing a property of an instance -----------------------------------------------------------
+
+_TRACES: dict = {}  # key -> Trace; the oldest entries go first once it holds _TRACE_CACHE_SIZE
+_TRACE_CACHE_SIZE = 512
+
+
+def cache_survives(instance, name: str, dims: tuple) -> bool:
+    """Whether the cached value of property `name` stays right when `instance` is transformed along `dims`.
+
+    True only when tracing proves the property mixes none of those dims (it is element-wise along them).
+    """
+    present = frozenset(dims) & frozenset(shape(instance).names)
+    if not present:
+        return True
+    trace = trace_property(instance, name, present)
+    return trace.complete and not (trace.mixed & present)
+
+
+def trace_property(instance, name: str, parallel_dims: frozenset, free: frozenset = frozenset(),
+                   stand_ins: dict | None = None, code=None) -> Trace:
+    """Run the function of the cached property `name` of `instance` on tracers; the trace is cached.
+
+    The function runs on a shallow copy of `instance` in which every tensor — in the data fields,
+    in the values cached in its `__dict__`, and in `stand_ins` — is a tracer without the dims in
+    `free`. Traces are cached by class, property, dims, the inputs' shapes and dtypes, the config
+    values and `code`.
+
+    Args:
+        instance: a dataclass instance with a `__dict__`.
+        name: the name of one of its cached properties (either kind, `parallel_property` included).
+        parallel_dims: dims along which a conversion to Python data ends the trace with `per_element`.
+        free: dims the traced instance lacks (an element of the instance along them is traced).
+        stand_ins: {name: tree of `ShapeDtype`} for cached properties not computed yet, which the
+            traced function then reads as tracers of those shapes and dtypes.
+        code: a token of the code the property runs (part of the cache key), or None.
+
+    Returns:
+        The trace; its `output` is set when the function ran to its end, else `per_element` or
+        `fallback` say where and why it stopped.
+    """
+    stand_ins = stand_ins or {}
+    cls = type(instance)
+    key = (cls, name, parallel_dims, free, code, _signature(instance, stand_ins))
+    trace = _TRACES.get(key)
+    if trace is None:
+        if len(_TRACES) >= _TRACE_CACHE_SIZE:
+            _TRACES.pop(next(iter(_TRACES)))
+        trace = _TRACES[key] = _run_trace(instance, class_attribute(cls, name)[1].func, parallel_dims - free, free,
+                                          stand_ins)
+    return trace
+
+
+def _run_trace(instance, func: Callable, parallel_dims: frozenset, free: frozenset, stand_ins: dict) -> Trace:
+    trace = Trace(parallel_dims)
+    token = _AFFECTED.set(None)  # the traced code's own tree operations are not part of the caller's
+    try:
+        trace.output = func(_traced_instance(instance, trace, free, stand_ins))
+    except PerElement as signal:
+        trace.per_element = (signal.operation, signal.dims)
+    except TraceAborted as abort:
+        trace.fallback = (abort.operation, abort.reason)
+        trace.needs_data = isinstance(abort, DataNeeded)
+    except Exception as err:  # user code failing on tracers: the trace says so, the caller decides
+        trace.fallback = (type(err).__name__, f'{err} (raised by the property while tracing)')
+    finally:
+        _AFFECTED.reset(token)
+    return trace
+
+
+def _traced_instance(instance, trace: Trace, free: frozenset, stand_ins: dict):
+    """A shallow copy of `instance` whose tensors are input tracers of `trace` (without the dims in `free`).
+
+    Each tracer records where replaying finds its value: (origin, name, index of the leaf in the tree),
+    origin 'field' or 'cached'.
+    """
+    cached = cached_property_names(type(instance))
+    clone = copy.copy(instance)
+    for n in cached:
+        clone.__dict__.pop(n, None)
+    dropped = tuple(free)
+
+    def tracers(value, origin: str, name: str):
+        leaf = itertools.count()
+
+        def to_tracer(t):
+            return tracer_for(trace, t.shape.without(dropped) if dropped else t.shape, DType.as_dtype(t.dtype),
+                              (origin, name, next(leaf)))
+        return tree_map(to_tracer, value, leaf_types=(Tensor, ShapeDtype))
+    for f in data_fields(instance):
+        object.__setattr__(clone, f.name, tracers(getattr(instance, f.name), 'field', f.name))
+    for n, value in instance.__dict__.items():
+        if n in cached:
+            clone.__dict__[n] = tracers(value, 'cached', n)
+    for n, value in stand_ins.items():
+        clone.__dict__[n] = tracers(value, 'cached', n)
+    return clone
+
+
+def _signature(instance, stand_ins: dict) -> tuple:
+    """Shapes and dtypes of everything a trace reads (data fields, cached values, stand-ins), and config values."""
+    cached = cached_property_names(type(instance))
+    fields = tuple((f.name, _leaf_specs(getattr(instance, f.name))) for f in data_fields(instance))
+    values = tuple((n, _leaf_specs(v)) for n, v in instance.__dict__.items() if n in cached)
+    planned = tuple((n, _leaf_specs(v)) for n, v in stand_ins.items())
+    config = tuple((f.name, _hashable(getattr(instance, f.name))) for f in config_fields(instance))
+    return fields, values, planned, config
+
+
+def _leaf_specs(value) -> tuple:
+    return tuple((leaf.shape, leaf.dtype) for leaf in leaves(value, (Tensor, ShapeDtype)))
+
+
+def _hashable(value):
+    try:
+        hash(value)
+        return value
+    except TypeError:
+        return repr(value)

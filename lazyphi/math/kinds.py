@@ -11,8 +11,10 @@ implementation; otherwise each kind present is asked through its class method
 marked `any_kind`, such as lazy expansion, whose implementation takes every kind as it is). A new
 kind subclasses `Tensor`, implements `shape`, `dtype`, `backend` and `_dense()` (and `available`
 if its data may be absent), and handles by category whatever it can serve better than
-materialising — so it takes part in operations written after it. `Expanded`, `Stacked` and
-`Joined` are the kinds of this layer; the disk-backed kind (storage) and the tracer are others.
+materialising — so it takes part in operations written after it. `Expanded`, `Stacked`,
+`Joined` and the `Tracer` (shapes and dtypes only, recording a replayable `Trace`; `trace_property`
+traces a cached property of an instance) are the kinds of this layer; the disk-backed kind
+(storage) is another.
 
 **Reductions.** `REDUCTIONS` says how each reduction behaves (under repetition, split into partial
 results and combined); kinds and the planner read it instead of keeping lists of their own.
@@ -20,7 +22,8 @@ results and combined); kinds and the planner read it instead of keeping lists of
 **Helpers** the layers above build on: tree traversal of tensors in tuples, lists, dicts and
 dataclasses; dim filters and specs; backend-native layout of dense tensors; HTML views of tensors
 (`tensor_html`, for a kind's `_repr_html_`); `register_tensor_source` for values of other libraries
-that `tensor()` converts (dask arrays: registered by `lazyphi.parallel`).
+that `tensor()` converts (dask arrays: registered by `lazyphi.parallel`); the class-attribute lookup
+along the MRO and `cached_property` with the one test for either kind of cached property.
 """
 
 from ._dims import parse_dim_spec
@@ -28,6 +31,13 @@ from ._fields import resolved_annotations
 from ._foreign import register_tensor_source
 from ._html import HTML_STYLE, dims_table, tensor_html, tensor_summary_html
 from ._kinds import Expanded, Joined, PartsKind, Stacked, expand_to, stack_dense, stacked_shape
+from ._properties import (
+    CACHED_PROPERTY_TYPES,
+    cached_property,
+    cached_property_names,
+    class_attribute,
+    is_cached_property,
+)
 from ._reductions import REDUCTIONS, Reduction, reduction_of
 from ._shape import DIM_TYPES, resolve_dims
 from ._tensor import (
@@ -47,13 +57,17 @@ from ._tensor import (
     aligned_native,
     auto_cast,
     common_backend,
+    content_hash,
     dispatch,
+    element_bytes,
     normalize_selection,
     read_only_native,
 )
-from ._tree import is_cached_property, map_tensors, register_cache_check, tree_map
+from ._trace import PerElement, Trace, TraceAborted, Tracer, tracer_for
+from ._tree import leaves, map_tensors, memory_bytes, trace_property, tree_map
 
 __all__ = [
+    'CACHED_PROPERTY_TYPES',
     'CONCAT',
     'DIM_TYPES',
     'ELEMENTWISE',
@@ -72,22 +86,32 @@ __all__ = [
     'Joined',
     'Op',
     'PartsKind',
+    'PerElement',
     'Reduction',
     'Stacked',
     'Tensor',
+    'Trace',
+    'TraceAborted',
+    'Tracer',
     'aligned_native',
     'auto_cast',
+    'cached_property',
+    'cached_property_names',
+    'class_attribute',
     'common_backend',
+    'content_hash',
     'dims_table',
     'dispatch',
+    'element_bytes',
     'expand_to',
     'is_cached_property',
+    'leaves',
     'map_tensors',
+    'memory_bytes',
     'normalize_selection',
     'parse_dim_spec',
     'read_only_native',
     'reduction_of',
-    'register_cache_check',
     'register_tensor_source',
     'resolve_dims',
     'resolved_annotations',
@@ -95,5 +119,7 @@ __all__ = [
     'stacked_shape',
     'tensor_html',
     'tensor_summary_html',
+    'trace_property',
+    'tracer_for',
     'tree_map',
 ]

@@ -6,13 +6,12 @@ Planning needs no Dask; `parallel_compute` and the engine load it on first use (
 
 import importlib
 
-from ..math.kinds import register_tensor_source
+from ..math.kinds import PerElement, Trace, TraceAborted, Tracer, register_tensor_source
 from ..storage import load_cache_as, on_load_into_memory, set_cache_ttl
-from ._plan import Block, Fallback, Plan, PropertyPlan, Stage, plan
+from ._plan import Block, Fallback, Plan, PropertyPlan, Stage, missing_dims, plan
 from ._property import INFER, MIXED, ParallelProperty, ParallelPropertyNotComputed, parallel_property
-from ._tracer import PerElement, Trace, TraceAborted, Tracer
 
-_LAZY = {'parallel_compute': 'lazyphi.parallel._engine', 'PropertyFailed': 'lazyphi.parallel._engine',
+_LAZY = {'parallel_compute': 'lazyphi.parallel._compute', 'PropertyFailed': 'lazyphi.parallel._engine',
          'get_cache_files': 'lazyphi.storage'}  # names whose modules import Dask or Zarr
 
 # math.tensor(dask_array) makes a DaskTensor, which needs Dask: this layer's module, imported on the first one
@@ -28,5 +27,5 @@ def __getattr__(name: str):
 __all__ = [
     'INFER', 'MIXED', 'Block', 'Fallback', 'ParallelProperty', 'ParallelPropertyNotComputed', 'PerElement', 'Plan',
     'PropertyFailed', 'PropertyPlan', 'Stage', 'Trace', 'TraceAborted', 'Tracer', 'get_cache_files', 'load_cache_as',
-    'on_load_into_memory', 'parallel_compute', 'parallel_property', 'plan', 'set_cache_ttl',
+    'missing_dims', 'on_load_into_memory', 'parallel_compute', 'parallel_property', 'plan', 'set_cache_ttl',
 ]

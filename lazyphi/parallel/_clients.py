@@ -1,6 +1,7 @@
-"""Finding the `distributed` client a scheduler argument means, without importing Dask or distributed.
+"""What a scheduler argument means, and the `distributed` client behind it, without importing Dask or distributed.
 
-The planner asks it how many worker threads a cluster has; the engine runs graphs on it.
+The planner asks it how many worker threads a cluster has; the engine runs graphs on it. Dask's
+configuration (`dask.config.set(scheduler=...)`) is read only when Dask is already imported.
 """
 
 from __future__ import annotations
@@ -21,6 +22,30 @@ def active_client():
         return default_client()
     except ValueError:
         return None
+
+
+SCHEDULER_NAMES = ('threads', 'sync', 'processes')
+_ALIASES = {'threads': 'threads', 'threading': 'threads', 'sync': 'sync', 'synchronous': 'sync',
+            'single-threaded': 'sync', 'processes': 'processes', 'multiprocessing': 'processes'}  # Dask's names
+
+
+def resolve_scheduler(scheduler):
+    """The scheduler `scheduler` means: itself, or when None Dask's configured one; names as lazyphi's.
+
+    Raises:
+        ValueError: 'distributed' is asked for (here or in Dask's configuration) but no client is active.
+    """
+    if scheduler is None and 'dask' in sys.modules:
+        scheduler = sys.modules['dask'].config.get('scheduler', None)
+    if not isinstance(scheduler, str):
+        return scheduler
+    name = scheduler.lower()
+    if name in ('distributed', 'dask.distributed'):
+        client = active_client()
+        if client is None:
+            raise ValueError(f'scheduler={scheduler!r} needs an active distributed.Client; none is active')
+        return client
+    return _ALIASES.get(name, scheduler)
 
 
 def is_client(scheduler) -> bool:
@@ -47,6 +72,7 @@ def worker_count(max_workers, scheduler) -> tuple[int, str | None]:
             raise ValueError(f'max_workers must be a positive int or None (as many as the scheduler has), '
                              f'got {max_workers!r}')
         return max_workers, None
+    scheduler = resolve_scheduler(scheduler)
     if scheduler == 'sync':
         return 1, None
     cpus = os.cpu_count() or 1

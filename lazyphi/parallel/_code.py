@@ -29,6 +29,7 @@ import numpy as np
 
 from ..backend import NUMPY
 from ..math import Tensor
+from ..math.kinds import content_hash
 
 _SCALARS = (type(None), bool, int, float, complex, str, bytes, enum.Enum, np.generic)
 
@@ -156,7 +157,7 @@ def _constant(value, strict: bool = True):
     if isinstance(value, _SCALARS):
         return repr(value)
     if isinstance(value, np.ndarray):
-        return 'ndarray', str(value.dtype), value.shape, NUMPY.content_hash(value)
+        return 'ndarray', str(value.dtype), value.shape, content_hash(value, NUMPY)
     if isinstance(value, Tensor):
         return value.__dask_tokenize__()
     if isinstance(value, (tuple, frozenset)):

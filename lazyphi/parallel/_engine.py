@@ -1,393 +1,288 @@
-"""Running a `Plan` on Dask: one graph of task-spec nodes per call, on any Dask scheduler.
+"""What runs inside the tasks of a plan's graph: a stage's properties on one block, assembling and combining.
 
-This is the only module of lazyphi besides the scheduler helpers that imports Dask; it is
-loaded the first time `parallel_compute` runs or a plan is handed to Dask.
+The task protocol is a few frozen dataclasses: a `StageTask` (the stage's `PropertyTask`s, the
+`TaskSettings` captured when planning, which inputs a task gets) shared by all blocks of a stage,
+and a `BlockRange` per block. Nothing here imports Dask: `_graph.py` builds the graph that calls
+these functions, and a worker process unpickles them without the graph builder.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
-import gc
-import time
+import ctypes
+import itertools
+import math as pymath
+import os
+import platform
+import sys
 import traceback
-from collections.abc import Callable, Sequence
-
-from dask.base import tokenize
-from dask.sizeof import sizeof
-from dask.system import CPU_COUNT
-from dask.task_spec import DataNode, Task, TaskRef
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from .. import math
-from ..backend import backend_by_name, default_backend, get_precision, precision
-from ..dataclasses import cached_property_names
-from ..math import Tensor, batch, concat, config_fields, data_fields, stack
+from ..backend import backend_by_name, precision
+from ..math import Tensor, batch, concat, merge_shapes, stack, unstack
 from ..math import shape as tree_shape
 from ..math import slice as slice_
-from ..math.kinds import Joined, tree_map
-from ..storage import (
-    ArraySpec,
-    DiskTensor,
-    array_spec,
-    block_complete,
-    check_cache_dir_visible,
-    disk_tensor,
-    load_cache_as,
-    prepare_result,
-    worker_load_backend,
-    write_block,
-)
-from ._clients import client_of
-from ._plan import CHUNK_BYTES, Plan, Stage, _descriptor, _tensors, plan
-from ._schedulers import run_graph
-from ._tracer import Tracer
-
-FORMAT_VERSION = 1
-PRESLICE_BYTES = 2 ** 20  # a host value larger than this reaches the block tasks as one slice per block
+from ..math.kinds import Joined, Trace, Tracer, class_attribute, leaves, tree_map
+from ..storage import array_spec, block_complete, disk_tensor, load_cache_as, write_block
 
 
 class PropertyFailed(RuntimeError):
     """A property raised while `parallel_compute` ran it; the message holds the original traceback."""
 
 
-def parallel_compute(instance, properties: Sequence, parallel_dims=batch, max_workers: int | None = None,
-                     memory_limit: float | None = None, cache_dir: str | None = None, keep_intermediate: bool = False,
-                     *, scheduler=None, block_size: int | None = None, progress: bool | None = None,
-                     chunk_bytes: int = CHUNK_BYTES, compressor: str | None = None) -> Plan:
-    """Compute cached and parallel properties of `instance` in parallel, with Dask.
+@dataclass(frozen=True)
+class PropertyTask:
+    """How the tasks of a stage compute one of its properties."""
 
-    The computation is planned (`lazyphi.parallel.plan`), compiled into one Dask graph and run
-    on `scheduler`: 'threads', 'sync', 'processes', a `distributed.Client`, any Dask scheduler
-    callable, or by default the active `distributed` client, else threads. Results go into the
-    instance's property cache; read them as attributes afterwards.
+    name: str
+    mode: str  # 'block': once per block; 'element': once per element; 'mixed': partial results, combined after
+    partials: tuple = ()  # MIXED: (node index, combine op) of the reductions split across blocks
+    trace: Trace | None = None  # MIXED: replayed on each block's values, finished when combining
+    disk: str | None = None  # the result group the output is written to; None: it is not written
+    in_memory: bool = True  # the task returns the value in memory (written or not), else a disk-backed tensor
 
-    Args:
-        instance: a dataclass instance (frozen or not) with a `__dict__` to cache results in.
-        properties: the `cached_property` / `parallel_property` members to compute (`Cls.prop` or names).
-        parallel_dims: the dims to split the work along (a dim filter: `batch`, 'example', a Shape, ...).
-        max_workers: tasks run at once; None: what the scheduler offers (a client's worker threads,
-            the CPUs for local threads and processes, one for 'sync').
-        memory_limit: bytes of property outputs to hold in memory; outputs beyond it, largest
-            first, go to `cache_dir`. Needs `cache_dir`; 1 sends everything to disk.
-        cache_dir: directory of the disk cache (a shared file system for a cluster). With it every
-            requested output is written there, and running again resumes from what is written.
-        keep_intermediate: keep the values of properties computed only as inputs of `properties`.
-        scheduler: see above.
-        block_size: elements per block along the split dim, instead of two blocks per worker.
-        progress: show a progress bar (None: after a second, for runs that take that long).
-        chunk_bytes: target bytes of one disk-cache chunk (default 16 MiB); it is part of a result's key.
-        compressor: None (uncompressed, the default: measured fastest) or 'zstd', for the arrays of a
-            result created by this run; an existing result keeps its codec and is reused.
 
-    Returns:
-        The plan that ran (print it to see what ran where).
+@dataclass(frozen=True)
+class TaskSettings:
+    """What the plan captured and every task re-applies: precision, default backend, backend of loaded disk data."""
 
-    Raises:
-        TypeError, ValueError: bad arguments (see `plan`).
-        PropertyFailed: a property raised; the message names it, its block and the original traceback.
-        CacheDirNotShared: on a `distributed` cluster whose workers do not see `cache_dir`.
+    precision: int
+    backend: str
+    load_backend: str | None
+
+    @contextlib.contextmanager
+    def applied(self):
+        with precision(self.precision), backend_by_name(self.backend), (
+                load_cache_as(self.load_backend) if self.load_backend else contextlib.nullcontext()):
+            yield
+
+
+@dataclass(frozen=True)
+class BlockRange:
+    """The elements `start:stop` along `dim` that one block task computes."""
+
+    dim: str
+    start: int
+    stop: int
+
+    def cut(self, value):
+        """The part of `value` (a tree) in this block: views of in-memory data, selections of disk-backed data."""
+        return slice_(value, {self.dim: slice(self.start, self.stop)})
+
+    def __str__(self) -> str:
+        return f'{self.dim}[{self.start}:{self.stop}]'
+
+
+@dataclass(frozen=True)
+class StageTask:
+    """What every task of one stage shares.
+
+    A task gets the values of `fields` and then of `cached` (values of other properties), in that
+    order; those named in `sliced` come whole and the task cuts its block out of them.
     """
-    p = plan(instance, properties, parallel_dims, max_workers, memory_limit, cache_dir, keep_intermediate,
-             scheduler=scheduler, block_size=block_size, progress=progress, chunk_bytes=chunk_bytes,
-             compressor=compressor)
-    started = time.perf_counter()
-    client = client_of(scheduler)
-    if cache_dir is not None and client is not None:
-        check_cache_dir_visible(cache_dir, client)
-    graph = compiled(p)
-    results = run_graph(graph.graph, [graph.result_key], scheduler, p.max_workers, progress)[0]
-    finish([results], p)
-    p.elapsed = time.perf_counter() - started
-    return p
+
+    properties: tuple  # PropertyTask of each property, in dependency order
+    split: tuple  # names of the dims the stage is split along (element-wise evaluation loops over them)
+    block_dim: str | None  # the dim its blocks cut (None for a host stage)
+    settings: TaskSettings
+    fields: tuple = ()
+    cached: tuple = ()
+    sliced: frozenset = frozenset()
 
 
-def compiled(p: Plan) -> CompiledPlan:
-    """The plan's graph, compiled once."""
-    if p.compiled is None:
-        p.compiled = compile_plan(p, p.instance)
-    return p.compiled
-
-
-def finish(results: list, p: Plan) -> dict:
-    """Store computed values in the instance (requested, persistent, and intermediates when asked); return them."""
-    (values,) = results
-    cls = type(p.instance)
-    kept = {}
-    for name, value in values.items():
-        if name in p.requested or p.keep_intermediate or getattr(_descriptor(cls, name), 'persistent', False):
-            p.instance.__dict__[name] = value
-            kept[name] = value
-    return kept
-
-
-def rebuild(graph: dict, p: Plan, *, rename=None) -> Plan:
-    """The plan after dask.persist: same plan, its graph holding the persisted result."""
-    clone = copy.copy(p)
-    clone.compiled = CompiledPlan(dict(graph), p.compiled.result_key, p.compiled.token)
-    return clone
-
-
-def default_get(graph, keys, **kwargs):
-    """The scheduler Dask uses for a plan when none is configured: the active client, else threads."""
-    return run_graph(graph, keys, None, kwargs.pop('num_workers', None) or _cpu_count(), None)
-
-
-def _cpu_count() -> int:
-    return CPU_COUNT
-
-
-class CompiledPlan:
-    """The Dask graph of one plan: a plain mapping of task-spec nodes and the key of its result."""
-
-    def __init__(self, graph: dict, result_key, token: str):
-        self.graph = graph
-        self.result_key = result_key
-        self.token = token
-
-
-def compile_plan(p: Plan, instance) -> CompiledPlan:
-    """One graph for the whole plan: field nodes, per-block tasks, assembly per stage, one result node."""
-    key = cache_key(p, instance)
-    token = plan_token(p, instance, key)
-    worker_backend = worker_load_backend()
-    settings = (get_precision(), default_backend().name, worker_backend.name if worker_backend else None)
-    group = _prepare_disk(p, instance, key) if p.cache_dir is not None else None
-    graph = {}
-    template_key = f'template-{token}'
-    graph[template_key] = DataNode(template_key, _template(instance))
-    host_values = {**{f.name: (f'field-{f.name}-{token}', getattr(instance, f.name)) for f in data_fields(instance)},
-                   **{n: (f'cached-{n}-{token}', instance.__dict__[n]) for n in p.done}}
-    field_keys = {}  # name -> key of the node holding a host value whole, made when first needed
-
-    def whole(n: str) -> TaskRef:
-        if n not in field_keys:
-            key, value = host_values[n]
-            graph[key] = DataNode(key, value)
-            field_keys[n] = key
-        return TaskRef(field_keys[n])
-
-    assembled = {}  # property name -> key of the task holding its full value (a dict entry)
-    block_outputs = {}  # property name -> (stage, list of block keys)
-    for stage in p.stages:
-        names = [q.name for q in stage.properties]
-        if stage.host:
-            key = f'host-{stage.index}-{"-".join(names)}-{token}'
-            inputs = {**{f: whole(f) for f in stage.fields},
-                      **{c: _full_ref(c, assembled, whole) for c in stage.cached_inputs}}
-            graph[key] = Task(key, run_stage, TaskRef(template_key), _stage_spec(stage, group), None, settings,
-                              tuple(inputs), (), *inputs.values())
-            for n in names:
-                assembled[n] = key
-            continue
-        block_keys = []
-        name = f'{"-".join(names)}-{token}'
-        spec = _stage_spec(stage, group)
-        template_ref = TaskRef(template_key)
-        input_names = (*stage.fields, *stage.cached_inputs)
-        same_grid = {c for c in stage.cached_inputs if c in block_outputs and _same_grid(block_outputs[c][0], stage)}
-        # large host values go to each block as its own slice: a process or cluster worker receives its part only
-        cut = {n for n in input_names if n in host_values and n not in assembled
-               and host_bytes(host_values[n][1]) > PRESLICE_BYTES
-               and stage.block_dim in tree_shape(host_values[n][1]).names}
-        full = {n: _full_ref(n, assembled, whole) for n in input_names if n not in same_grid and n not in cut}
-        sliced = tuple(full)  # the task cuts its block out of these
-        with _gc_paused():  # 100,000s of small objects: the cyclic collector would rescan them all repeatedly
-            for block in stage.blocks:
-                values = []
-                for n in input_names:
-                    if n in same_grid:
-                        values.append(Task(None, _pick, TaskRef(block_outputs[n][1][block.index]), n))
-                    elif n in cut:
-                        key = (host_values[n][0], stage.index, block.index)
-                        graph[key] = DataNode(key, slice_block(host_values[n][1], stage.block_dim, block.start,
-                                                               block.stop))
-                        values.append(TaskRef(key))
-                    else:
-                        values.append(full[n])
-                key = (name, block.index)
-                graph[key] = Task(key, run_stage, template_ref, spec, (stage.block_dim, block.start, block.stop),
-                                  settings, input_names, sliced, *values)
-                block_keys.append(key)
-        assemble_key = f'assemble-{stage.index}-{token}'
-        graph[assemble_key] = Task(assemble_key, assemble_stage, spec, stage.block_dim, settings,
-                                   *[TaskRef(k) for k in block_keys])
-        for n in names:
-            assembled[n] = assemble_key
-            block_outputs[n] = (stage, block_keys)
-    result_key = f'result-{token}'
-    graph[result_key] = Task(result_key, collect_results, tuple(assembled), *[TaskRef(k) for k in assembled.values()])
-    return CompiledPlan(graph, result_key, token)
-
-
-def _full_ref(name: str, assembled: dict, whole: Callable):
-    if name in assembled:
-        return Task(None, _pick, TaskRef(assembled[name]), name)
-    return whole(name)
-
-
-def host_bytes(value) -> int:
-    """Bytes of the in-memory tensors in `value` (a tree); disk-backed tensors count nothing."""
-    return sum(_tensor_bytes(t) for t in _tensors(value) if not isinstance(t, DiskTensor))
-
-
-def _tensor_bytes(t: Tensor) -> int:
-    return (t.shape.volume or 0) * (t.dtype.itemsize or 1)
-
-
-@sizeof.register(Tensor)
-def _sizeof_tensor(t: Tensor) -> int:
-    """What a tensor holds in memory, for Dask's memory accounting (a disk-backed one: its reference)."""
-    return 1024 if isinstance(t, DiskTensor) else _tensor_bytes(t)
-
-
-@contextlib.contextmanager
-def _gc_paused():
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
-def _same_grid(a: Stage, b: Stage) -> bool:
-    return [(x.start, x.stop) for x in a.blocks] == [(x.start, x.stop) for x in b.blocks]
-
-
-def _pick(values: dict, name: str):
-    return values[name]
-
-
-def _template(instance):
-    """A copy of `instance` without data or cached values: what every task builds its instance from."""
-    template = copy.copy(instance)
-    for n in cached_property_names(type(instance)):
-        template.__dict__.pop(n, None)
-    for f in data_fields(instance):
-        object.__setattr__(template, f.name, None)
-    return template
-
-
-def _stage_spec(stage: Stage, group: str | None) -> tuple:
-    """What a task needs to know about the stage's properties.
-
-    Per property: (name, mode, split dims, MIXED partials, MIXED trace, the result group if it goes to disk).
-    """
-    return tuple((q.name, q.mode, tuple(stage.split_dims.names), q.partials, q.trace if q.mode == 'mixed' else None,
-                  group if q.disk else None) for q in stage.properties)
-
-
-def _prepare_disk(p: Plan, instance, key: str) -> str | None:
-    """Create (if absent) the result group of this computation and an array per output that goes to disk."""
-    specs = {}
-    for stage in p.stages:
-        for q in stage.properties:
-            if q.disk:
-                shape = q.output.shape
-                along = stage.block_dim if stage.block_dim in shape.names else shape.names[0]
-                chunk = stage.chunk_size if along == stage.block_dim else shape.get_size(along)
-                specs[q.name] = ArraySpec(shape, q.output.dtype, default_backend().name, along, chunk, p.compressor)
-    config = {f.name: getattr(instance, f.name) for f in config_fields(instance)}
-    return prepare_result(p.cache_dir, key, type(instance), specs, config) if specs else None
-
-
-def slice_block(value, dim: str, start: int, stop: int):
-    """The part of `value` (a tree) along `dim` from `start` to `stop`."""
-    return slice_(value, {dim: slice(start, stop)})
-
-
-def run_stage(template, spec: tuple, block, settings: tuple, names: tuple, sliced: tuple, *values) -> dict:
+def run_stage(template, stage: StageTask, block: BlockRange | None, *values) -> dict:
     """Compute the stage's properties on one block (or, for a host stage, on the whole instance).
 
-    `names` name the fields and cached values given in `values`; those in `sliced` are whole and the
-    task cuts its block out of them (a view for in-memory data, a selection for disk-backed data).
-    Outputs that go to disk are written as whole chunks and returned as disk-backed tensors; a block
-    whose outputs are all on disk already (a resumed run) is not computed again.
+    `values` are the stage's inputs (see `StageTask`), built into a copy of `template` (the instance
+    without data or cached values). Outputs that go to disk are written as whole chunks and returned as
+    disk-backed tensors; a block whose outputs are all on disk already (a resumed run) is not computed again.
     """
-    with _task_settings(settings):
-        if all(disk is not None for *_, disk in spec) and all(
-                _on_disk(disk, name, block) for name, *_, disk in spec):
-            return {name: _disk_result(disk, name, block) for name, *_, disk in spec}
+    if not _ALLOCATOR_CHECKED:
+        restore_allocator_thresholds()
+    with stage.settings.applied():
+        if all(q.disk is not None for q in stage.properties) and all(
+                _on_disk(q.disk, q.name, block) for q in stage.properties):  # a resumed run: read, don't compute
+            return {q.name: _disk_result(q, block) for q in stage.properties}
         instance = copy.copy(template)
-        cached = cached_property_names(type(template))
-        for name, value in zip(names, values, strict=True):
-            if name in sliced:
-                value = slice_block(value, *block)
-            if name in cached:
-                instance.__dict__[name] = value
-            else:
-                object.__setattr__(instance, name, value)
+        inputs = {}  # name -> value of every field and cached value the properties of the stage may read
+        for name, value in zip((*stage.fields, *stage.cached), values, strict=True):
+            inputs[name] = block.cut(value) if name in stage.sliced else value
+        for name in stage.fields:
+            object.__setattr__(instance, name, inputs[name])
+        for name in stage.cached:
+            instance.__dict__[name] = inputs[name]
         results = {}
-        for name, mode, split, partials, trace, disk in spec:
-            func = _descriptor(type(instance), name).func
+        for q in stage.properties:
+            func = class_attribute(type(instance), q.name)[1].func
             try:
-                if mode == 'mixed':
-                    value = _partials(trace, partials, instance)
-                elif mode == 'element' and split:
-                    value = _per_element(func, instance, split)
+                if q.mode == 'mixed':
+                    value = _partials(q.trace, q.partials, instance)
+                elif q.mode == 'element' and stage.split:
+                    value = _per_element(func, instance, inputs, frozenset(stage.fields), stage.split)
                 else:
                     value = func(instance)
+            except _ElementFailed as failed:
+                element = ', '.join(f'{d}={i + (block.start if block is not None and d == block.dim else 0)}'
+                                    for d, i in failed.element.items())
+                raise _failure(template, q.name, f'on element {element} of {_where(block)[3:]}',
+                               failed.error) from failed.error
             except Exception as err:
-                where = 'on the host' if block is None else f'on block {block[0]}[{block[1]}:{block[2]}]'
-                raise PropertyFailed(f'{type(template).__name__}.{name} raised {type(err).__name__} {where}: {err}\n'
-                                     f'Original traceback:\n{traceback.format_exc()}') from err
-            instance.__dict__[name] = value
-            if disk is not None:
-                dim, start, stop = _written_range(disk, name, block)
-                write_block(disk, name, value, dim, start, stop)
-                value = _disk_result(disk, name, block)
-            results[name] = value
+                raise _failure(template, q.name, _where(block), err) from err
+            instance.__dict__[q.name] = value
+            inputs[q.name] = value
+            if q.disk is not None:
+                written = _written_range(q.disk, q.name, block)
+                write_block(q.disk, q.name, value, written.dim, written.start, written.stop)
+                if not q.in_memory:
+                    value = _disk_result(q, block)
+            results[q.name] = value
         return results
 
 
-@contextlib.contextmanager
-def _task_settings(settings: tuple):
-    """Re-apply in a task what the plan captured: precision, default backend, backend of loaded disk data."""
-    bits, backend_name, load_backend = settings
-    with precision(bits), backend_by_name(backend_name), (
-            load_cache_as(load_backend) if load_backend else contextlib.nullcontext()):
-        yield
-
-
-def _written_range(group: str, name: str, block) -> tuple:
-    """(dim, start, stop) a task writes: its block, or the whole array for a host stage."""
+def _written_range(group: str, name: str, block: BlockRange | None) -> BlockRange:
+    """What a task writes: its block, or the whole array for a host stage."""
     if block is not None:
         return block
     spec = array_spec(group, name)
-    return spec.block_dim, 0, spec.shape.get_size(spec.block_dim)
+    return BlockRange(spec.block_dim, 0, spec.shape.get_size(spec.block_dim))
 
 
-def _on_disk(group: str, name: str, block) -> bool:
-    return block_complete(group, name, *_written_range(group, name, block))
+def _on_disk(group: str, name: str, block: BlockRange | None) -> bool:
+    written = _written_range(group, name, block)
+    return block_complete(group, name, written.dim, written.start, written.stop)
 
 
-def _disk_result(group: str, name: str, block):
-    dim, start, stop = _written_range(group, name, block)
-    return disk_tensor(group, name, {dim: slice(start, stop)} if block is not None else None)
+def _disk_result(q: PropertyTask, block: BlockRange | None) -> Tensor:
+    """The block's part of the written output: disk-backed, or loaded when it is kept in memory."""
+    part = disk_tensor(q.disk, q.name, None if block is None else {block.dim: slice(block.start, block.stop)})
+    return part._dense() if q.in_memory else part
 
 
-def _per_element(func: Callable, instance, dims: tuple):
-    """Evaluate `func` on each element along `dims` (instances without those dims) and stack the results."""
-    dim = tree_shape(instance)[dims[0]]
+_ALLOCATOR_CHECKED = False
+ALLOCATOR_THRESHOLDS = {-3: 32 * 2 ** 20, -1: 64 * 2 ** 20}  # glibc mallopt: M_MMAP_THRESHOLD, M_TRIM_THRESHOLD
+
+
+def restore_allocator_thresholds() -> bool:
+    """Give glibc's allocator back the thresholds it would reach itself, where a `distributed` nanny pinned them.
+
+    A nanny starts its worker with MALLOC_TRIM_THRESHOLD_=65536 (to return memory eagerly). Setting it
+    switches off glibc's adaptive mmap threshold, so every allocation over 128 KiB — each NumPy temporary of a
+    block — is mapped and zero-filled anew and given back at once: measured 4x slower FFTs of 256x256 images
+    on such workers. This sets the mmap threshold to 32 MiB and the trim threshold to 64 MiB (where glibc's
+    adaptation ends) once per process, on Linux with glibc, when MALLOC_TRIM_THRESHOLD_ is set and
+    MALLOC_MMAP_THRESHOLD_ is not (a user's own choice is kept). Returns whether it changed them.
+    """
+    global _ALLOCATOR_CHECKED
+    _ALLOCATOR_CHECKED = True
+    if (sys.platform != 'linux' or 'MALLOC_TRIM_THRESHOLD_' not in os.environ
+            or 'MALLOC_MMAP_THRESHOLD_' in os.environ or platform.libc_ver()[0] != 'glibc'):
+        return False
+    try:
+        libc = ctypes.CDLL(None)
+        return all(libc.mallopt(parameter, value) == 1 for parameter, value in ALLOCATOR_THRESHOLDS.items())
+    except (OSError, AttributeError):
+        return False
+
+
+def _where(block: BlockRange | None) -> str:
+    return 'on the host' if block is None else f'on block {block}'
+
+
+def _failure(template, name: str, where: str, err: Exception) -> PropertyFailed:
+    tb = ''.join(traceback.format_exception(err))
+    return PropertyFailed(f'{type(template).__name__}.{name} raised {type(err).__name__} {where}: {err}\n'
+                          f'Original traceback:\n{tb}')
+
+
+class _ElementFailed(Exception):
+    """A property raised on one element of a block; `element` names it ({dim: index}), `error` is what it raised."""
+
+    def __init__(self, element: dict, error: Exception):
+        super().__init__(element, error)
+        self.element = element
+        self.error = error
+
+
+def _per_element(func: Callable, instance, inputs: dict, fields: frozenset, dims: tuple):
+    """Evaluate `func` on each element along `dims` and stack what it gives.
+
+    An element is a copy of `instance` holding, of each input (`inputs`: name -> value of a field or
+    cached value), its slice at that element; inputs without those dims are shared by all elements.
+    """
+    shape = merge_shapes(*[tree_shape(v) for v in inputs.values()]).only(dims)
+    indices = list(itertools.product(*[range(s) for s in shape.sizes]))  # the elements, row-major
+    columns = {}  # name -> the input's slice at each element, in the order of `indices`
+    for name, value in inputs.items():
+        own = tree_shape(value)
+        present = tuple(n for n in own.names if n in shape.names)
+        if present:
+            slices = unstack(value, present)  # row-major over `present`, in the input's own dim order
+            if present == shape.names:
+                columns[name] = slices
+            else:
+                where = [shape.index(n) for n in present]
+                strides = [pymath.prod(own.get_size(m) for m in present[k + 1:]) for k in range(len(present))]
+                columns[name] = [slices[sum(index[w] * s for w, s in zip(where, strides, strict=True))]
+                                 for index in indices]
+    cls = type(instance)
+    state = instance.__dict__
+    plain = _state_in_dict(cls)
     parts = []
-    for i in range(dim.size):
-        element = slice_(instance, {dim.name: i})
-        parts.append(_per_element(func, element, dims[1:]) if len(dims) > 1 else func(element))
-    return stack(parts, dim)
+    for k in range(len(indices)):
+        if plain:  # the instance's whole state lives in its __dict__: make the element's directly (fast)
+            obj = object.__new__(cls)
+            object.__setattr__(obj, '__dict__', {**state, **{name: column[k] for name, column in columns.items()}})
+        else:
+            obj = copy.copy(instance)
+            for name, column in columns.items():
+                if name in fields:
+                    object.__setattr__(obj, name, column[k])
+                else:
+                    obj.__dict__[name] = column[k]
+        try:
+            parts.append(func(obj))
+        except Exception as err:
+            raise _ElementFailed(dict(zip(shape.names, indices[k], strict=True)), err) from err
+    return _stack_parts(parts, shape)
+
+
+def _state_in_dict(cls: type) -> bool:
+    """Whether instances of `cls` keep all their attributes in `__dict__` (no class along the MRO has `__slots__`)."""
+    return not any(vars(klass).get('__slots__') for klass in cls.__mro__[:-1])
+
+
+def _stack_parts(parts: list, shape) -> object:
+    """Stack the values of the elements (in row-major order over `shape`) along the dims of `shape`."""
+    for name in reversed(shape.names):  # innermost dim first
+        dim = shape[name]
+        n = dim.size
+        parts = [_stack_one(parts[i:i + n], dim) for i in range(0, len(parts), n)]
+    return parts[0]
+
+
+def _stack_one(values: list, dim) -> object:
+    if all(type(v) in _PLAIN_NUMBERS for v in values):  # numbers: one array, not one tensor each
+        return math.tensor(values, dim)
+    return stack(values, dim)
+
+
+_PLAIN_NUMBERS = frozenset({float, int, complex, bool})
 
 
 def _partials(trace, partials: tuple, instance) -> dict:
     """MIXED: replay the trace on the block's values up to its split reductions; return their partial results."""
     needed = _upstream(trace, [i for i, _ in partials])
     values = {}
-    leaves = {}
+    inputs = {}
     for node, (origin, name, index) in trace.inputs.items():
         if node not in needed:
             continue
-        if (origin, name) not in leaves:
-            leaves[origin, name] = _tensors(getattr(instance, name) if origin == 'field' else instance.__dict__[name])
-        values[node] = leaves[origin, name][index]
+        if (origin, name) not in inputs:
+            inputs[origin, name] = leaves(getattr(instance, name) if origin == 'field' else instance.__dict__[name])
+        values[node] = inputs[origin, name][index]
     results = trace.replay(values, only=needed)
     return {i: _partial(trace.nodes[i], results[i], op, results) for i, op in partials}
 
@@ -413,18 +308,18 @@ def _upstream(trace, nodes: list) -> set:
     return needed
 
 
-def assemble_stage(spec: tuple, dim: str, settings: tuple, *blocks: dict) -> dict:
+def assemble_stage(stage: StageTask, *blocks: dict) -> dict:
     """Join the block outputs of each property along the block dim (and combine MIXED partials)."""
-    with _task_settings(settings):
+    with stage.settings.applied():
         result = {}
-        for name, mode, _, partials, trace, disk in spec:
-            outputs = [b[name] for b in blocks]
-            if disk is not None:
-                result[name] = disk_tensor(disk, name)
-            elif mode == 'mixed':
-                result[name] = _combine(trace, partials, outputs)
+        for q in stage.properties:
+            outputs = [b[q.name] for b in blocks]
+            if q.disk is not None and not q.in_memory:
+                result[q.name] = disk_tensor(q.disk, q.name)
+            elif q.mode == 'mixed':
+                result[q.name] = _combine(q.trace, q.partials, outputs)
             else:
-                result[name] = _join(outputs, dim)
+                result[q.name] = _join(outputs, stage.block_dim)
         return result
 
 
@@ -475,32 +370,11 @@ def _combine(trace, partials: tuple, outputs: list):
     return tree_map(lambda t: results[t._node], trace.output, leaf_types=Tracer)
 
 
+def pick(values: dict, name: str):
+    """The value of property `name` from a stage's result dict."""
+    return values[name]
+
+
 def collect_results(names: tuple, *stage_results: dict) -> dict:
     """The value of each property from the result dict of the stage that computed it."""
     return {name: values[name] for name, values in zip(names, stage_results, strict=True)}
-
-
-def cache_key(p: Plan, instance) -> str:
-    """A deterministic key of everything that determines the results, and so names their group on disk.
-
-    It covers the inputs' contents, the class's code and the user code it reaches (`code_token`), config values, the
-    properties computed and how, the chunk grid, precision, default backend and the format version —
-    not the worker count or block grid, so a run with other workers finds the same results.
-    """
-    cls = type(instance)
-    layout = [(s.split_dims.names, s.block_dim, s.chunk_size,
-               [(q.name, q.mode, sorted(q.requires), q.disk) for q in s.properties]) for s in p.stages]
-    return tokenize(FORMAT_VERSION, cls.__module__, cls.__qualname__, p.code,
-                    {f.name: getattr(instance, f.name) for f in data_fields(instance)},
-                    {n: instance.__dict__[n] for n in p.done},
-                    _config(instance), layout, get_precision(), default_backend().name)
-
-
-def plan_token(p: Plan, instance, key: str) -> str:
-    """The key of this run's graph: the result key plus the block grid."""
-    grid = [(len(s.blocks), s.blocks[0].size if s.blocks else 0) for s in p.stages]  # blocks are regular
-    return tokenize(key, grid, p.requested, p.keep_intermediate)
-
-
-def _config(instance) -> tuple:
-    return tuple((f.name, repr(getattr(instance, f.name))) for f in config_fields(instance))

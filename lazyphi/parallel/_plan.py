@@ -9,23 +9,32 @@ renders as text and as HTML.
 
 from __future__ import annotations
 
-import copy
 import html
 import importlib
 import math as pymath
+import sys
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..backend import DType
-from ..dataclasses import ALL, cached_property_names, direct_dependencies, is_cached_property
-from ..math import EMPTY_SHAPE, Shape, ShapeDtype, Tensor, batch, config_fields, data_fields
+from ..dataclasses import ALL, cached_property_names, direct_dependencies
+from ..math import EMPTY_SHAPE, Shape, ShapeDtype, Tensor, batch, data_fields
 from ..math import shape as tree_shape
-from ..math.kinds import REDUCE, register_cache_check, resolve_dims, tree_map
+from ..math.kinds import (
+    REDUCE,
+    Trace,
+    Tracer,
+    class_attribute,
+    is_cached_property,
+    leaves,
+    memory_bytes,
+    resolve_dims,
+    trace_property,
+)
 from ..storage import COMPRESSORS, check_cache_dir, parse_bytes
 from ._clients import worker_count
 from ._code import code_token
 from ._property import INFER, MIXED
-from ._tracer import PerElement, Trace, TraceAborted, Tracer, tracer_for
 
 # target size of one storage chunk: 16 and 32 MiB measured alike for whole reads and writes (bench_cache.py);
 # the smaller one resumes and reads slices at a finer grain
@@ -63,7 +72,12 @@ class PropertyPlan:
     per_element_reason: str | None = None
     trace: Trace | None = field(default=None, repr=False)
     partials: tuple = ()  # MIXED: (node index, combine op) of the reductions split across blocks
-    disk: bool = False  # the output is written to the Zarr cache and comes back as a disk-backed tensor
+    disk: bool = False  # the output is written to the Zarr cache
+    in_memory: bool = True  # the output comes back in memory (written to disk or not), else disk-backed
+    # what properties reading this one see when they are traced: `output` where known, else an assumption
+    # (see `_stand_in`) good for finding the dims they mix but not for their outputs' shapes and dtypes
+    stand_in: object = field(default=None, repr=False)
+    assumed: bool = False
 
 
 @dataclass
@@ -117,35 +131,37 @@ class Plan:
     cache_dir: str | None = None
     keep_intermediate: bool = False
     instance: object = field(default=None, repr=False)
+    field_names: tuple = ()  # the instance's data fields, found once per plan
     code: tuple = ()  # code_token of the class when planned
     compressor: str | None = None  # codec of the arrays a new disk-cache result is created with
     elapsed: float | None = None  # seconds the run took, once it ran
     compiled: object = field(default=None, repr=False)  # the Dask graph, built on first use
+    receipt: object = field(default=None, repr=False)  # how results find the instance (see _graph.receipt)
 
     # --- the Dask collection protocol: dask.compute(plan), dask.persist(plan), Client.compute(plan) ---
     def __dask_graph__(self):
-        return _engine().compiled(self).graph
+        return _graph().compiled(self).graph
 
     def __dask_keys__(self):
-        return [_engine().compiled(self).result_key]
+        return [_graph().compiled(self).result_key]
 
     def __dask_layers__(self):
-        return (_engine().compiled(self).result_key,)
+        return (_graph().compiled(self).result_key,)
 
     def __dask_tokenize__(self):
-        return _engine().compiled(self).token
+        return _graph().compiled(self).token
 
     __dask_optimize__ = None  # the graph is built final: no Dask optimisation pass
 
     def __dask_postcompute__(self):
-        return _engine().finish, (self,)
+        return _graph().deliver, (_graph().receipt(self),)
 
     def __dask_postpersist__(self):
-        return _engine().rebuild, (self,)
+        return _graph().rebuild, (self,)
 
     @staticmethod
     def __dask_scheduler__(graph, keys, **kwargs):
-        return _engine().default_get(graph, keys, **kwargs)
+        return _graph().default_get(graph, keys, **kwargs)
 
     @property
     def properties(self) -> dict:
@@ -163,14 +179,16 @@ class Plan:
             lines.append(f'  already cached: {", ".join(self.done)}')
         for s in self.stages:
             where = 'host' if s.host else f'split along {s.split_dims}'
+            chunks = f' (chunks of {s.chunk_size})' if any(p.disk for p in s.properties) else ''
             blocks = '' if s.host else (f', {len(s.blocks)} blocks of {_block_sizes(s.blocks)} along '
-                                        f'{s.block_dim!r} (chunks of {s.chunk_size})')
+                                        f'{s.block_dim!r}{chunks}')
             lines.append(f'  stage {s.index}: {where}{blocks}{", then combine on host" if s.combine else ""}')
             lines.append(f'    reads fields {sorted(s.fields)}' + (f' and cached {sorted(s.cached_inputs)}'
                                                                      if s.cached_inputs else ''))
             for p in s.properties:
                 out = _describe_output(p.output)
-                where = f', to disk{f" ({self.compressor})" if self.compressor else ""}' if p.disk else ''
+                where = '' if not p.disk else (f', to disk{f" ({self.compressor})" if self.compressor else ""}'
+                                               f'{" and kept in memory" if p.in_memory else ""}')
                 lines.append(f'    {p.name}: {p.mode}, requires {sorted(p.requires) or "nothing"}, out {out}{where}')
                 lines += [f'      fallback: {f}' for f in p.fallbacks]
                 if p.per_element_reason:
@@ -199,9 +217,13 @@ class Plan:
                 f'<table><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>')
 
 
-def _engine():
-    """The Dask engine, imported on first use so that planning never loads Dask."""
-    return importlib.import_module('lazyphi.parallel._engine')
+def _graph():
+    """The module building a plan's Dask graph (`_graph.py`), for `Plan`'s Dask collection protocol.
+
+    The one lazy import of lazyphi.parallel: planning must not load Dask, while a plan handed to
+    Dask needs its graph. `_graph.py` never imports this module, so this is no import cycle.
+    """
+    return importlib.import_module('lazyphi.parallel._graph')
 
 
 def _block_sizes(blocks: Sequence[Block]) -> str:
@@ -233,7 +255,7 @@ def property_name(prop) -> str:
 
 def plan(instance, properties: Sequence, parallel_dims=batch, max_workers: int | None = None,
          memory_limit: float | None = None, cache_dir: str | None = None, keep_intermediate: bool = False, *,
-         scheduler=None, block_size: int | None = None, progress=None, chunk_bytes: int = CHUNK_BYTES,
+         scheduler=None, block_size: int | None = None, chunk_bytes: int | None = None,
          compressor: str | None = None) -> Plan:
     """Decide how `parallel_compute` with the same arguments would compute `properties`; runs nothing.
 
@@ -254,9 +276,10 @@ def plan(instance, properties: Sequence, parallel_dims=batch, max_workers: int |
         check_cache_dir(cache_dir)
     if block_size is not None and (not isinstance(block_size, int) or block_size < 1):
         raise ValueError(f'block_size must be a positive int (elements per block), got {block_size!r}')
-    if not isinstance(chunk_bytes, int) or isinstance(chunk_bytes, bool) or chunk_bytes < 1:
-        raise ValueError(f'chunk_bytes must be a positive int (bytes of one storage chunk, default {CHUNK_BYTES}), '
-                         f'got {chunk_bytes!r}')
+    if chunk_bytes is not None and (not isinstance(chunk_bytes, int) or isinstance(chunk_bytes, bool)
+                                    or chunk_bytes < 1):
+        raise ValueError(f'chunk_bytes must be a positive int (bytes of one storage chunk) or None (about '
+                         f'{CHUNK_BYTES} and at least {MIN_CHUNKS} chunks), got {chunk_bytes!r}')
     if compressor not in COMPRESSORS:
         raise ValueError(f'compressor must be one of {COMPRESSORS} (None: uncompressed), got {compressor!r}')
     workers, guess = worker_count(max_workers, scheduler)
@@ -269,28 +292,36 @@ def plan(instance, properties: Sequence, parallel_dims=batch, max_workers: int |
     notes = [] if guess is None else [guess]
     instance_shape = tree_shape(instance)
     dims = instance_shape.only(resolve_dims(parallel_dims, instance_shape))
+    missing = missing_dims(parallel_dims, instance_shape)
+    if missing:
+        warnings.warn(f'parallel_dims={_filter_repr(parallel_dims)} names dims the instance lacks: '
+                      f'{", ".join(missing)}; its dims are {", ".join(instance_shape.names) or "none"}'
+                      f'{"" if dims else ", so everything runs on the host"}', UserWarning, stacklevel=_caller_level())
     if not dims:
         notes.append(f'the instance has no dims matching parallel_dims={_filter_repr(parallel_dims)} '
                      f'(its shape is {instance_shape}): everything runs on the host')
-    order = _dependency_order(instance, cls, names)
+    field_names = tuple(f.name for f in data_fields(instance))
+    reads = _dependency_order(cls, names, frozenset(field_names))
     code = code_token(cls)
-    done = tuple(n for n in order if n in instance.__dict__)
+    done = tuple(n for n in reads if n in instance.__dict__)
     plans: dict[str, PropertyPlan] = {}
-    for name in order:
+    for name, read in reads.items():
         if name not in done:
-            plans[name] = _plan_property(instance, cls, name, dims, plans, code)
-    stages = _stages(instance, [plans[n] for n in order if n in plans], dims, workers, block_size, memory_limit,
-                     chunk_bytes)
+            plans[name] = _plan_property(instance, cls, name, read, dims, instance_shape, plans, code)
     if cache_dir is not None:
         _choose_disk_outputs(plans, names, memory_limit, notes)
+    stages = _stages(instance, list(plans.values()), dims, workers, block_size, memory_limit, chunk_bytes)
     return Plan(cls, names, dims, stages, done, notes, workers, block_size, memory_limit, cache_dir,
-                keep_intermediate, instance, code=code, compressor=compressor)
+                keep_intermediate, instance, field_names, code=code, compressor=compressor)
 
 
 def _choose_disk_outputs(plans: dict, requested: tuple, memory_limit, notes: list) -> None:
-    """Mark which outputs go to Zarr: every requested one, and others largest first until the rest fits the limit.
+    """Mark which outputs are written to Zarr, and which of those come back disk-backed instead of in memory.
 
-    Only single-Tensor outputs of known shape can go to disk; the others stay in memory (noted).
+    Every requested output is written, so that running again resumes. Outputs beyond `memory_limit`
+    (all outputs held in memory at once), largest first, are written too and come back disk-backed;
+    the others stay in memory, written or not. Only single-Tensor outputs of known shape can go to
+    disk; the others stay in memory (noted).
     """
     storable = {n: p for n, p in plans.items() if isinstance(p.output, ShapeDtype) and p.output.shape.rank}
     for n in plans:
@@ -301,58 +332,55 @@ def _choose_disk_outputs(plans: dict, requested: tuple, memory_limit, notes: lis
             storable[n].disk = True
     if memory_limit is None:
         return
-    sizes = {n: _nbytes(p.output) for n, p in storable.items()}
-    in_memory = sum(sizes[n] for n, p in storable.items() if not p.disk)
+    sizes = {n: memory_bytes(p.output) for n, p in storable.items()}
+    in_memory = sum(sizes.values())
     for n in sorted(sizes, key=lambda k: -sizes[k]):
         if in_memory <= memory_limit:
             break
-        if not storable[n].disk:
-            storable[n].disk = True
-            in_memory -= sizes[n]
+        storable[n].disk, storable[n].in_memory = True, False
+        in_memory -= sizes[n]
 
 
-def _nbytes(placeholder: ShapeDtype) -> int:
-    return (placeholder.shape.volume or 0) * DType.as_dtype(placeholder.dtype).itemsize
+def missing_dims(parallel_dims, shape: Shape) -> tuple:
+    """The dims `parallel_dims` names (as names or a Shape; a filter such as `batch` names none) that `shape` lacks."""
+    if callable(parallel_dims) and not isinstance(parallel_dims, Shape):
+        return ()
+    return tuple(n for n in resolve_dims(parallel_dims, shape) if n not in shape.names)
 
 
-def cache_stays_valid(instance, name: str, dims: tuple) -> bool:
-    """Whether the cached value of property `name` stays right when `instance` is transformed along `dims`.
-
-    True only when tracing proves the property mixes none of those dims (it is element-wise along
-    them); registered with the tree functions of lazyphi.math, which drop the value otherwise.
-    """
-    cls = type(instance)
-    present = frozenset(dims) & frozenset(tree_shape(instance).names)
-    if not present:
-        return True
-    try:
-        descriptor = _descriptor(cls, name)
-    except TypeError:
-        return False
-    trace, free, _ = _trace_property(instance, cls, name, descriptor, present, {}, None)
-    return trace.fallback is None and not free and not (trace.mixed & present)
-
-
-register_cache_check(cache_stays_valid)
+def _caller_level() -> int:
+    """The `stacklevel` of a warning that names the first caller outside lazyphi (seen from the caller of this)."""
+    frame, level = sys._getframe(2), 2
+    while frame is not None and frame.f_globals.get('__name__', '').startswith('lazyphi.'):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _filter_repr(dims) -> str:
     return getattr(dims, '__name__', repr(dims))
 
 
-def _reads(cls: type, name: str, field_names: frozenset) -> tuple[frozenset, frozenset, bool]:
-    """(data fields read, cached properties read, unsure) for one property."""
+class _Reads:
+    """What one property reads: data fields, other cached properties, and whether the analysis was unsure."""
+
+    def __init__(self, fields: frozenset, cached: frozenset, unsure: bool):
+        self.fields = fields
+        self.cached = cached
+        self.unsure = unsure
+
+
+def _reads(cls: type, name: str, field_names: frozenset) -> _Reads:
     deps = direct_dependencies(cls, name)
     if deps is ALL:
-        return field_names, frozenset(), True
+        return _Reads(field_names, frozenset(), True)
     cached = frozenset(deps.cached) & frozenset(cached_property_names(cls))
-    return frozenset(deps.attributes) & field_names, cached, False
+    return _Reads(frozenset(deps.attributes) & field_names, cached, False)
 
 
-def _dependency_order(instance, cls: type, names: tuple) -> list:
-    """The requested properties and every cached property they read, dependencies first."""
-    field_names = frozenset(f.name for f in data_fields(instance))
-    order, visiting = [], set()
+def _dependency_order(cls: type, names: tuple, field_names: frozenset) -> dict:
+    """{name: what it reads} of the requested properties and every cached property they read, dependencies first."""
+    order: dict[str, _Reads] = {}
+    visiting = set()
 
     def visit(n):
         if n in order:
@@ -360,28 +388,30 @@ def _dependency_order(instance, cls: type, names: tuple) -> list:
         if n in visiting:
             raise ValueError(f'The cached properties of {cls.__name__} read each other in a cycle through {n!r}')
         visiting.add(n)
-        for dep in sorted(_reads(cls, n, field_names)[1]):
+        read = _reads(cls, n, field_names)
+        for dep in sorted(read.cached):
             visit(dep)
         visiting.discard(n)
-        order.append(n)
+        order[n] = read
     for n in names:
         visit(n)
     return order
 
 
-def _plan_property(instance, cls: type, name: str, dims: Shape, plans: dict, code: tuple) -> PropertyPlan:
-    descriptor = _descriptor(cls, name)
-    field_names = frozenset(f.name for f in data_fields(instance))
-    fields, cached, unsure = _reads(cls, name, field_names)
+def _plan_property(instance, cls: type, name: str, read: _Reads, dims: Shape, instance_shape: Shape, plans: dict,
+                   code: tuple) -> PropertyPlan:
+    descriptor = class_attribute(cls, name)[1]
     parallel = frozenset(dims.names)
     declared = getattr(descriptor, 'requires', INFER)
     out = getattr(descriptor, 'out', INFER)
     fallbacks = []
-    if unsure:
+    if read.unsure:
         fallbacks.append(Fallback('dependency analysis', 'the code may read any field (self escapes the analysis); '
                                   'all fields are sent to its tasks'))
-    trace, free, reason = _trace_property(instance, cls, name, descriptor, parallel, plans, code)
-    if trace.fallback is not None:
+    trace, free, reason = _trace_property(instance, name, parallel, plans, code)
+    if free and trace.needs_data:  # per element, and what an element gives depends on its data: nothing went wrong
+        reason += '; what an element gives is known once computed'
+    elif trace.fallback is not None:
         fallbacks.append(Fallback(*trace.fallback))
     if declared is INFER or declared is MIXED:
         if trace.fallback is not None:
@@ -389,7 +419,7 @@ def _plan_property(instance, cls: type, name: str, dims: Shape, plans: dict, cod
         else:
             requires = trace.requires
     else:
-        requires = frozenset(resolve_dims(declared, tree_shape(instance))) & parallel
+        requires = frozenset(resolve_dims(declared, instance_shape)) & parallel
         if trace.fallback is None:
             requires |= trace.requires & (parallel - free)
     split = parallel - requires
@@ -408,123 +438,32 @@ def _plan_property(instance, cls: type, name: str, dims: Shape, plans: dict, cod
             partials = ()
         elif partials:
             mode, requires = 'mixed', frozenset()
-    output = out if out is not INFER else _output_placeholders(trace, free, dims)
-    return PropertyPlan(name, requires, mode, output, fields, cached, tuple(fallbacks), reason, trace, partials)
+    reads = plans if read.unsure else {d: plans[d] for d in read.cached if d in plans}
+    on_assumptions = any(p.assumed for p in reads.values())  # then the trace is right about dims, not outputs
+    traced = _output_placeholders(trace, free, dims)
+    output = out if out is not INFER else None if on_assumptions else traced
+    # unknown: every parallel dim, so that properties reading it keep whole whatever it might mix
+    stand_in = output if output is not None else traced if traced is not None else ShapeDtype(dims, float)
+    return PropertyPlan(name, requires, mode, output, read.fields, read.cached, tuple(fallbacks), reason, trace,
+                        partials, stand_in=stand_in, assumed=output is None)
 
 
-def _descriptor(cls: type, name: str):
-    for klass in cls.__mro__:
-        if name in vars(klass):
-            return vars(klass)[name]
-    raise TypeError(f'{cls.__name__} has no property {name!r}')
+def _trace_property(instance, name: str, parallel: frozenset, plans: dict, code: tuple) -> tuple:
+    """Trace a property on the whole instance, then element-wise along the dims a data conversion proved free.
 
-
-def _trace_property(instance, cls, name, descriptor, parallel: frozenset, plans: dict, code: tuple | None):
-    """Trace a property (cached per class, property, parallel dims, input shapes and dtypes and `code`).
-
-    `code` is the class's `code_token`, so that a helper function redefined in a notebook is traced
-    again; None where a stale trace can do no harm (checking cached values that old code computed).
+    The properties planned before it stand in for their values (see `PropertyPlan.stand_in`).
     Returns (trace, free dims, reason for per-element evaluation or None).
     """
-    key = (cls, name, parallel, code, _signature(instance, cls, plans))
-    if key not in _TRACES:
-        if len(_TRACES) >= _TRACE_CACHE_SIZE:
-            _TRACES.pop(next(iter(_TRACES)))
-        _TRACES[key] = _run_trace(instance, cls, descriptor, parallel, plans)
-    return _TRACES[key]
-
-
-_TRACES: dict = {}
-_TRACE_CACHE_SIZE = 512
-
-
-def _signature(instance, cls: type, plans: dict) -> tuple:
-    """Shapes and dtypes of everything a trace reads: data fields, cached values and planned outputs."""
-    def describe(value):
-        found = []
-        tree_map(lambda t: found.append((t.shape, t.dtype)) or t, value)
-        return tuple(found)
-    cached = cached_property_names(cls)
-    fields = tuple((f.name, describe(getattr(instance, f.name))) for f in data_fields(instance))
-    values = tuple((n, describe(v)) for n, v in instance.__dict__.items() if n in cached)
-    planned = tuple((n, _describe_output(p.output)) for n, p in plans.items())
-    config = tuple((f.name, _hashable(getattr(instance, f.name))) for f in config_fields(instance))
-    return fields, values, planned, config
-
-
-def _hashable(value):
-    try:
-        hash(value)
-        return value
-    except TypeError:
-        return repr(value)
-
-
-def _run_trace(instance, cls, descriptor, parallel: frozenset, plans: dict):
-    """Trace on the whole instance, then element-wise along the dims a data-dependent conversion proved free."""
+    stand_ins = {n: p.stand_in for n, p in plans.items()}
     free = frozenset()
     reason = None
-    func = descriptor.func
-    for _ in range(len(parallel) + 1):
-        trace = Trace(parallel - free)
-        try:
-            traced = _traced_instance(instance, cls, trace, free, plans)
-            trace.output = func(traced)
+    while True:
+        trace = trace_property(instance, name, parallel, free, stand_ins, code)
+        if trace.per_element is None:
             return trace, free, reason
-        except PerElement as signal:
-            free |= signal.dims
-            reason = f'{signal.operation} of a value with {sorted(signal.dims)} proves element-wise evaluation'
-        except TraceAborted as abort:
-            trace.fallback = (abort.operation, abort.reason)
-            return trace, free, reason
-        except Exception as err:
-            trace.fallback = (type(err).__name__, f'{err} (raised by the property while tracing)')
-            return trace, free, reason
-    return trace, free, reason
-
-
-def _traced_instance(instance, cls: type, trace: Trace, free: frozenset, plans: dict):
-    """A shallow copy of `instance` whose tensors are tracers of `trace` (without the dims in `free`)."""
-    clone = copy.copy(instance)
-    for n in cached_property_names(cls):
-        clone.__dict__.pop(n, None)
-
-    def tracers(value, origin: str, name: str):
-        leaf = iter(range(1 << 30))
-
-        def to_tracer(t: Tensor) -> Tracer:
-            if free & set(t.shape.names):
-                t = _Abstract(t.shape.without(tuple(free)), t.dtype)
-            return tracer_for(trace, t, (origin, name, next(leaf)))
-        return tree_map(to_tracer, value, leaf_types=(Tensor, _Abstract))
-    for f in data_fields(instance):
-        object.__setattr__(clone, f.name, tracers(getattr(instance, f.name), 'field', f.name))
-    for n, value in instance.__dict__.items():
-        if n in cached_property_names(cls):
-            clone.__dict__[n] = tracers(value, 'cached', n)
-    for n, p in plans.items():
-        if p.output is not None:
-            clone.__dict__[n] = tracers(_placeholders_to_abstract(p.output, free), 'cached', n)
-    return clone
-
-
-class _Abstract:
-    """Shape and dtype of a value, for making tracers."""
-
-    def __init__(self, shape: Shape, dtype):
-        self.shape = shape
-        self.dtype = dtype
-
-
-def _placeholders_to_abstract(output, free: frozenset):
-    """`ShapeDtype` placeholders as tensor-like stand-ins (without the dims in `free`) that tree_map visits."""
-    if isinstance(output, ShapeDtype):
-        return _Abstract(output.shape.without(tuple(free)), DType.as_dtype(output.dtype))
-    if isinstance(output, (tuple, list)):
-        return type(output)(_placeholders_to_abstract(o, free) for o in output)
-    if isinstance(output, dict):
-        return {k: _placeholders_to_abstract(v, free) for k, v in output.items()}
-    return output
+        operation, dims = trace.per_element
+        free |= dims
+        reason = f'{operation} of a value with {sorted(dims)} proves element-wise evaluation'
 
 
 def _output_placeholders(trace: Trace, free: frozenset, dims: Shape):
@@ -562,14 +501,12 @@ def _mixed_partials(trace: Trace, parallel: frozenset):
             per_block.append(False)
         else:
             per_block.append(upstream or not node.inputs)
-    outputs = []
-    tree_map(lambda t: outputs.append(t) or t, trace.output, leaf_types=Tracer)
-    if any(per_block[t._node] for t in outputs):
+    if any(per_block[t._node] for t in leaves(trace.output, Tracer)):
         return None
     return tuple(partials)
 
 
-def _stages(instance, props: list, dims: Shape, workers: int, block_size, memory_limit, chunk_bytes: int) -> list:
+def _stages(instance, props: list, dims: Shape, workers: int, block_size, memory_limit, chunk_bytes) -> list:
     """Group properties (in dependency order) into stages of equal split dims, then cut blocks."""
     stage_of: dict[str, int] = {}
     split_of = {p.name: frozenset(dims.names) - p.requires for p in props}
@@ -594,25 +531,33 @@ def _stages(instance, props: list, dims: Shape, workers: int, block_size, memory
     return stages
 
 
-def _cut_blocks(stage: Stage, instance, workers: int, block_size, memory_limit, chunk_bytes: int) -> None:
-    """Cut the stage into blocks of whole chunks of about `chunk_bytes` along its largest split dim.
+def _cut_blocks(stage: Stage, instance, workers: int, block_size, memory_limit, chunk_bytes: int | None) -> None:
+    """Cut the stage into blocks along its largest split dim, at least one per worker where it has the elements.
 
-    Two blocks per worker, unless a block's outputs would exceed `BLOCK_BYTES` (or the memory limit
-    shared by the workers): then more, smaller blocks.
+    The chunk grid comes from the data alone, so that another run (other workers) finds the same chunks:
+    chunks of about `CHUNK_BYTES` of output, but at least `MIN_CHUNKS` of them (every element its own
+    chunk on a dim shorter than that), or of about `chunk_bytes` when given. Blocks of a stage that
+    writes to disk are whole chunks (no two tasks write one chunk); other blocks are any range of
+    elements. Two blocks per worker, unless a block's outputs would exceed `BLOCK_BYTES` (or the memory
+    limit shared by the workers): then more, smaller ones.
     """
     dim = max(stage.split_dims.names, key=lambda n: (stage.split_dims.get_size(n), n))
     n = stage.split_dims.get_size(dim)
     per_element = _bytes_per_element(stage, instance, dim, n)
-    chunk = max(1, min(chunk_bytes // max(per_element, 1), pymath.ceil(n / MIN_CHUNKS) if n >= MIN_CHUNKS else n))
+    if chunk_bytes is None:
+        chunk = max(1, min(CHUNK_BYTES // per_element, n // MIN_CHUNKS))
+    else:
+        chunk = max(1, min(chunk_bytes // per_element, n))
     if block_size is not None:
         chunk = min(chunk, block_size)
-        per_block = max(chunk, block_size // chunk * chunk)
+    unit = chunk if any(p.disk for p in stage.properties) else 1  # what blocks are made of
+    if block_size is not None:
+        per_block = max(unit, block_size // unit * unit)
     else:
-        chunks = pymath.ceil(n / chunk)
-        blocks = min(chunks, workers * BLOCKS_PER_WORKER)
-        per_block = pymath.ceil(chunks / blocks) * chunk
+        units = pymath.ceil(n / unit)
+        per_block = pymath.ceil(units / min(units, workers * BLOCKS_PER_WORKER)) * unit
         budget = BLOCK_BYTES if memory_limit is None else min(BLOCK_BYTES, memory_limit / workers)
-        per_block = min(per_block, max(chunk, int(budget // (per_element * chunk)) * chunk))
+        per_block = min(per_block, max(unit, int(budget // (per_element * unit)) * unit))
     stage.block_dim = dim
     stage.chunk_size = chunk
     stage.blocks = [Block(i, start, min(start + per_block, n)) for i, start in enumerate(range(0, n, per_block))]
@@ -622,31 +567,8 @@ def _bytes_per_element(stage: Stage, instance, dim: str, n: int) -> int:
     """Bytes of the stage's outputs per element along `dim` (inputs when outputs are unknown)."""
     total = 0
     for p in stage.properties:
-        leaves = _leaves(p.output) if p.output is not None else []
-        if not leaves:
-            leaves = [ShapeDtype(t.shape, t.dtype) for f in p.fields
-                      for t in _tensors(getattr(instance, f))]
-        for leaf in leaves:
-            volume = leaf.shape.volume or 1
-            itemsize = getattr(leaf.dtype, 'itemsize', 4) or 4
-            total += volume * itemsize // (n if dim in leaf.shape.names else 1)
+        found = leaves(p.output, ShapeDtype) if p.output is not None else []
+        if not found:
+            found = [ShapeDtype(t.shape, t.dtype) for f in p.fields for t in leaves(getattr(instance, f))]
+        total += sum(memory_bytes(leaf) // (n if dim in leaf.shape.names else 1) for leaf in found)
     return max(total, 1)
-
-
-def _leaves(output) -> list:
-    if isinstance(output, ShapeDtype):
-        return [output]
-    if isinstance(output, (tuple, list)):
-        return [leaf for o in output for leaf in _leaves(o)]
-    if isinstance(output, dict):
-        return [leaf for o in output.values() for leaf in _leaves(o)]
-    return []
-
-
-def _tensors(value) -> list:
-    found = []
-    tree_map(lambda t: found.append(t) or t, value)
-    return found
-
-
-

@@ -31,6 +31,7 @@ from ._memory import MEMORY, current_load_backend, notify_loaded
 from ._results import ArraySpec, read_manifest, record_name, records_dir
 
 Selection = int | range | tuple  # of one stored axis: an index, a range of indices, or a tuple of indices
+REFERENCE_BYTES = 1024  # what a DiskTensor holds in memory, for memory accounting (Dask's sizeof)
 _RECORD_STATS_UP_TO = 16  # chunks checked by one stat each; more are checked against one directory listing
 
 
@@ -88,6 +89,10 @@ class DiskTensor(Tensor):
     def available(self) -> bool:
         """Whether the values are in the memory cache now (they are loaded on use otherwise)."""
         return MEMORY.holds(self._memory_key(self.backend))
+
+    def _memory_bytes(self) -> int:
+        """Its reference: the fields it pickles (a few hundred bytes), counted as 1 KiB; the values are on disk."""
+        return REFERENCE_BYTES
 
     def _dense(self) -> Dense:
         backend = self.backend
@@ -186,9 +191,10 @@ class DiskTensor(Tensor):
         return DiskTensor, (self._info, self._selection, self._shape)
 
     def __dask_tokenize__(self):
+        """Where the values lie, the selection, and which chunks it touches are complete; nothing is read."""
         info, shape = self._info, self._shape
         return ('DiskTensor', info.store, info.array, info.key, info.created, _selection_token(self._selection),
-                shape.names, shape.types, shape.labels)
+                shape.names, shape.types, shape.labels, _complete_chunks_touched(info, self._selection))
 
     # --- out-of-core access ------------------------------------------------------------------------
     def to_dask(self):
@@ -385,6 +391,16 @@ def _pieces(sel: Selection, chunk: int) -> list[tuple]:
     ends = (*starts[1:], len(order))
     return [(int(c), indices[order[a:b]] - int(c) * chunk, order[a:b])
             for c, a, b in zip(ids, starts, ends, strict=True)]
+
+
+def _complete_chunks_touched(info: DiskArray, selection: tuple) -> tuple:
+    """Grid positions of the chunks `selection` touches that have their completion record."""
+    ids = [[piece[0] for piece in _pieces(sel, chunk)] for sel, chunk in zip(selection, info.chunks, strict=True)]
+    try:
+        present = set(os.listdir(records_dir(info.store, info.array)))
+    except FileNotFoundError:
+        present = set()
+    return tuple(i for i in itertools.product(*ids) if record_name(i) in present)
 
 
 def _check_records(info: DiskArray, chunk_ids: list) -> None:

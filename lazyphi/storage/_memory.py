@@ -133,18 +133,18 @@ _callbacks: list[Callable] = []
 _callbacks_lock = threading.Lock()
 
 
-def set_cache_ttl(seconds: float | None) -> None:
+def set_cache_ttl(ttl_seconds: float | None) -> None:
     """Set how long data loaded from disk (or computed from a dask array) stays in memory after its last use.
 
     Args:
-        seconds: time to live in seconds (default 10). `None`: nothing is kept; every use of a
+        ttl_seconds: time to live in seconds (default 10). `None`: nothing is kept; every use of a
             disk-backed tensor loads its data again, and memory is freed right after the use.
     """
-    if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, int | float)):
-        raise TypeError(f'set_cache_ttl() takes a number of seconds >= 0 or None, got {seconds!r:.100}')
-    if seconds is not None and not seconds >= 0:
-        raise ValueError(f'set_cache_ttl() takes a number of seconds >= 0 or None, got {seconds!r}')
-    MEMORY.ttl = None if seconds is None else float(seconds)
+    if ttl_seconds is not None and (isinstance(ttl_seconds, bool) or not isinstance(ttl_seconds, int | float)):
+        raise TypeError(f'set_cache_ttl() takes a number of seconds >= 0 or None, got {ttl_seconds!r:.100}')
+    if ttl_seconds is not None and not ttl_seconds >= 0:
+        raise ValueError(f'set_cache_ttl() takes a number of seconds >= 0 or None, got {ttl_seconds!r}')
+    MEMORY.ttl = None if ttl_seconds is None else float(ttl_seconds)
 
 
 def clear_memory_cache() -> None:

@@ -20,7 +20,6 @@ import ctypes
 import dataclasses
 import errno
 import json
-import math as pymath
 import os
 import re
 import shutil
@@ -36,7 +35,7 @@ import numpy as np
 from .._errors import ManifestDamaged
 from ..backend import DType, backend_by_name, convert
 from ..math import Shape, ShapeDtype, Tensor, channel, data_fields, non_data_fields, tensor
-from ..math.kinds import Dense, is_cached_property
+from ..math.kinds import Dense, cached_property_names, element_bytes
 from ._chunks import chunk_writer, create_array, create_group, libc_function
 from ._disk import DiskArray, DiskTensor, read_selection
 from ._memory import current_load_backend, notify_loaded
@@ -291,7 +290,7 @@ class _Writer:
         cache = {}
         if self.include_cache:
             for name, value in getattr(obj, '__dict__', {}).items():
-                if isinstance(value, Tensor) and name not in fields and is_cached_property(cls, name):
+                if isinstance(value, Tensor) and name not in fields and name in cached_property_names(cls):
                     cache[name] = self.tensor(value, _join(location, name), f'{where}.{name}')
         return {'kind': 'dataclass', 'class': path, 'group': location, 'fields': fields, 'config': config,
                 'cache': cache}
@@ -374,7 +373,7 @@ def _chunk_length(t: Tensor) -> int:
         if isinstance(sel, range) and sel.step == 1:
             return t.chunks[axis]
     shape = t.shape
-    per_item = pymath.prod(shape.sizes[1:]) * (DType.as_dtype(t.dtype).itemsize or 1)
+    per_item = element_bytes(shape, t.dtype) // max(shape.sizes[0], 1)
     return max(1, min(shape.sizes[0], CHUNK_BYTES // max(per_item, 1)))
 
 

@@ -1,12 +1,15 @@
 """The tracer: a tensor kind carrying shape and dtype only, recording every operation applied to it.
 
-`trace_call(fn, args, parallel_dims)` runs `fn` on tracers and returns a `Trace`: which dims
-the computation mixes across (so it cannot be split along them), the output's shapes and
-dtypes, and — where the computation converts a value to Python data — which parallel dims
-that proves to be evaluated element by element. Every operation of `lazyphi.math` reaches the
-tracer through the one dispatch path, by category; an operation of unknown category, or a
-conversion that needs data the trace does not have, ends the trace with a recorded fallback.
-The trace is a replayable program: `Trace.replay` runs the recorded nodes on real tensors.
+A `Trace` collects what a computation on `Tracer`s did: its nodes (operation, inputs, params,
+output shape and dtype), which dims it mixes across (so it cannot be split along them), its
+output, and how it ended. Every operation of `lazyphi.math` reaches the tracer through the one
+dispatch path, by category. A conversion to Python data (`float`, `len`, iteration, `numpy()`)
+of a value that still carries one of the trace's *parallel dims* raises `PerElement`: the code
+runs element by element along them. Any other conversion, or an operation of a category the
+tracer does not know, raises `TraceAborted`. The trace is a replayable program: `Trace.replay`
+runs the recorded nodes on real tensors.
+
+Tracing a property of a dataclass instance (`trace_property` in `_tree.py`) builds on this.
 """
 
 from __future__ import annotations
@@ -16,9 +19,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..backend import NUMPY, Backend, DType, combine_types
-from ..math import Shape, Tensor, merge_shapes
-from ..math.kinds import (
+from ..backend import NUMPY, Backend, DType
+from ._kinds import stacked_shape
+from ._shape import Shape, merge_shapes
+from ._tensor import (
     CONCAT,
     ELEMENTWISE,
     EXPAND,
@@ -31,8 +35,9 @@ from ..math.kinds import (
     STACK,
     Dense,
     Op,
+    Tensor,
     dispatch,
-    stacked_shape,
+    promoted_dtype,
 )
 
 
@@ -43,6 +48,10 @@ class TraceAborted(Exception):
         super().__init__(f'{operation}: {reason}')
         self.operation = operation
         self.reason = reason
+
+
+class DataNeeded(TraceAborted):
+    """The traced code converts a value without parallel dims to Python data: only the data can tell what follows."""
 
 
 class PerElement(Exception):
@@ -73,12 +82,14 @@ class Trace:
     nodes: list = field(default_factory=list)
     mixed: set = field(default_factory=set)  # dims some operation combines across
     output: object = None  # the returned tree, with tracers standing for node outputs
-    per_element: frozenset = frozenset()  # parallel dims proven free by a data-dependent conversion
+    per_element: tuple | None = None  # (operation, dims) when a conversion of a value with parallel dims ended it
     fallback: tuple | None = None  # (operation, reason) when the trace was aborted
+    needs_data: bool = False  # it was aborted by a conversion to Python data (not by an unknown operation)
 
     @property
     def complete(self) -> bool:
-        return self.fallback is None and not self.per_element
+        """Whether the traced code ran to its end (its output is known)."""
+        return self.fallback is None and self.per_element is None
 
     @property
     def requires(self) -> frozenset:
@@ -171,7 +182,7 @@ class Tracer(Tensor):
         dims = self._parallel_dims()
         if dims:
             return PerElement(what, dims)
-        return TraceAborted(what, f'needs the data of a value of shape {self._shape}, which tracing does not have')
+        return DataNeeded(what, f'needs the data of a value of shape {self._shape}, which tracing does not have')
 
     def __reduce__(self):  # MIXED plans send their traces, outputs included, to worker processes
         return Tracer, (self._trace, self._node, self._shape, self._dtype)
@@ -255,7 +266,7 @@ def _result_dtype(op: Op, tensors: Sequence[Tensor], params: tuple) -> DType:
     if op.category in _SAME_DTYPE:
         return tensors[0].dtype
     if op.category == CONCAT:
-        return combine_types(*[t.dtype for t in tensors])
+        return promoted_dtype([t.dtype for t in tensors])
     with np.errstate(all='ignore'):
         return dispatch(op, [_probe(t) for t in tensors], params).dtype
 
@@ -272,13 +283,13 @@ def _numpy_name(dtype: DType) -> str:
     return 'bool' if dtype.kind is bool else f'{dtype.kind.__name__}{dtype.bits}'
 
 
-def tracer_for(trace: Trace, value: Tensor, source=None) -> Tracer:
-    """A new input tracer of `trace` standing for the tensor `value` (which is not read).
+def tracer_for(trace: Trace, shape: Shape, dtype: DType, source=None) -> Tracer:
+    """A new input tracer of `trace` standing for a value of `shape` and `dtype`.
 
     `source` says where replaying finds the real value (see `Trace.inputs`).
     """
-    trace.nodes.append(Node(_INPUT, (), (source,), value.shape, value.dtype))
-    return Tracer(trace, len(trace.nodes) - 1, value.shape, value.dtype)
+    trace.nodes.append(Node(_INPUT, (), (source,), shape, dtype))
+    return Tracer(trace, len(trace.nodes) - 1, shape, dtype)
 
 
 def _input_placeholder(tensors, *params):

@@ -1,0 +1,68 @@
+"""`parallel_compute`: plan, compile into one Dask graph, run on the user's scheduler, fill the instance.
+
+Imports Dask (through `_graph.py` and `_schedulers.py`); `lazyphi.parallel` loads it on first use (PEP 562).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from ..math import batch
+from ..storage import check_cache_dir_visible
+from ._clients import client_of
+from ._graph import compiled, deliver, receipt
+from ._plan import Plan, plan
+from ._schedulers import run_graph
+
+
+def parallel_compute(instance, properties: Sequence, parallel_dims=batch, max_workers: int | None = None,
+                     memory_limit: float | None = None, cache_dir: str | None = None, keep_intermediate: bool = False,
+                     *, scheduler=None, block_size: int | None = None, progress: bool | None = None,
+                     chunk_bytes: int | None = None, compressor: str | None = None) -> Plan:
+    """Compute cached and parallel properties of `instance` in parallel, with Dask.
+
+    The computation is planned (`lazyphi.parallel.plan`), compiled into one Dask graph and run
+    on `scheduler`: 'threads', 'sync', 'processes', a `distributed.Client`, any Dask scheduler
+    callable, or by default the active `distributed` client, else threads. Results go into the
+    instance's property cache; read them as attributes afterwards.
+
+    Args:
+        instance: a dataclass instance (frozen or not) with a `__dict__` to cache results in.
+        properties: the `cached_property` / `parallel_property` members to compute (`Cls.prop` or names).
+        parallel_dims: the dims to split the work along (a dim filter: `batch`, 'example', a Shape, ...).
+        max_workers: tasks run at once; None: what the scheduler offers (a client's worker threads,
+            the CPUs for local threads and processes, one for 'sync').
+        memory_limit: bytes of property outputs to hold in memory; outputs beyond it, largest
+            first, go to `cache_dir`. Needs `cache_dir`; 1 sends everything to disk.
+        cache_dir: directory of the disk cache (a shared file system for a cluster). With it every
+            requested output is written there, and running again resumes from what is written.
+        keep_intermediate: keep the values of properties computed only as inputs of `properties`.
+        scheduler: see above.
+        block_size: elements per block along the split dim, instead of two blocks per worker.
+        progress: show a progress bar (None: after a second, for runs that take that long).
+        chunk_bytes: target bytes of one disk-cache chunk; None: about 16 MiB, and at least 16 chunks along
+            the dim blocks are cut along (one element each on a shorter one). It is part of a result's key.
+        compressor: None (uncompressed, the default: measured fastest) or 'zstd', for the arrays of a
+            result created by this run; an existing result keeps its codec and is reused.
+
+    Returns:
+        The plan that ran (print it to see what ran where).
+
+    Raises:
+        TypeError, ValueError: bad arguments (see `plan`).
+        PropertyFailed: a property raised; the message names it, its block and the original traceback.
+        CacheDirNotShared: on a `distributed` cluster whose workers do not see `cache_dir`.
+    """
+    p = plan(instance, properties, parallel_dims, max_workers, memory_limit, cache_dir, keep_intermediate,
+             scheduler=scheduler, block_size=block_size, chunk_bytes=chunk_bytes, compressor=compressor)
+    started = time.perf_counter()
+    client = client_of(scheduler)
+    if cache_dir is not None and client is not None:
+        check_cache_dir_visible(cache_dir, client)
+    graph = compiled(p)
+    results = run_graph(graph.graph, [graph.result_key], scheduler, p.max_workers, progress, graph.block_keys,
+                        graph.final_keys)[0]
+    deliver([results], receipt(p))
+    p.elapsed = time.perf_counter() - started
+    return p

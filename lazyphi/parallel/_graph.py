@@ -1,0 +1,280 @@
+"""A `Plan` as one Dask graph of task-spec nodes: its nodes, its keys, and what Dask calls back.
+
+With `_schedulers.py` and `_compute.py`, the only modules of lazyphi importing Dask; loaded the
+first time `parallel_compute` runs or a plan is handed to Dask (`Plan`'s collection protocol).
+The tasks run the functions of `_engine.py`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import gc
+import uuid
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from dask.base import tokenize
+from dask.sizeof import sizeof
+from dask.system import CPU_COUNT
+from dask.task_spec import DataNode, Task, TaskRef
+
+from ..backend import default_backend, get_precision
+from ..dataclasses import cached_property_names
+from ..math import Tensor, config_fields
+from ..math import shape as tree_shape
+from ..math.kinds import class_attribute, memory_bytes
+from ..storage import ArraySpec, prepare_result, worker_load_backend
+from ._engine import BlockRange, PropertyTask, StageTask, TaskSettings, assemble_stage, collect_results, pick, run_stage
+from ._schedulers import run_graph
+
+FORMAT_VERSION = 1
+PRESLICE_BYTES = 2 ** 20  # a host value larger than this reaches the block tasks as one slice per block
+
+
+class CompiledPlan:
+    """The Dask graph of one plan: a plain mapping of task-spec nodes, the key of its result, its block tasks."""
+
+    def __init__(self, graph: dict, result_key, token: str, block_keys: frozenset = frozenset(),
+                 final_keys: frozenset = frozenset()):
+        self.graph = graph
+        self.result_key = result_key
+        self.token = token
+        self.block_keys = block_keys  # the tasks that compute, worth spreading over worker processes
+        self.final_keys = final_keys  # the tasks after the last computing ones: joining and collecting results
+
+
+def compiled(p) -> CompiledPlan:
+    """The graph of plan `p`, compiled once."""
+    if p.compiled is None:
+        p.compiled = compile_plan(p)
+    return p.compiled
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """What `deliver` needs, wherever Dask runs it: which instance (by id) gets which values."""
+
+    receiver: str  # the instance's id in this process's `_RECEIVERS`
+    kept: frozenset  # the properties it keeps: requested, persistent, and intermediates when asked
+
+
+class Delivery(dict):
+    """The values a plan computed that its instance keeps, as `dask.compute(plan)` returns them.
+
+    Unpickled in the process that planned (a `distributed` worker ran `deliver` and the client fetches
+    the result), it fills the instance there, so `client.compute(plan).result()` fills it too.
+    """
+
+    def __init__(self, receiver: str, values: dict):
+        super().__init__(values)
+        self.receiver = receiver
+
+    def __reduce__(self):
+        return _delivered, (self.receiver, dict(self))
+
+
+_RECEIVERS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+_RECEIVERS_HELD: dict = {}  # instances that cannot be weakly referenced
+
+
+def receipt(p) -> Receipt:
+    """The plan's receipt; made once, registering the plan's instance as its receiver in this process."""
+    if p.receipt is None:
+        receiver = uuid.uuid4().hex
+        try:
+            _RECEIVERS[receiver] = p.instance
+        except TypeError:
+            _RECEIVERS_HELD[receiver] = p.instance
+        kept = frozenset(q.name for s in p.stages for q in s.properties
+                         if q.name in p.requested or p.keep_intermediate
+                         or getattr(class_attribute(p.cls, q.name)[1], 'persistent', False))
+        p.receipt = Receipt(receiver, kept)
+    return p.receipt
+
+
+def deliver(results: list, receipt: Receipt) -> Delivery:
+    """Dask's post-compute step of a plan: the kept values, stored in the instance when it lives in this process."""
+    (values,) = results
+    return _delivered(receipt.receiver, {n: v for n, v in values.items() if n in receipt.kept})
+
+
+def _delivered(receiver: str, values: dict) -> Delivery:
+    instance = _RECEIVERS.get(receiver)
+    if instance is None:
+        instance = _RECEIVERS_HELD.pop(receiver, None)
+    if instance is not None:
+        instance.__dict__.update(values)
+    return Delivery(receiver, values)
+
+
+def rebuild(graph: dict, p, *, rename=None):
+    """The plan after dask.persist: same plan, its graph holding the persisted result."""
+    clone = copy.copy(p)
+    clone.compiled = CompiledPlan(dict(graph), p.compiled.result_key, p.compiled.token)
+    return clone
+
+
+def default_get(graph, keys, **kwargs):
+    """The scheduler Dask uses for a plan when none is configured: the active client, else threads."""
+    return run_graph(graph, keys, None, kwargs.pop('num_workers', None) or CPU_COUNT, None)
+
+
+def compile_plan(p) -> CompiledPlan:
+    """One graph for the whole plan: field nodes, per-block tasks, assembly per stage, one result node."""
+    instance = p.instance
+    key = cache_key(p)
+    token = plan_token(p, key)
+    worker_backend = worker_load_backend()
+    settings = TaskSettings(get_precision(), default_backend().name, worker_backend.name if worker_backend else None)
+    group = _prepare_disk(p, key) if p.cache_dir is not None else None
+    graph = {}
+    template_key = f'template-{token}'
+    graph[template_key] = DataNode(template_key, _template(p))
+    template_ref = TaskRef(template_key)
+    host_values = {**{n: (f'field-{n}-{token}', getattr(instance, n)) for n in p.field_names},
+                   **{n: (f'cached-{n}-{token}', instance.__dict__[n]) for n in p.done}}
+    field_keys = {}  # name -> key of the node holding a host value whole, made when first needed
+
+    def whole(n: str) -> TaskRef:
+        if n not in field_keys:
+            key, value = host_values[n]
+            graph[key] = DataNode(key, value)
+            field_keys[n] = key
+        return TaskRef(field_keys[n])
+
+    assembled = {}  # property name -> key of the task holding its full value (a dict entry)
+    spread = []  # keys of the tasks that compute: blocks and host stages
+    used = set()  # keys of the assembled values that later stages read
+    block_outputs = {}  # property name -> (stage, list of block keys)
+    for stage in p.stages:
+        names = [q.name for q in stage.properties]
+        fields, cached = tuple(sorted(stage.fields)), tuple(sorted(stage.cached_inputs))
+        if stage.host:
+            key = f'host-{stage.index}-{"-".join(names)}-{token}'
+            task = _stage_task(stage, settings, group, fields, cached, frozenset())
+            inputs = [whole(f) for f in fields] + [_full_ref(c, assembled, whole, used) for c in cached]
+            graph[key] = Task(key, run_stage, template_ref, task, None, *inputs)
+            spread.append(key)
+            for n in names:
+                assembled[n] = key
+            continue
+        same_grid = {c for c in cached if c in block_outputs and _same_grid(block_outputs[c][0], stage)}
+        # large host values go to each block as its own slice: a process or cluster worker receives its part only
+        cut = {n for n in (*fields, *cached) if n in host_values and n not in assembled
+               and memory_bytes(host_values[n][1]) > PRESLICE_BYTES
+               and stage.block_dim in tree_shape(host_values[n][1]).names}
+        full = {n: _full_ref(n, assembled, whole, used) for n in (*fields, *cached)
+                if n not in same_grid and n not in cut}
+        task = _stage_task(stage, settings, group, fields, cached, frozenset(full))  # tasks cut their block out
+        name = f'{"-".join(names)}-{token}'
+        block_keys = []
+        with _gc_paused():  # 100,000s of small objects: the cyclic collector would rescan them all repeatedly
+            for block in stage.blocks:
+                block_range = BlockRange(stage.block_dim, block.start, block.stop)
+                values = []
+                for n in (*fields, *cached):
+                    if n in same_grid:
+                        values.append(Task(None, pick, TaskRef(block_outputs[n][1][block.index]), n))
+                    elif n in cut:
+                        key = (host_values[n][0], stage.index, block.index)
+                        graph[key] = DataNode(key, block_range.cut(host_values[n][1]))
+                        values.append(TaskRef(key))
+                    else:
+                        values.append(full[n])
+                key = (name, block.index)
+                graph[key] = Task(key, run_stage, template_ref, task, block_range, *values)
+                block_keys.append(key)
+            spread.extend(block_keys)
+            assemble_key = f'assemble-{stage.index}-{token}'
+            graph[assemble_key] = Task(assemble_key, assemble_stage, task, *[TaskRef(k) for k in block_keys])
+        for n in names:
+            assembled[n] = assemble_key
+            block_outputs[n] = (stage, block_keys)
+    result_key = f'result-{token}'
+    graph[result_key] = Task(result_key, collect_results, tuple(assembled), *[TaskRef(k) for k in assembled.values()])
+    finals = {key for key in assembled.values() if key.startswith('assemble-')} - used
+    return CompiledPlan(graph, result_key, token, frozenset(spread), frozenset({*finals, result_key}))
+
+
+def _stage_task(stage, settings: TaskSettings, group: str | None, fields: tuple, cached: tuple,
+                sliced: frozenset) -> StageTask:
+    """What the stage's tasks share; a MIXED property carries its trace, an output to disk its result group."""
+    properties = tuple(PropertyTask(q.name, q.mode, q.partials, q.trace if q.mode == 'mixed' else None,
+                                    group if q.disk else None, q.in_memory) for q in stage.properties)
+    return StageTask(properties, tuple(stage.split_dims.names), stage.block_dim, settings, fields, cached, sliced)
+
+
+def _full_ref(name: str, assembled: dict, whole: Callable, used: set):
+    if name in assembled:
+        used.add(assembled[name])
+        return Task(None, pick, TaskRef(assembled[name]), name)
+    return whole(name)
+
+
+@sizeof.register(Tensor)
+def _sizeof_tensor(t: Tensor) -> int:
+    """What a tensor holds in memory, for Dask's memory accounting (a disk-backed one: its reference)."""
+    return memory_bytes(t)
+
+
+@contextlib.contextmanager
+def _gc_paused():
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _same_grid(a, b) -> bool:
+    return [(x.start, x.stop) for x in a.blocks] == [(x.start, x.stop) for x in b.blocks]
+
+
+def _template(p):
+    """A copy of the instance without data or cached values: what every task builds its instance from."""
+    template = copy.copy(p.instance)
+    for n in cached_property_names(p.cls):
+        template.__dict__.pop(n, None)
+    for n in p.field_names:
+        object.__setattr__(template, n, None)
+    return template
+
+
+def _prepare_disk(p, key: str) -> str | None:
+    """Create (if absent) the result group of this computation and an array per output that goes to disk."""
+    specs = {}
+    for stage in p.stages:
+        for q in stage.properties:
+            if q.disk:
+                shape = q.output.shape
+                along = stage.block_dim if stage.block_dim in shape.names else shape.names[0]
+                chunk = stage.chunk_size if along == stage.block_dim else shape.get_size(along)
+                specs[q.name] = ArraySpec(shape, q.output.dtype, default_backend().name, along, chunk, p.compressor)
+    config = {f.name: getattr(p.instance, f.name) for f in config_fields(p.instance)}
+    return prepare_result(p.cache_dir, key, p.cls, specs, config) if specs else None
+
+
+def cache_key(p) -> str:
+    """A deterministic key of everything that determines the results, and so names their group on disk.
+
+    It covers the inputs' contents, the class's code and the user code it reaches (`code_token`), config values, the
+    properties computed and how, the chunk grid, precision, default backend and the format version —
+    not the worker count or block grid, so a run with other workers finds the same results.
+    """
+    instance, cls = p.instance, p.cls
+    layout = [(s.split_dims.names, s.block_dim, s.chunk_size,
+               [(q.name, q.mode, sorted(q.requires), q.disk) for q in s.properties]) for s in p.stages]
+    config = tuple((f.name, repr(getattr(instance, f.name))) for f in config_fields(instance))
+    return tokenize(FORMAT_VERSION, cls.__module__, cls.__qualname__, p.code,
+                    {n: getattr(instance, n) for n in p.field_names}, {n: instance.__dict__[n] for n in p.done},
+                    config, layout, get_precision(), default_backend().name)
+
+
+def plan_token(p, key: str) -> str:
+    """The key of this run's graph: the result key plus the block grid."""
+    grid = [(len(s.blocks), s.blocks[0].size if s.blocks else 0) for s in p.stages]  # blocks are regular
+    return tokenize(key, grid, p.requested, p.keep_intermediate)
