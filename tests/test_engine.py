@@ -15,6 +15,7 @@ from lazyphi import math
 from lazyphi.backend import DType
 from lazyphi.dataclasses import cached_property
 from lazyphi.math import Tensor, batch, spatial
+from lazyphi.math.kinds import REDUCTIONS
 from lazyphi.parallel import MIXED, PropertyFailed, parallel_compute, parallel_property, plan
 
 DATA = math.random_normal(batch(example=24), spatial(x=8, y=8))
@@ -402,3 +403,25 @@ def test_inputs_are_hashed_once_while_they_live(monkeypatch):
     assert len(keys) == 1 and len(hashed) == 1
     assert dask.base.tokenize(plan(Model(data + 0), [Model.plus])) in keys  # equal data, another tensor: equal key
     assert len(hashed) == 2
+
+
+@pytest.mark.parametrize('name', sorted(REDUCTIONS))
+def test_every_reduction_splits_under_mixed(name):
+    """Each reduction of the table splits into per-block partials combined on the host, finite_mean included."""
+    values = np.random.default_rng(3).normal(size=(23, 4))
+    values[2, 1] = values[17, 0] = np.nan
+    data = math.wrap(values > 0 if name in ('any', 'all') else values, 'example:b,x')
+
+    @dataclass(frozen=True)
+    class Reduced:
+        data: Tensor
+
+        @parallel_property(requires=MIXED)
+        def value(self) -> Tensor:
+            return REDUCTIONS[name](self.data, ('example',))
+
+    r = Reduced(data)
+    p = plan(r, [Reduced.value], block_size=5)
+    assert p.properties['value'].mode == 'mixed' and [n for _, n in p.properties['value'].partials] == [name]
+    parallel_compute(r, [Reduced.value], scheduler='sync', block_size=5, progress=False)
+    math.assert_close(r.value, REDUCTIONS[name](data, ('example',)), rel_tolerance=1e-5, abs_tolerance=1e-6)

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 
 from .. import math
 from ..backend import backend_by_name, precision
-from ..math import Tensor, batch, concat, merge_shapes, stack, unstack
+from ..math import Tensor, concat, merge_shapes, stack, unstack
 from ..math import shape as tree_shape
 from ..math import slice as slice_
-from ..math.kinds import Joined, Trace, Tracer, class_attribute, leaves, tree_map
+from ..math.kinds import REDUCTIONS, Joined, Trace, Tracer, class_attribute, leaves, tree_map
 from ..storage import array_spec, block_complete, disk_tensor, load_cache_as, write_block
 
 
@@ -273,8 +273,10 @@ _PLAIN_NUMBERS = frozenset({float, int, complex, bool})
 
 
 def _partials(trace, partials: tuple, instance) -> dict:
-    """MIXED: replay the trace on the block's values up to its split reductions; return their partial results."""
-    needed = _upstream(trace, [i for i, _ in partials])
+    """MIXED: replay the trace on the block's values up to the inputs of its split reductions; return each
+    reduction's partial result of the block (see `lazyphi.math.kinds.REDUCTIONS`)."""
+    reduced = {i: trace.nodes[i].inputs[0] for i, _ in partials}
+    needed = _upstream(trace, list(reduced.values()))
     values = {}
     inputs = {}
     for node, (origin, name, index) in trace.inputs.items():
@@ -284,17 +286,12 @@ def _partials(trace, partials: tuple, instance) -> dict:
             inputs[origin, name] = leaves(getattr(instance, name) if origin == 'field' else instance.__dict__[name])
         values[node] = inputs[origin, name][index]
     results = trace.replay(values, only=needed)
-    return {i: _partial(trace.nodes[i], results[i], op, results) for i, op in partials}
-
-
-def _partial(node, result: Tensor, op: str, results: dict):
-    """A block's partial `result` of reduction `node`; a mean or std with what weighs it when combined."""
-    if op not in ('mean', 'std'):
-        return result
-    value = results[node.inputs[0]]  # the reduced tensor: per block, so a node of the trace
-    dims = [d for d in node.params[0] if d in value.shape]
-    count = value.shape.only(dims).volume
-    return (count, result) if op == 'mean' else (count, math.mean(value, dims), result)
+    block = {}
+    for i, name in partials:
+        value = results[reduced[i]]
+        dims = tuple(d for d in trace.nodes[i].params[0] if d in value.shape)
+        block[i] = REDUCTIONS[name].partial(value, dims)
+    return block
 
 
 def _upstream(trace, nodes: list) -> set:
@@ -336,36 +333,9 @@ def _join(outputs: list, dim: str):
     return concat(outputs, dim)
 
 
-BLOCKS_DIM = batch('blocks_')
-
-
-def _reduced(reduce: Callable) -> Callable:
-    return lambda parts: reduce(stack(parts, BLOCKS_DIM), BLOCKS_DIM)
-
-
-def _weights_and_means(parts: list) -> tuple:
-    """Blocks' share of the elements, their means stacked, and the mean of all elements."""
-    counts = [part[0] for part in parts]
-    weights = math.tensor([c / sum(counts) for c in counts], BLOCKS_DIM)
-    means = stack([part[1] for part in parts], BLOCKS_DIM)
-    return weights, means, math.sum_(means * weights, BLOCKS_DIM)
-
-
-def _combined_std(parts: list) -> Tensor:
-    """The std of all elements from the blocks' (count, mean, std): the within- and between-block variances."""
-    weights, means, mean = _weights_and_means(parts)
-    stds = stack([part[2] for part in parts], BLOCKS_DIM)
-    return math.sqrt(math.sum_(weights * (stds ** 2 + (means - mean) ** 2), BLOCKS_DIM))
-
-
-COMBINE = {'sum': _reduced(math.sum_), 'prod': _reduced(math.prod), 'max': _reduced(math.max_),
-           'min': _reduced(math.min_), 'any': _reduced(math.any_), 'all': _reduced(math.all_),
-           'mean': lambda parts: _weights_and_means(parts)[2], 'std': _combined_std}
-
-
 def _combine(trace, partials: tuple, outputs: list):
-    """Reduce the blocks' partial results with each reduction's combine op, then finish the trace on the host."""
-    combined = {node: COMBINE[op]([o[node] for o in outputs]) for node, op in partials}
+    """Combine the blocks' partial results with each reduction's combine, then finish the trace on the host."""
+    combined = {node: REDUCTIONS[name].combine([o[node] for o in outputs]) for node, name in partials}
     results = trace.replay(combined)
     return tree_map(lambda t: results[t._node], trace.output, leaf_types=Tracer)
 

@@ -28,6 +28,7 @@ from ..math.kinds import (
     is_cached_property,
     leaves,
     memory_bytes,
+    reduction_of,
     resolve_dims,
     trace_property,
 )
@@ -42,9 +43,6 @@ CHUNK_BYTES = 16 * 2 ** 20
 MIN_CHUNKS = 16  # a parallel dim with at least this many elements is cut into at least this many chunks
 BLOCKS_PER_WORKER = 2
 BLOCK_BYTES = 256 * 2 ** 20  # largest output of one block, so that workers' memory stays bounded
-# reduction -> how blocks' partial results combine (a mean or std weighs each block by its element count)
-DECOMPOSABLE = {'sum': 'sum', 'prod': 'prod', 'max': 'max', 'min': 'min', 'any': 'any', 'all': 'all',
-                'finite_sum': 'sum', 'finite_max': 'max', 'finite_min': 'min', 'mean': 'mean', 'std': 'std'}
 
 
 @dataclass(frozen=True)
@@ -484,7 +482,7 @@ def _output_placeholders(trace: Trace, free: frozenset, dims: Shape):
 
 
 def _mixed_partials(trace: Trace, parallel: frozenset):
-    """The reductions over parallel dims to split, as (node index, combine op).
+    """The reductions over parallel dims to split, as (node index, reduction name in `REDUCTIONS`).
 
     None when the split is impossible: a reduction that has no partial form, or an output that
     still needs per-element values after the reductions (such as `x - sum(x)`).
@@ -494,10 +492,9 @@ def _mixed_partials(trace: Trace, parallel: frozenset):
     for i, node in enumerate(trace.nodes):
         upstream = any(per_block[x] for x in node.inputs if isinstance(x, int))
         if node.op.category == REDUCE and set(node.params[0]) & parallel:
-            combine = DECOMPOSABLE.get(node.op.name)
-            if combine is None or not upstream:
+            if reduction_of(node.op) is None or not upstream:
                 return None
-            partials.append((i, combine))
+            partials.append((i, node.op.name))
             per_block.append(False)
         else:
             per_block.append(upstream or not node.inputs)

@@ -68,8 +68,8 @@ def parallel_property(func: Callable | None = None, /, requires=None, out: Any =
         func: the method computing the value.
         requires: dims that must be whole within one task (a dim filter); `INFER` traces the property
             to find them; `MIXED` also splits reductions over parallel dims into per-block partial
-            results and a combine (sum, prod, mean, std, max, min, any, all, finite_sum, finite_max,
-            finite_min; a mean or std weighs each block by its element count).
+            results and a combine on the host, for every reduction of `lazyphi.math` (a mean or std
+            weighs each block by its element count).
         out: the output's shapes and dtypes as `shape * dtype` placeholders (a Shape alone means
             float), in the structure the property returns; `INFER` traces it.
         persistent: keep the value after `parallel_compute` even when it was only computed as an
