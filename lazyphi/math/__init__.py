@@ -7,20 +7,29 @@ layers) traced or disk-backed tensors take part in all of them.
 
 import sys
 
-from .._errors import DimNotFound, IncompatibleShapes
+from .._errors import DimNotFound, IncompatibleShapes, NotConvertible
+from ..backend import NUMPY, get_precision, precision, set_global_precision
 from ..backend import DType as DType
-from ..backend import get_precision, precision, set_global_precision
+from . import _methods  # noqa: F401 (wires Tensor's methods to the modules that implement them)
 from ._autodiff import gradient, jit_compile
 from ._bound import BoundDim, BoundDims
+from ._compare import close, equality_by_ref, equality_by_shape_and_value
 from ._creation import (
     PI,
     arange,
+    choose_backend_t,
+    convert,
+    is_scalar,
     linspace,
     meshgrid,
     ones,
     ones_like,
+    rand,
+    randn,
     random_normal,
     random_uniform,
+    range_tensor,
+    reshaped_tensor,
     tensor,
     vec,
     wrap,
@@ -52,8 +61,10 @@ from ._dims import (
     to_dict,
 )
 from ._fields import config_fields, data_fields, non_data_fields, special_fields
+from ._fstrings import f
 from ._functional import assert_close, iterate
 from ._kinds import Expanded, Stacked
+from ._layout import Layout, layout
 from ._magic_ops import (
     b2i,
     c2b,
@@ -156,7 +167,11 @@ from ._shape import (
 from ._structure import transpose
 from ._tensor import Tensor
 
+INF = float('inf')
+NAN = float('nan')
 abs = abs_
+choose_backend = choose_backend_t
+range = arange
 round = round_
 sum = sum_
 max = max_
@@ -172,7 +187,10 @@ __all__ = [
     'CHANNEL',
     'DUAL',
     'EMPTY_SHAPE',
+    'INF',
     'INSTANCE',
+    'NAN',
+    'NUMPY',
     'PI',
     'SPATIAL',
     'BoundDim',
@@ -181,7 +199,9 @@ __all__ = [
     'DimNotFound',
     'Expanded',
     'IncompatibleShapes',
+    'Layout',
     'NonUniform',
+    'NotConvertible',
     'Shape',
     'ShapeDtype',
     'Stacked',
@@ -209,12 +229,15 @@ __all__ = [
     'ccat',
     'ceil',
     'channel',
+    'choose_backend',
     'clip',
+    'close',
     'concat',
     'concat_shapes',
     'config_fields',
     'conj',
     'conjugate',
+    'convert',
     'cos',
     'cosh',
     'cpack',
@@ -226,8 +249,11 @@ __all__ = [
     'dpack',
     'dsize',
     'dual',
+    'equality_by_ref',
+    'equality_by_shape_and_value',
     'exp',
     'expand',
+    'f',
     'fft',
     'finite_max',
     'finite_mean',
@@ -247,9 +273,11 @@ __all__ = [
     'is_finite',
     'is_inf',
     'is_nan',
+    'is_scalar',
     'isize',
     'iterate',
     'jit_compile',
+    'layout',
     'linspace',
     'log',
     'log2',
@@ -278,10 +306,15 @@ __all__ = [
     'precision',
     'primal',
     'prod',
+    'rand',
+    'randn',
     'random_normal',
     'random_uniform',
+    'range',
+    'range_tensor',
     'real',
     'rename_dims',
+    'reshaped_tensor',
     'round',
     'round_',
     's2b',
