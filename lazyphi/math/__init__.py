@@ -14,12 +14,10 @@ from . import _methods  # noqa: F401 (wires Tensor's methods to the modules that
 from ._autodiff import gradient, jit_compile
 from ._bound import BoundDim, BoundDims
 from ._compare import close, equality_by_ref, equality_by_shape_and_value
+from ._convert import choose_backend_t, convert, dense, is_scalar
 from ._creation import (
     PI,
     arange,
-    choose_backend_t,
-    convert,
-    is_scalar,
     linspace,
     meshgrid,
     ones,
@@ -96,6 +94,7 @@ from ._magic_ops import (
     unpack_dim,
     unstack,
 )
+from ._npz import from_dict, load, save, to_dict
 from ._ops import (
     abs_,
     arccos,
@@ -246,6 +245,7 @@ __all__ = [
     'd2s',
     'data_fields',
     'dcat',
+    'dense',
     'dpack',
     'dsize',
     'dual',
@@ -279,6 +279,7 @@ __all__ = [
     'jit_compile',
     'layout',
     'linspace',
+    'load',
     'log',
     'log2',
     'log10',
@@ -318,6 +319,7 @@ __all__ = [
     'round',
     'round_',
     's2b',
+    'save',
     'scat',
     'set_global_precision',
     'shape',

@@ -8,16 +8,16 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from .._errors import IncompatibleShapes, NoBackendFound, NotConvertible
-from ..backend import NUMPY, OBJECTS, Backend, DType, choose_backend, default_backend, get_precision
+from ..backend import OBJECTS, Backend, DType, choose_backend, default_backend, get_precision
 from ..backend import convert as convert_native
+from ._convert import to_backend
 from ._dims import channel, instance, parse_dim_spec, shape, spatial
 from ._foreign import tensor_source
 from ._kinds import Stacked, expand_to
 from ._layout import Layout, layout
 from ._shape import CHANNEL, EMPTY_SHAPE, Shape, concat_shapes, merge_shapes
 from ._structure import as_dim, stack_tensors, unpack_tensor_dim
-from ._tensor import ELEMENTWISE, NUMBER_TYPES, RENAME_OP, Dense, Op, Tensor, dispatch, read_only_native, scalar
-from ._tree import tree_map
+from ._tensor import NUMBER_TYPES, RENAME_OP, Dense, Tensor, dispatch, read_only_native, scalar
 
 PI = math.pi
 DEFAULT_LIST_DIM = channel('vector')
@@ -72,7 +72,10 @@ def tensor(data, *shape, convert: bool = True, default_list_dim: Shape = DEFAULT
         if convert_from is not None:
             return convert_from(data, dims)
         native = data
-    backend = choose_backend(native)
+    try:
+        backend = choose_backend(native)
+    except NoBackendFound:  # a Python object no array library holds
+        return _non_numeric(data, dims, convert)
     if backend is OBJECTS and not isinstance(native, np.ndarray):
         return _non_numeric(data, dims, convert)
     if convert and backend is not default_backend():
@@ -240,79 +243,6 @@ def reshaped_tensor(value, groups: Sequence, check_sizes: bool = False, convert:
     return result
 
 
-def _dense_convert(tensors, backend: Backend) -> Dense:
-    t = tensors[0]
-    native = t._native if t._backend is backend else convert_native(t._native, backend)
-    return Dense(native, t._shape, backend)
-
-
-CONVERT = Op('convert', ELEMENTWISE, _dense_convert)
-
-
-def to_backend(value: Tensor, backend: Backend) -> Tensor:
-    """`value` with its values on `backend` (any tensor kind; layouts convert their tensor leaves)."""
-    if value.backend is backend:
-        return value
-    return dispatch(CONVERT, (value,), (backend,))
-
-
-def convert(x, backend: Backend | None = None):
-    """`x` (a tensor, a native, or a tree of tensors) with its values on `backend`, the default backend if None.
-
-    Conversion shares memory through DLPack where the libraries allow it, else copies.
-    """
-    backend = backend or default_backend()
-    if isinstance(x, Tensor):
-        return to_backend(x, backend)
-    if isinstance(x, NUMBER_TYPES):
-        return x
-    try:
-        return convert_native(x, backend)
-    except NoBackendFound:
-        return tree_map(lambda t: to_backend(t, backend), x)
-
-
-def choose_backend_t(*values, prefer_default: bool = False) -> Backend:
-    """The backend an operation on `values` (tensors, natives, numbers or trees of them) runs on.
-
-    Tensors count by their backend, NumPy data joins any other library (see `common_backend`); numbers alone
-    and `prefer_default` give the default backend where possible.
-    """
-    backends = []
-
-    def collect(value):
-        if isinstance(value, Tensor):
-            backends.append(value.backend)
-        elif isinstance(value, (tuple, list)):
-            for v in value:
-                collect(v)
-        elif isinstance(value, dict):
-            for v in value.values():
-                collect(v)
-        elif not isinstance(value, NUMBER_TYPES):
-            backends.append(choose_backend(value))
-    for value in values:
-        collect(value)
-    others = [b for b in dict.fromkeys(backends) if b is not NUMPY]
-    if len(others) > 1:
-        raise NoBackendFound(f'Values of several backends {[b.name for b in others]}; convert them to one first')
-    if others:
-        return others[0]
-    return default_backend() if prefer_default or not backends else NUMPY
-
-
-def is_scalar(value) -> bool:
-    """Whether `value` is a single number: a Python or NumPy number, a 0-d native or a tensor without dims."""
-    if isinstance(value, Tensor):
-        return value.shape.rank == 0
-    if isinstance(value, NUMBER_TYPES):
-        return True
-    try:
-        return choose_backend(value).ndims(value) == 0 and not isinstance(value, (str, tuple, list, dict))
-    except NoBackendFound:
-        return False
-
-
 def _named(sizes: tuple, dims: Shape) -> Shape:
     for name, given, labels, actual in zip(dims.names, dims.sizes, dims.labels, sizes, strict=True):
         if labels is not None and len(labels) != actual:
@@ -455,11 +385,15 @@ def meshgrid(dims=None, stack_dim: Shape = DEFAULT_LIST_DIM, **dimensions) -> Te
 
 
 def random_normal(*shape, dtype=None) -> Tensor:
-    """Samples of the standard normal distribution."""
+    """Samples of the standard normal distribution; an int or bool `dtype` gets the samples cast to it."""
     backend = default_backend()
     target = DType.as_dtype(dtype) if dtype is not None else DType(float, get_precision())
-    return _per_uniform_part(lambda part: Dense(read_only_native(backend.random_normal(part.sizes, target)), part,
-                                                backend), _dims_of(shape))
+    sampled = target if target.kind in (float, complex) else DType(float, get_precision())
+
+    def sample(part: Shape) -> Dense:
+        native = backend.random_normal(part.sizes, sampled)
+        return Dense(read_only_native(native if sampled is target else backend.cast(native, target)), part, backend)
+    return _per_uniform_part(sample, _dims_of(shape))
 
 
 def random_uniform(*shape, low=0, high=1, dtype=None) -> Tensor:
