@@ -8,6 +8,7 @@ the result's size, so it reads them.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import numpy as np
@@ -23,13 +24,10 @@ def _dense_gather_by_tensor(tensors: Sequence[Dense], dim: str) -> Dense:
     t, index = tensors
     backend = common_backend(tensors)
     shape, index_shape = t._shape, index._shape
-    out = merge_shapes(shape.without(dim), index_shape)
-    shared = tuple(n for n in index_shape.names if n in shape.names)
+    shared, axis, taken, out = _gather_layout(shape, index_shape, dim)
     indices = index._native if index._backend is backend else convert(index._native, backend)
-    values = t._native if t._backend is backend else convert(t._native, backend)
     if not shared:  # NumPy's take: the index's axes replace the axis of `dim`
-        axis = shape.index(dim)
-        order = shape.names[:axis] + index_shape.names + shape.names[axis + 1:]
+        values = t._native if t._backend is backend else convert(t._native, backend)
         native = backend.gather(values, indices, axis)
     else:  # rows of (shared, dim) flattened: row s * size + index[s, i] holds the entries for element (s, i)
         rest = shape.without((*shared, dim))
@@ -42,9 +40,26 @@ def _dense_gather_by_tensor(tensors: Sequence[Dense], dim: str) -> Dense:
         starts = backend.reshape(backend.range(0, shared_shape.volume * size, size, backend.dtype(indices)), (-1, 1))
         native = backend.gather(values, backend.reshape(starts + indices, (-1,)), 0)
         native = backend.reshape(native, shared_shape.sizes + only_index.sizes + rest.sizes)
-        order = shared + only_index.names + rest.names
-    result = Dense(native, out[list(order)], backend)
-    return result if order == out.names else Dense(aligned_native(result, out), out, backend)
+    result = Dense(native, taken, backend)
+    return result if taken is out else Dense(aligned_native(result, out), out, backend)
+
+
+@functools.lru_cache(maxsize=1024)
+def _gather_layout(shape: Shape, index_shape: Shape, dim: str) -> tuple:
+    """(dims `index_shape` shares with `shape`, axis of `dim`, the shape of the gathered native, the result shape).
+
+    The result shape is canonical; where the gathered native's axes differ from it, it is transposed. Cached:
+    the same gathers repeat.
+    """
+    out = merge_shapes(shape.without(dim), index_shape)
+    shared = tuple(n for n in index_shape.names if n in shape.names)
+    axis = shape.index(dim)
+    if shared:
+        rest = shape.without((*shared, dim))
+        taken = concat_shapes(shape[list(shared)], index_shape.without(shared), rest)
+    else:
+        taken = concat_shapes(shape[:axis], index_shape, shape[axis + 1:])
+    return shared, axis, out if taken.names == out.names else taken, out
 
 
 GATHER_BY_TENSOR = Op('gather_by_tensor', GATHER_TENSOR, _dense_gather_by_tensor)
@@ -61,6 +76,10 @@ def gather_by_tensor(t: Tensor, dim, index: Tensor) -> Tensor:
         raise DimNotFound(f'Cannot index dim {dim!r}: the tensor has shape {t.shape}')
     if index.dtype.kind is not int:
         raise TypeError(f'Index tensors for dim {dim!r} must hold integers, got {index.dtype}')
+    return _gather(t, dim, index)
+
+
+def _gather(t: Tensor, dim: str, index: Tensor) -> Tensor:
     if dim not in index.shape.names:
         return dispatch(GATHER_BY_TENSOR, (t, index), (dim,))
     temporary = _unused_name(dim, t.shape, index.shape)
@@ -78,18 +97,19 @@ def _unused_name(name: str, *shapes: Shape) -> str:
 def index_by_tensor(t: Tensor, dims, index: Tensor) -> Tensor:
     """`t[{dims: index}]` for an index tensor with dims: an int tensor gathers (`dims` a tuple: one component
     of the index's channel dim per dim, `t[vec(y=1, x=2)]`), a bool tensor keeps the entries where it is true."""
-    if index.dtype.kind is bool:
+    kind = index.dtype.kind
+    if kind is bool:
         return _boolean_mask(t, dims, index)
-    if index.dtype.kind is not int:
+    if kind is not int:
         raise TypeError(f'A tensor used as an index must hold integers (positions) or bools (a mask), got '
                         f'{index.dtype} {index.shape}')
     if isinstance(dims, str):
-        return gather_by_tensor(t, dims, index)
+        return _gather(t, dims, index)
     channel = index.shape.channel
     result = t
     for i, dim in enumerate(dims):
         if dim in t.shape.names:
-            result = gather_by_tensor(result, dim, index[{channel.names[0]: i}])
+            result = _gather(result, dim, index[{channel.names[0]: i}])
     return result
 
 

@@ -16,9 +16,9 @@ _FORMS = ("a dict {dim: index}, t.dim[index], a label string like 'x' or 'y,x', 
 
 
 def is_index_tensor(value) -> bool:
-    """An int or bool tensor with dims (a 0-d int tensor is an ordinary index)."""
-    shape = getattr(value, 'shape', None)
-    return isinstance(shape, Shape) and shape.rank > 0 and hasattr(value, 'dtype')
+    """A tensor with dims: an index tensor or mask (a 0-d int tensor is an ordinary index). Tensors are known by
+    their kind protocol's `_dense`, as this module knows no tensor class."""
+    return getattr(type(value), '_dense', None) is not None and value.shape.rank > 0
 
 
 def selection_items(shape: Shape, item) -> dict:
