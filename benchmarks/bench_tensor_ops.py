@@ -4,7 +4,8 @@ Prints, for 10, 10^3 and 10^6 elements, the time per call of each operation and 
 raw NumPy doing the same work on arrays already laid out alike. Targets (issue: Foundation):
 within 1.2x of NumPy at 10^6 elements; an element-wise op at 10 elements at most 5 us and
 below phiml's. Issue #15 adds indexing by an index tensor (`a.x[idx]`, NumPy's `take`): within
-1.2x of NumPy at 10^6 elements, at most 5 us at 10, faster than phiml at both sizes. Also prints the time of `python -c "import lazyphi"` (target below 0.3 s).
+1.2x of NumPy at 10^6 elements, at most 5 us at 10, faster than phiml at both sizes. Also prints the
+time of `python -c "import lazyphi"` (target below 0.3 s).
 
 Usage: python benchmarks/bench_tensor_ops.py [--quick]
 """

@@ -44,8 +44,8 @@ def convert(x, backend: Backend | None = None):
 def choose_backend_t(*values, prefer_default: bool = False) -> Backend:
     """The backend an operation on `values` (tensors, natives, numbers or trees of them) runs on.
 
-    Tensors count by their backend, NumPy data joins any other library (see `common_backend`); numbers alone
-    and `prefer_default` give the default backend where possible.
+    Tensors count by their backend; numbers and NumPy data join any other library (see `common_backend`) and
+    alone give NumPy, or the default backend with `prefer_default`.
     """
     backends = []
 
@@ -67,7 +67,7 @@ def choose_backend_t(*values, prefer_default: bool = False) -> Backend:
         raise NoBackendFound(f'Values of several backends {[b.name for b in others]}; convert them to one first')
     if others:
         return others[0]
-    return default_backend() if prefer_default or not backends else NUMPY
+    return default_backend() if prefer_default else NUMPY
 
 
 def is_scalar(value) -> bool:

@@ -37,6 +37,7 @@ def _dense_gather_by_tensor(tensors: Sequence[Dense], dim: str) -> Dense:
                                  (shared_shape.volume * size, rest.volume))
         indices = backend.reshape(aligned_native(index, concat_shapes(shared_shape, only_index), backend),
                                   (shared_shape.volume, only_index.volume))
+        indices = backend.where(backend.greater_than(0, indices), indices + size, indices)  # -1: the last entry
         starts = backend.reshape(backend.range(0, shared_shape.volume * size, size, backend.dtype(indices)), (-1, 1))
         native = backend.gather(values, backend.reshape(starts + indices, (-1,)), 0)
         native = backend.reshape(native, shared_shape.sizes + only_index.sizes + rest.sizes)

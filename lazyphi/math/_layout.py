@@ -441,8 +441,10 @@ def _leaf_result(op: Op, leaves: list, params: tuple):
             return result
         return result.backend.numpy(result.native()).item()  # numbers in, a Python number out
     python_operator = _PY_OPERATORS.get(op)
+    leaves = [leaf.item() if isinstance(leaf, Tensor) and leaf.shape.volume == 1 else leaf
+              for leaf in leaves]  # a number next to an object: the Python operator decides
     kinds = ', '.join(type(leaf).__name__ for leaf in leaves)
-    if python_operator is None or params:
+    if python_operator is None or params or any(isinstance(leaf, Tensor) for leaf in leaves):
         raise TypeError(f'{op.name} is not defined for layout values of type {kinds}; it needs numbers or tensors')
     try:
         return python_operator(*leaves)
