@@ -319,10 +319,13 @@ class Tensor:
         once (`t[vec(y=1, x=2)]`); a bool tensor keeps the entries where it is true.
         """
         shape = self.shape
-        items = selection_items(shape, item)
+        items = item if type(item) is dict and all(type(d) is str for d in item) else selection_items(shape, item)
         selection = {}
         by_tensor = []
+        names = shape.names
         for dim, sel in items.items():
+            if type(dim) is str and dim not in names:  # other values sliced by the same dict may have it
+                continue
             if is_index_tensor(sel):
                 by_tensor.append((dim, sel))
             else:
