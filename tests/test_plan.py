@@ -340,6 +340,8 @@ OPERATIONS = {
     'close': lambda t: t * math.close(t, t + 0), 'convert': lambda t: math.convert(t, math.NUMPY),
     'range': lambda t: t + math.range(spatial(x=16)), 'range_tensor': lambda t: t + math.range_tensor(spatial(x=16)),
     'f': lambda t: -math.f - f'{t:.2f}',
+    'point_index': lambda t: t[math.vec(x=1, y=2)], 'mask': lambda t: t.x[math.wrap(np.arange(16) % 2 == 0, X)],
+    'index_own_dim': lambda t: t.x[math.wrap(np.array([3, 1]), X)], 'dense': math.dense,
 }
 FALLBACKS = {
     'assert_close': 'numpy()',  # compares values: data-dependent conversion, per element
@@ -359,6 +361,7 @@ NOT_OPERATIONS = {  # names in lazyphi.math that construct values or describe sh
     'math', 'jit_compile', 'gradient',  # transforms of functions, run by the backend's compiler or autodiff, not traced
     'INF', 'NAN', 'NUMPY', 'NotConvertible', 'Layout', 'layout', 'rand', 'randn',
     'reshaped_tensor', 'is_scalar', 'choose_backend', 'equality_by_ref', 'equality_by_shape_and_value',
+    'save', 'load', 'to_dict', 'from_dict',  # files and plain data: they read the values
 }
 
 

@@ -85,11 +85,12 @@ def is_scalar(value) -> bool:
 def dense(x):
     """`x` (a tensor or a tree of tensors) with every tensor holding its values in one native array.
 
-    Lazily expanded, stacked and joined tensors are materialised; dense tensors, layouts and non-uniform
-    tensors (which no single array can hold) are returned as they are.
+    Lazily expanded, stacked and joined tensors are materialised; dense tensors, layouts, non-uniform
+    tensors (which no single array can hold) and tensors whose values are not at hand (tracers, data still on
+    disk, which loads when first used) are returned as they are.
     """
     def materialised(t: Tensor) -> Tensor:
-        if type(t) is Dense or not t.shape.is_uniform or t.backend is OBJECTS:
+        if type(t) is Dense or not t.shape.is_uniform or t.backend is OBJECTS or not t.available:
             return t
         return t._dense()
     return tree_map(materialised, x)

@@ -14,7 +14,6 @@ per category, without touching any operation.
 
 from __future__ import annotations
 
-import functools
 import weakref
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
@@ -29,8 +28,6 @@ from ..backend import (
     DType,
     backend_by_name,
     choose_backend,
-    combine_types,
-    convert,
     get_precision,
     to_numpy_dtype,
 )
@@ -38,6 +35,7 @@ from ._bound import BoundDim
 from ._format import BROADCAST_FORMATTER, PrintOptions, format_tensor, parse_format_spec
 from ._html import tensor_html
 from ._items import is_index_tensor, normalize_dim_selection, selection_items
+from ._natives import aligned_native, auto_cast, axes_layout, common_backend, relaid_native
 from ._shape import DUAL, EMPTY_SHAPE, Shape, merge_shapes, resolve_dims
 
 ELEMENTWISE = 'elementwise'  # n-ary, broadcasting by name; params are non-tensor arguments
@@ -558,14 +556,14 @@ class Dense(Tensor):
         names = resolve_dims(order, shape)
         if names == shape.names:
             return self._native
-        kept, perm, sources = _layout(shape.names, names)
+        kept, perm, sources = axes_layout(shape.names, names)
         if len(kept) < shape.rank:
             dropped = [(n, s) for i, (n, s) in enumerate(zip(shape.names, shape.sizes, strict=True))
                        if i not in kept and s != 1]
             if dropped:
                 raise DimNotFound(f'native(order={names}) must list every dim of {shape}; missing '
                                   f'{tuple(n for n, _ in dropped)}')
-        return _relayout(self, kept, perm, sources)
+        return relaid_native(self, kept, perm, sources)
 
     def __reduce__(self):
         return _rebuild_dense, (self._backend.for_pickling(self._native), self._shape, self._backend.name)
@@ -612,57 +610,6 @@ def as_tensor(value, like: Tensor | None = None) -> Tensor:
 
 # --- element-wise ----------------------------------------------------------------------
 
-def aligned_native(t: Dense, out: Shape, backend: Backend | None = None):
-    """`t`'s native, transposed and reshaped with size-1 axes so that it broadcasts against `out`.
-
-    With `backend`, a native of another backend is converted to it (see `common_backend` for the rule).
-    """
-    shape = t._shape
-    native = t._native if shape is out or shape.names == out.names else _relayout(t, *_layout(shape.names, out.names))
-    if backend is not None and t._backend is not backend:
-        native = convert(native, backend)
-    return native
-
-
-@functools.lru_cache(maxsize=4096)
-def _layout(names: tuple, order: tuple) -> tuple:
-    """How to lay out axes `names` as `order`: (axes kept, permutation or None, source axis per output axis).
-
-    Axes not in `order` are dropped (they must have size 1); names of `order` missing from
-    `names` become size-1 axes (source -1). Cached: layouts repeat across calls.
-    """
-    kept = tuple(i for i, n in enumerate(names) if n in order)
-    kept_names = [names[i] for i in kept]
-    perm = tuple(kept_names.index(n) for n in order if n in kept_names)
-    sources = tuple(kept[kept_names.index(n)] if n in kept_names else -1 for n in order)
-    return kept, (perm if perm != tuple(range(len(perm))) else None), (sources if -1 in sources else None)
-
-
-def _relayout(t: Dense, kept: tuple, perm: tuple | None, sources: tuple | None):
-    native = t._native
-    backend = t._backend
-    sizes = t._shape.sizes
-    if len(kept) < len(sizes):
-        native = backend.reshape(native, tuple(sizes[i] for i in kept))
-    if perm is not None:
-        native = backend.transpose(native, perm)
-    if sources is not None:
-        native = backend.reshape(native, tuple(1 if i < 0 else sizes[i] for i in sources))
-    return native
-
-
-def common_backend(tensors: Sequence[Dense]) -> Backend:
-    backend = tensors[0]._backend
-    for t in tensors[1:]:
-        if t._backend is not backend:
-            if backend is NUMPY:
-                backend = t._backend
-            elif t._backend is not NUMPY:
-                raise TypeError(f'Cannot combine tensors of backends {backend.name} and {t._backend.name} in one '
-                                f'operation; convert one first (convert(t, backend)).')
-    return backend
-
-
 def _dense_elementwise(fn_name: str, to_float: bool = False) -> Callable:
     """An element-wise operation on Dense tensors; `to_float`: ints and bools become floats of the precision first."""
     def run(tensors: Sequence[Dense], *params):
@@ -676,30 +623,6 @@ def _dense_elementwise(fn_name: str, to_float: bool = False) -> Callable:
             natives = auto_cast(backend, natives)
         return Dense(getattr(backend, fn_name)(*natives, *params), out, backend)
     return run
-
-
-def auto_cast(backend: Backend, natives: list) -> list:
-    """Cast natives of different dtypes to their common type (`promoted_dtype`), floats in the current precision."""
-    dtype = backend.dtype
-    first = dtype(natives[0])
-    if all(dtype(n) == first for n in natives[1:]):
-        return natives
-    dtypes = [dtype(n) for n in natives]
-    kinds = {d.kind for d in dtypes}
-    if len(kinds) == 1 and first.kind in (int, bool):
-        return natives  # the library's own integer promotion is exact (and what `promoted_dtype` says)
-    target = promoted_dtype(dtypes)
-    return [n if d == target else backend.cast(n, target) for n, d in zip(natives, dtypes, strict=True)]
-
-
-def promoted_dtype(dtypes: Sequence[DType]) -> DType:
-    """The dtype an operation combining values of `dtypes` gives: one dtype stays; mixed floats take the precision."""
-    first = dtypes[0]
-    if all(d == first for d in dtypes[1:]):
-        return first
-    if len({d.kind for d in dtypes}) == 1 and first.kind in (int, bool):
-        return combine_types(*dtypes)
-    return combine_types(*dtypes, fp_precision=get_precision())
 
 
 def elementwise_op(name: str, fn_name: str | None = None) -> Op:
