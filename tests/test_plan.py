@@ -361,7 +361,7 @@ NOT_OPERATIONS = {  # names in lazyphi.math that construct values or describe sh
     'math', 'jit_compile', 'gradient',  # transforms of functions, run by the backend's compiler or autodiff, not traced
     'INF', 'NAN', 'NUMPY', 'NotConvertible', 'Layout', 'layout', 'rand', 'randn',
     'reshaped_tensor', 'is_scalar', 'choose_backend', 'equality_by_ref', 'equality_by_shape_and_value',
-    'save', 'load', 'to_dict', 'from_dict',  # files and plain data: they read the values
+    'save', 'load',  # files and plain data: they read the values
 }
 
 

@@ -10,7 +10,7 @@ import sys
 from .._errors import DimNotFound, IncompatibleShapes, NotConvertible
 from ..backend import NUMPY, get_precision, precision, set_global_precision
 from ..backend import DType as DType
-from . import _methods  # noqa: F401 (wires Tensor's methods to the modules that implement them)
+from . import _indexing  # noqa: F401 (t[index_tensor] reaches it through the package, see _tensor.py)
 from ._autodiff import gradient, jit_compile
 from ._bound import BoundDim, BoundDims
 from ._compare import close, equality_by_ref, equality_by_shape_and_value
@@ -42,7 +42,6 @@ from ._dims import (
     csize,
     dsize,
     dual,
-    from_dict,
     instance,
     isize,
     merge_shapes,
@@ -56,7 +55,6 @@ from ._dims import (
     shape,
     spatial,
     ssize,
-    to_dict,
 )
 from ._fields import config_fields, data_fields, non_data_fields, special_fields
 from ._fstrings import f

@@ -19,6 +19,8 @@ import numpy as np
 from .._errors import IncompatibleShapes
 from ..backend import NUMPY, default_backend
 from ._convert import to_backend
+from ._dims import from_dict as shape_from_dict
+from ._dims import to_dict as shape_to_dict
 from ._kinds import Expanded, Stacked, expand_to
 from ._layout import Layout
 from ._magic_ops import slice_, stack
@@ -29,41 +31,41 @@ from ._tree import tree_map
 # --- shapes and tensors as plain data ------------------------------------------------------
 
 
-def shape_to_dict(shape: Shape) -> dict:
-    """The dims of `shape` as lists of names, sizes (None where non-uniform), types and labels."""
-    return {'names': list(shape.names), 'sizes': [s if isinstance(s, int) else None for s in shape.sizes],
-            'types': list(shape.types), 'labels': [None if ls is None else list(ls) for ls in shape.labels]}
+def _spec(shape: Shape) -> dict:
+    """The dims of `shape` for a file: names, sizes (None where non-uniform, read again from the tree), types,
+    labels."""
+    return {'names': shape.names, 'sizes': tuple(s if isinstance(s, int) else None for s in shape.sizes),
+            'types': shape.types, 'labels': shape.labels}
 
 
-def shape_from_dict(d: dict) -> Shape:
-    try:
-        return Shape(tuple(d['sizes']), tuple(d['names']), tuple(d['types']),
-                     tuple(None if ls is None else tuple(ls) for ls in d['labels']))
-    except (KeyError, TypeError) as err:
-        raise ValueError(f'from_dict(): not the dict of a Shape or tensor (needs names, sizes, types, labels): '
-                         f'{d!r}') from err
+def _shape(spec: dict) -> Shape:
+    return Shape(spec['sizes'], spec['names'], spec['types'], spec['labels'])
 
 
 def to_dict(value: Tensor | Shape) -> dict:
-    """A tensor (its shape, dtype and values as nested lists) or a Shape as plain Python data, e.g. for JSON."""
+    """A tensor (its shape, dtype and values as nested lists) or a Shape as plain Python data, e.g. for JSON.
+
+    A Shape gives its names, types, sizes and item names; a tensor adds `dtype` and `data` (a layout: its
+    tree, with `layout` set).
+    """
     if isinstance(value, Shape):
         return shape_to_dict(value)
-    if isinstance(value, Tensor):
-        if type(value) is Layout:
-            return {**shape_to_dict(value.shape), 'layout': True, 'data': value.native(value.shape.names)}
-        return {**shape_to_dict(value.shape), 'dtype': repr(value.dtype),
-                'data': value.backend.numpy(value.native(value.shape.names)).tolist()}
-    raise TypeError(f'to_dict() takes a Tensor or Shape, got {type(value).__name__}')
+    if not isinstance(value, Tensor):
+        raise TypeError(f'to_dict() takes a Tensor or Shape, got {type(value).__name__} {value!r}')
+    if type(value) is Layout:
+        return {**shape_to_dict(value.shape), 'layout': True, 'data': value.native(value.shape.names)}
+    return {**shape_to_dict(value.shape), 'dtype': repr(value.dtype),
+            'data': value.backend.numpy(value.native(value.shape.names)).tolist()}
 
 
-def from_dict(d: dict, convert: bool = False) -> Tensor | Shape:
-    """The tensor or Shape `d` describes (see `to_dict`); `convert` puts tensors on the default backend."""
-    shape = shape_from_dict(d)
-    if 'data' not in d:
+def from_dict(data: dict, convert: bool = False) -> Tensor | Shape:
+    """The tensor or Shape `data` describes (see `to_dict`); `convert` puts a tensor on the default backend."""
+    shape = shape_from_dict(data)
+    if 'data' not in data:
         return shape
-    if d.get('layout'):
-        return Layout(d['data'], shape)
-    array = np.asarray(d['data'], dtype=np.dtype(d['dtype']))
+    if data.get('layout'):
+        return Layout(data['data'], shape)
+    array = np.asarray(data['data'], dtype=np.dtype(data['dtype']))
     result = Dense(read_only_native(array), shape, NUMPY)
     return to_backend(result, default_backend()) if convert else result
 
@@ -79,19 +81,19 @@ class _Saved:
 
 def _saved(t: Tensor, arrays: list) -> _Saved:
     """`t` as a `_Saved`, its values appended to `arrays` (NumPy, as stored)."""
-    shape = shape_to_dict(t.shape)
+    shape = _spec(t.shape)
     if type(t) is Layout:
-        return _Saved('layout', shape_to_dict(t._stack), tree_map(lambda leaf: _saved(leaf, arrays), t._obj))
+        return _Saved('layout', _spec(t._stack), tree_map(lambda leaf: _saved(leaf, arrays), t._obj))
     if type(t) is Expanded:
         return _Saved('expanded', shape, _saved(t._inner, arrays))
     if type(t) is Stacked:
-        return _Saved('stacked', shape_to_dict(t._dim), [_saved(p, arrays) for p in t.parts])
+        return _Saved('stacked', _spec(t._dim), [_saved(p, arrays) for p in t.parts])
     arrays.append(t.backend.numpy(t.native(t.shape.names)))
     return _Saved('dense', shape, len(arrays) - 1, repr(t.dtype))
 
 
 def _restored(saved: _Saved, arrays) -> Tensor:
-    shape = shape_from_dict(saved.shape)
+    shape = _shape(saved.shape)
     if saved.kind == 'layout':
         return Layout(_restore_tree(saved.content, arrays), shape)
     if saved.kind == 'expanded':

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import math as _math  # the operations Tensor's methods build on; resolved when a method runs
 from .._errors import DimNotFound
 from ..backend import (
     NUMPY,
@@ -89,11 +90,6 @@ def dispatch(op: Op, tensors: Sequence[Tensor], params: tuple = ()) -> Any:
             return result
     return op.dense(tensors if op.any_kind else [t._dense() for t in tensors], *params)
 
-
-# Functions that Tensor's methods need from the modules built on this one, which import this module and so
-# cannot be imported by it: the reductions behind `t.mean`, the conversion of Python values in `t + (0, x)`,
-# packing, rounding, ... `_methods.py` fills the table when `lazyphi.math` is imported, before any tensor exists.
-HIGHER: dict[str, Callable] = {}
 
 # What `==` and `!=` of tensors mean: None (element-wise), 'ref' (identity), or ('value', rel, abs, equal_nan)
 # (same dims and values within tolerances); set by `equality_by_ref()` / `equality_by_shape_and_value()`.
@@ -253,27 +249,27 @@ class Tensor:
         return getattr(self, f'__{mirrored}__' if mirrored else f'__r{operator_name}__')(first)
 
     # --- reductions over all dims, as properties (phiml) -----------------------------
-    all = property(lambda self: HIGHER['reduce'](self, 'all'), doc='Whether all values are true (a 0-d tensor).')
-    any = property(lambda self: HIGHER['reduce'](self, 'any'), doc='Whether any value is true (a 0-d tensor).')
-    sum = property(lambda self: HIGHER['reduce'](self, 'sum'), doc='The sum of all values.')
-    mean = property(lambda self: HIGHER['reduce'](self, 'mean'), doc='The mean of all values.')
-    std = property(lambda self: HIGHER['reduce'](self, 'std'), doc='The standard deviation of all values.')
-    min = property(lambda self: HIGHER['reduce'](self, 'min'), doc='The smallest value.')
-    max = property(lambda self: HIGHER['reduce'](self, 'max'), doc='The largest value.')
-    finite_sum = property(lambda self: HIGHER['reduce'](self, 'finite_sum'), doc='The sum of the finite values.')
-    finite_mean = property(lambda self: HIGHER['reduce'](self, 'finite_mean'), doc='The mean of the finite values.')
-    finite_min = property(lambda self: HIGHER['reduce'](self, 'finite_min'), doc='The smallest finite value.')
-    finite_max = property(lambda self: HIGHER['reduce'](self, 'finite_max'), doc='The largest finite value.')
-    real = property(lambda self: HIGHER['real'](self), doc='The real part (the values themselves if not complex).')
-    imag = property(lambda self: HIGHER['imag'](self), doc='The imaginary part (zeros if not complex).')
+    all = property(lambda self: _math.all_(self, self.shape), doc='Whether all values are true (a 0-d tensor).')
+    any = property(lambda self: _math.any_(self, self.shape), doc='Whether any value is true (a 0-d tensor).')
+    sum = property(lambda self: _math.sum_(self, self.shape), doc='The sum of all values.')
+    mean = property(lambda self: _math.mean(self, self.shape), doc='The mean of all values.')
+    std = property(lambda self: _math.std(self, self.shape), doc='The standard deviation of all values.')
+    min = property(lambda self: _math.min_(self, self.shape), doc='The smallest value.')
+    max = property(lambda self: _math.max_(self, self.shape), doc='The largest value.')
+    finite_sum = property(lambda self: _math.finite_sum(self, self.shape), doc='The sum of the finite values.')
+    finite_mean = property(lambda self: _math.finite_mean(self, self.shape), doc='The mean of the finite values.')
+    finite_min = property(lambda self: _math.finite_min(self, self.shape), doc='The smallest finite value.')
+    finite_max = property(lambda self: _math.finite_max(self, self.shape), doc='The largest finite value.')
+    real = property(lambda self: _math.real(self), doc='The real part (the values themselves if not complex).')
+    imag = property(lambda self: _math.imag(self), doc='The imaginary part (zeros if not complex).')
 
     def pack(self, dims, packed_dim) -> Tensor:
         """`pack_dims(self, dims, packed_dim)`."""
-        return HIGHER['pack_dims'](self, dims, packed_dim)
+        return _math.pack_dims(self, dims, packed_dim)
 
     def unpack(self, dim, unpacked_dims) -> Tensor:
         """`unpack_dim(self, dim, unpacked_dims)`."""
-        return HIGHER['unpack_dim'](self, dim, unpacked_dims)
+        return _math.unpack_dim(self, dim, unpacked_dims)
 
     @property
     def Ti(self) -> Tensor:
@@ -330,7 +326,7 @@ class Tensor:
                 selection[dim] = normalize_dim_selection(shape, dim, sel)
         result = dispatch(GATHER_OP, (self,), (selection,)) if selection else self
         for dims, index in by_tensor:
-            result = HIGHER['index_by_tensor'](result, dims, index)
+            result = _math._indexing.index_by_tensor(result, dims, index)
         return result
 
     def __setitem__(self, key, value):
@@ -449,7 +445,7 @@ class Tensor:
     def __round__(self, ndigits=None):
         if ndigits is not None:
             raise TypeError('round(tensor, ndigits) is not supported; round(tensor) rounds to integers')
-        return HIGHER['round'](self)
+        return _math.round_(self)
 
     __hash__ = None  # == is element-wise, so tensors are not hashable
 
@@ -598,7 +594,7 @@ def as_tensor(value, like: Tensor | None = None) -> Tensor:
     if isinstance(value, NUMBER_TYPES):
         return scalar(value)
     if like is not None:
-        result = HIGHER['operand'](value, like)
+        result = _math._creation.compatible_tensor(value, like)
         if result is not NotImplemented:
             return result
     backend = choose_backend(value)
@@ -695,7 +691,7 @@ def _operand(value, like: Tensor, op: Op):
         return Dense(np.asarray(value, dtype=to_numpy_dtype(like.dtype)), EMPTY_SHAPE, NUMPY)
     if isinstance(value, NUMBER_TYPES):
         return scalar(value)
-    return HIGHER['operand'](value, like)
+    return _math._creation.compatible_tensor(value, like)
 
 
 def _equal_by_mode(a: Tensor, b, mode, equal: bool) -> Tensor:
@@ -705,7 +701,7 @@ def _equal_by_mode(a: Tensor, b, mode, equal: bool) -> Tensor:
         same = False
     else:
         _, rel, abs_, equal_nan = mode
-        same = bool(HIGHER['close'](a, b, rel_tolerance=rel, abs_tolerance=abs_, equal_nan=equal_nan))
+        same = bool(_math.close(a, b, rel_tolerance=rel, abs_tolerance=abs_, equal_nan=equal_nan))
     return scalar(same == equal)
 
 
