@@ -136,6 +136,13 @@ def test_labels_shapes_and_numpy_ints_select():
         t.dims['w']
 
 
+def test_reversing_keeps_the_labels_in_place_as_in_phiml():
+    t = math.zeros(spatial(x=4, y=3), channel(vector='x,y'))
+    assert t.vector[::-1].vector.item_names == ('x', 'y')
+    assert t.vector[1::-1].vector.item_names == ('y', 'x')
+    np.testing.assert_array_equal(wrap([1, 2], channel(vector='x,y')).vector[::-1].numpy(), [2, 1])
+
+
 def test_positional_channel_tuples_and_ellipsis():
     t = wrap(values(2, 3, 4), batch('b'), channel('c'), channel('d'))
     math.assert_close(t[1, 2], t.c[1].d[2])

@@ -744,7 +744,7 @@ def _dense_gather(tensors: Sequence[Dense], selection: dict) -> Dense:
             lists.append((i, sel))
             sel = slice(None)
         index.append(sel)
-    native = t._native[tuple(index)] if any(s != slice(None) for s in index) else t._native
+    native = t._backend.multi_slice(t._native, tuple(index)) if any(s != slice(None) for s in index) else t._native
     for i, sel in lists:  # outer indexing: one gather per listed dim
         axis = i - sum(1 for j in range(i) if isinstance(index[j], int))
         native = t._backend.gather(native, np.asarray(sel, dtype=np.int64), axis)
