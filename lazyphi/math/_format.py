@@ -161,7 +161,8 @@ def _formatter(values: np.ndarray, options: PrintOptions) -> dict | None:
 
 
 def _summary(values: np.ndarray, shape, options: PrintOptions) -> str:
-    """Shape, dtype and statistics: `(x=100) float64 0.08 ± 1.11 (-2.65...2.37)`."""
+    """Shape, dtype and statistics: `(x=100) float64 0.0812 ± 1.11 (-2.65...2.37)`; 3 significant digits unless a
+    number format is given."""
     head = f'{_shape_text(shape, options)} {values.dtype}' if options.include_shape is not False else \
         f'{values.dtype}'
     if options.include_dtype is False:
@@ -175,6 +176,6 @@ def _summary(values: np.ndarray, shape, options: PrintOptions) -> str:
     finite = values[np.isfinite(values)] if values.dtype.kind in 'fc' else values
     if not finite.size:
         return f'{head} no finite values'.strip()
-    mean, std = _number(finite.mean(), options), _number(finite.std(), options)
-    low, high = (_number(v, options, '.0e') for v in (finite.min(), finite.max()))
+    mean, std, low, high = (_number(v, options, '.3g') for v in (finite.mean(), finite.std(), finite.min(),
+                                                                  finite.max()))
     return f'{head} {mean} ± {std} ({low}...{high})'.strip()
