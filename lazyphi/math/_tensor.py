@@ -723,12 +723,12 @@ def _scalar_keeps_dtype(a: Tensor, b, op: Op) -> bool:
     """Whether `a op b` with a Python number `b` (not a NumPy scalar: those have a dtype) has `a`'s dtype.
 
     It has for floats and complex `a`; for integer `a` only with an int `b` and not for true division;
-    never for bool `a` (the libraries make ints of bools and ints).
+    never for bool `a` (the libraries make ints of bools and ints), nor for strings and objects (layouts).
     """
     if type(b) not in (int, float):
         return False
     kind = a.dtype.kind
-    return kind is not bool and not ((type(b) is float or op is DIV) and kind is int)
+    return kind in (int, float, complex) and not ((type(b) is float or op is DIV) and kind is int)
 
 
 # --- selection -------------------------------------------------------------------------
