@@ -48,3 +48,10 @@ class ChunkDamaged(OSError):
 
 class UnknownClassWarning(UserWarning):
     """`lazyphi.load` met a class it may not import; that part of the tree comes back as plain data."""
+
+
+class NotConvertible(TypeError, AssertionError):
+    """Data that no array library can hold as numbers (strings, arbitrary objects) was to become a numeric tensor.
+
+    Also an `AssertionError`, which is what the reference library raises in this case.
+    """

@@ -448,7 +448,7 @@ def test_natives_of_two_libraries_raise_naming_both_and_change_no_later_choice(n
             choose_backend(*values)
     assert choose_backend(native) is backend and choose_backend(other) is other_backend
     assert choose_backend(native, 2.0) is backend and choose_backend(_X, other) is other_backend
-    doubled = lmath.tensor(native, lmath.spatial('x'), lmath.channel('c')) * 2
+    doubled = lmath.wrap(native, lmath.spatial('x'), lmath.channel('c')) * 2  # tensor() would convert
     assert doubled.backend is backend
     np.testing.assert_allclose(doubled.numpy('x,c'), _X * 2, rtol=1e-6)
 

@@ -68,8 +68,8 @@ class Particles:
 def particles(native_of, b=3) -> Particles:
     rng = np.random.default_rng(0)
     dims = (batch(b=b), channel(vector='x,y'))
-    return Particles(math.tensor(native_of(rng.normal(size=(b, 2))), *dims),
-                     math.tensor(native_of(rng.normal(size=(b, 2))), *dims))
+    return Particles(math.wrap(native_of(rng.normal(size=(b, 2))), *dims),
+                     math.wrap(native_of(rng.normal(size=(b, 2))), *dims))
 
 
 # --- registration without importing ------------------------------------------------------------
@@ -106,7 +106,7 @@ def test_classes_are_registered_when_lazyphi_loads_the_jax_backend():
     result = _run(DECLARE + '''
 import jax, jax.numpy as jnp
 before = jax.tree_util.tree_leaves(Node(math.wrap(1.0)))  # not registered yet: the Node is a leaf
-node = Node(math.tensor(jnp.ones(3), spatial('x')))  # a jax array: lazyphi loads its jax backend
+node = Node(math.wrap(jnp.ones(3), spatial('x')))  # a jax array: lazyphi loads its jax backend
 leaves = jax.tree_util.tree_leaves(node)
 result = [type(before[0]).__name__, len(leaves), isinstance(leaves[0], jax.Array)]
 ''')
@@ -118,7 +118,7 @@ def test_classes_are_registered_when_lazyphi_loads_the_torch_backend():
     result = _run(DECLARE + '''
 import torch
 import torch.utils._pytree as pytree
-node = Node(math.tensor(torch.ones(3), spatial('x')))
+node = Node(math.wrap(torch.ones(3), spatial('x')))
 leaves, spec = pytree.tree_flatten(node)
 result = [len(leaves), type(leaves[0]).__name__, pytree.tree_unflatten(leaves, spec).n]
 ''')
@@ -199,7 +199,7 @@ def test_unflattening_runs_no_init_post_init_or_checks(jax):
     class Strict:
         values: Annotated[Tensor, 'x:s']
 
-    strict = Strict(math.tensor(jax.numpy.ones(3), spatial('x')))
+    strict = Strict(math.wrap(jax.numpy.ones(3), spatial('x')))
     CALLS.clear()
     p = particles(jax.numpy.asarray)
     CALLS.clear()
@@ -246,7 +246,7 @@ def test_eval_shape_keeps_shapes_and_backend(jax):
 
 
 def test_lazy_tensor_kinds_are_nodes(jax):
-    inner = math.tensor(jax.numpy.arange(3.0), spatial('x'))
+    inner = math.wrap(jax.numpy.arange(3.0), spatial('x'))
     expanded = math.expand(inner, batch(b=1000))
     assert type(expanded) is Expanded
     leaves = jax.tree_util.tree_leaves(expanded)

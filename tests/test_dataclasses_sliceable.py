@@ -245,7 +245,7 @@ def test_property_raising_attribute_error_is_reported_as_such():
 
         @property
         def area(self):
-            return self.values.no_such_dim
+            return self.values._no_such_attribute
 
     with pytest.raises(AttributeError, match=r'Broken\.area raised AttributeError'):
         _ = Broken(points()).area

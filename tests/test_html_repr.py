@@ -32,7 +32,7 @@ def _cells(page: str) -> list[str]:
 def test_a_dense_tensor_shows_dims_dtype_backend_values_and_statistics(backend_name):
     backend = get_backend(backend_name)
     data = np.arange(12, dtype=np.float32).reshape(2, 3, 2)
-    t = math.tensor(backend.as_tensor(data), batch('run'), spatial('x'), channel(vector='u,v'))
+    t = math.wrap(backend.as_tensor(data), batch('run'), spatial('x'), channel(vector='u,v'))
     page = t._repr_html_()
     cells = _cells(page)
     assert cells[:4] == ['dim', 'type', 'size', 'labels']

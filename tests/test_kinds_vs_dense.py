@@ -1,7 +1,8 @@
 """Every tensor kind gives the dense result, for every operation category and every reduction.
 
 The same values are held as a `Dense` tensor and as each other kind (`Expanded`, `Stacked`, `Joined`,
-and a non-uniform `Stacked` for reductions); each operation runs on both and the results must agree.
+`Layout` of Python numbers, and a non-uniform `Stacked` for reductions); each operation runs on both and
+the results must agree.
 This is the drift alarm for the one dispatch path: a kind that handles a category or a reduction
 its own way (part by part, on an inner tensor) must agree with materialising first.
 """
@@ -12,12 +13,12 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from lazyphi import math
-from lazyphi.math import batch, instance, spatial
+from lazyphi.math import Layout, batch, instance, spatial
 from lazyphi.math.kinds import REDUCTIONS, Dense, Expanded, Joined, Stacked
 
 DIMS = ('b', 'x', 'y')
 TYPES = {'b': 'batch', 'x': 'spatial', 'y': 'spatial'}
-KINDS = ('expanded', 'stacked', 'joined')
+KINDS = ('expanded', 'stacked', 'joined', 'layout')
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -45,6 +46,8 @@ def as_kind(draw, array: np.ndarray, kind: str):
                              [n for n in DIMS if n in kept])
         full = np.broadcast_to(inner, array.shape)
         return Expanded(inner_tensor, dense(full).shape), dense(full)
+    if kind == 'layout':  # nested lists of Python numbers, one level per dim
+        return Layout(array.tolist(), dense(array).shape), dense(array)
     dim = draw(st.sampled_from(DIMS))
     axis = DIMS.index(dim)
     if kind == 'stacked':  # parts without the dim, stacked along it

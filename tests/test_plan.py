@@ -337,9 +337,16 @@ OPERATIONS = {
     'cpack': lambda t: math.cpack(math.expand(t, channel(c=2)), 'p'),
     'dpack': lambda t: math.dpack(math.expand(t, math.dual(d=2)), '~p'),
     'squeeze': lambda t: math.squeeze(math.expand(t, channel(c=1)), 'c'),
+    'close': lambda t: t * math.close(t, t + 0), 'convert': lambda t: math.convert(t, math.NUMPY),
+    'range': lambda t: t + math.range(spatial(x=16)), 'range_tensor': lambda t: t + math.range_tensor(spatial(x=16)),
+    'f': lambda t: -math.f - f'{t:.2f}',
+    'point_index': lambda t: t[math.vec(x=1, y=2)], 'mask': lambda t: t.x[math.wrap(np.arange(16) % 2 == 0, X)],
+    'index_own_dim': lambda t: t.x[math.wrap(np.array([3, 1]), X)], 'dense': math.dense,
 }
 FALLBACKS = {
     'assert_close': 'numpy()',  # compares values: data-dependent conversion, per element
+    'close': 'numpy()',
+    'f': 'f-string',  # formats each value: a conversion to Python data
 }
 NOT_OPERATIONS = {  # names in lazyphi.math that construct values or describe shapes, not operations on tensors
     'BATCH', 'CHANNEL', 'DUAL', 'EMPTY_SHAPE', 'INSTANCE', 'PI', 'SPATIAL', 'BoundDim', 'BoundDims', 'Expanded',
@@ -352,6 +359,9 @@ NOT_OPERATIONS = {  # names in lazyphi.math that construct values or describe sh
     'set_global_precision', 'config_fields', 'data_fields', 'non_data_fields', 'special_fields', 'abs_', 'all_',
     'any_', 'max_', 'min_', 'round_', 'sum_', 'slice_', 'conj',
     'math', 'jit_compile', 'gradient',  # transforms of functions, run by the backend's compiler or autodiff, not traced
+    'INF', 'NAN', 'NUMPY', 'NotConvertible', 'Layout', 'layout', 'rand', 'randn',
+    'reshaped_tensor', 'is_scalar', 'choose_backend', 'equality_by_ref', 'equality_by_shape_and_value',
+    'save', 'load',  # files and plain data: they read the values
 }
 
 

@@ -178,7 +178,7 @@ def test_a_config_field_of_another_type_raises_naming_it(tmp_path):
 def test_every_backend_round_trips(tmp_path, name):
     backend = get_backend(name)
     t = _tensor(batch(b=2), spatial(x=3), channel(vector='x,y'))
-    value = math.tensor(convert(np.array(t.numpy(t.shape.names)), backend), t.shape)
+    value = math.wrap(convert(np.array(t.numpy(t.shape.names)), backend), t.shape)
     assert value.backend.name == name
     lazyphi.save({'t': value, 'i': math.cast(value, int)}, tmp_path / name)
     lazy = lazyphi.load(tmp_path / name)

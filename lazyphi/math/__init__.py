@@ -7,11 +7,14 @@ layers) traced or disk-backed tensors take part in all of them.
 
 import sys
 
-from .._errors import DimNotFound, IncompatibleShapes
+from .._errors import DimNotFound, IncompatibleShapes, NotConvertible
+from ..backend import NUMPY, get_precision, precision, set_global_precision
 from ..backend import DType as DType
-from ..backend import get_precision, precision, set_global_precision
+from . import _indexing  # noqa: F401 (t[index_tensor] reaches it through the package, see _tensor.py)
 from ._autodiff import gradient, jit_compile
 from ._bound import BoundDim, BoundDims
+from ._compare import close, equality_by_ref, equality_by_shape_and_value
+from ._convert import choose_backend_t, convert, dense, is_scalar
 from ._creation import (
     PI,
     arange,
@@ -19,8 +22,12 @@ from ._creation import (
     meshgrid,
     ones,
     ones_like,
+    rand,
+    randn,
     random_normal,
     random_uniform,
+    range_tensor,
+    reshaped_tensor,
     tensor,
     vec,
     wrap,
@@ -35,7 +42,6 @@ from ._dims import (
     csize,
     dsize,
     dual,
-    from_dict,
     instance,
     isize,
     merge_shapes,
@@ -49,11 +55,12 @@ from ._dims import (
     shape,
     spatial,
     ssize,
-    to_dict,
 )
 from ._fields import config_fields, data_fields, non_data_fields, special_fields
+from ._fstrings import f
 from ._functional import assert_close, iterate
 from ._kinds import Expanded, Stacked
+from ._layout import Layout, layout
 from ._magic_ops import (
     b2i,
     c2b,
@@ -85,6 +92,7 @@ from ._magic_ops import (
     unpack_dim,
     unstack,
 )
+from ._npz import from_dict, load, save, to_dict
 from ._ops import (
     abs_,
     arccos,
@@ -156,7 +164,11 @@ from ._shape import (
 from ._structure import transpose
 from ._tensor import Tensor
 
+INF = float('inf')
+NAN = float('nan')
 abs = abs_
+choose_backend = choose_backend_t
+range = arange
 round = round_
 sum = sum_
 max = max_
@@ -172,7 +184,10 @@ __all__ = [
     'CHANNEL',
     'DUAL',
     'EMPTY_SHAPE',
+    'INF',
     'INSTANCE',
+    'NAN',
+    'NUMPY',
     'PI',
     'SPATIAL',
     'BoundDim',
@@ -181,7 +196,9 @@ __all__ = [
     'DimNotFound',
     'Expanded',
     'IncompatibleShapes',
+    'Layout',
     'NonUniform',
+    'NotConvertible',
     'Shape',
     'ShapeDtype',
     'Stacked',
@@ -209,12 +226,15 @@ __all__ = [
     'ccat',
     'ceil',
     'channel',
+    'choose_backend',
     'clip',
+    'close',
     'concat',
     'concat_shapes',
     'config_fields',
     'conj',
     'conjugate',
+    'convert',
     'cos',
     'cosh',
     'cpack',
@@ -223,11 +243,15 @@ __all__ = [
     'd2s',
     'data_fields',
     'dcat',
+    'dense',
     'dpack',
     'dsize',
     'dual',
+    'equality_by_ref',
+    'equality_by_shape_and_value',
     'exp',
     'expand',
+    'f',
     'fft',
     'finite_max',
     'finite_mean',
@@ -247,10 +271,13 @@ __all__ = [
     'is_finite',
     'is_inf',
     'is_nan',
+    'is_scalar',
     'isize',
     'iterate',
     'jit_compile',
+    'layout',
     'linspace',
+    'load',
     'log',
     'log2',
     'log10',
@@ -278,13 +305,19 @@ __all__ = [
     'precision',
     'primal',
     'prod',
+    'rand',
+    'randn',
     'random_normal',
     'random_uniform',
+    'range',
+    'range_tensor',
     'real',
     'rename_dims',
+    'reshaped_tensor',
     'round',
     'round_',
     's2b',
+    'save',
     'scat',
     'set_global_precision',
     'shape',

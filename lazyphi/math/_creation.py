@@ -1,20 +1,23 @@
-"""Making tensors: from natives, lists and numbers, and filled, ranged or random ones."""
+"""Making tensors: from natives, lists, numbers and Shapes, and filled, ranged or random ones; converting them."""
 
 from __future__ import annotations
 
 import math
-from numbers import Number
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from .._errors import IncompatibleShapes
-from ..backend import Backend, DType, choose_backend, default_backend, get_precision
+from .._errors import IncompatibleShapes, NoBackendFound, NotConvertible
+from ..backend import OBJECTS, Backend, DType, choose_backend, default_backend, get_precision
+from ..backend import convert as convert_native
+from ._convert import to_backend
 from ._dims import channel, instance, parse_dim_spec, shape, spatial
 from ._foreign import tensor_source
-from ._kinds import expand_to
+from ._kinds import Stacked, expand_to
+from ._layout import Layout, layout
 from ._shape import CHANNEL, EMPTY_SHAPE, Shape, concat_shapes, merge_shapes
-from ._structure import as_dim, stack_tensors
-from ._tensor import NUMBER_TYPES, Dense, Tensor, read_only_native, scalar
+from ._structure import as_dim, stack_tensors, unpack_tensor_dim
+from ._tensor import NUMBER_TYPES, RENAME_OP, Dense, Tensor, dispatch, read_only_native, scalar
 
 PI = math.pi
 DEFAULT_LIST_DIM = channel('vector')
@@ -31,37 +34,54 @@ def tensor(data, *shape, convert: bool = True, default_list_dim: Shape = DEFAULT
     """A Tensor holding `data`, with its axes named by `shape`.
 
     Args:
-        data: a native array of any registered backend, a number, a (nested) list or tuple of numbers,
-            a Tensor (renamed or returned as is), a list/tuple of Tensors (stacked along the first dim given),
+        data: a native array of any registered backend; a number; a (nested) list or tuple of numbers; a list or
+            tuple of tensors, numbers, lists (stacked along the first dim, the others describing the items); a
+            `Shape` (its sizes, labelled by the dim names along `channel('dims')` or the one dim given); a
+            Tensor (renamed when dims are given); a str, None or a list of non-numbers (a layout, see `layout`).
             an `xarray.DataArray` (its dims by name; `*shape` types them, see `lazyphi.math._xarray`) or a
             `dask.array.Array` (stays lazy: each use computes only the part it selects).
         *shape: one Shape or dim spec ('b:b', 'x:s,y:s') per axis, in order; sizes are checked against the data,
-            labels are kept. Without dims, 1-D lists and tuples get `default_list_dim`; natives with axes need dims.
-        convert: for Python lists and numbers, create the native with the default backend. Natives are never
-            copied or converted: wrap a NumPy array in a torch tensor with `convert(t, TORCH)` explicitly.
+            labels are kept. Without dims, 1-D lists, tuples and natives get `default_list_dim`. A single list of
+            Shapes splits the axes of a native into several dims each (see `reshaped_tensor`).
+        convert: put the values on the default backend (natives of another library are converted, through
+            DLPack where possible); `False` (or `wrap`) keeps natives as they are and Python data in NumPy.
+
+    Raises:
+        NotConvertible: `convert` is set but the data holds strings or other non-numeric objects.
     """
+    if len(shape) == 1 and isinstance(shape[0], list):
+        return reshaped_tensor(data, shape[0], check_sizes=True, convert=convert)
     dims = _dims_of(shape)
+    if isinstance(data, Shape):
+        return tensor(*_shape_values(data, dims, bool(shape)), convert=convert)
     if isinstance(data, Tensor):
-        if not dims:
-            return data
+        result = to_backend(data, default_backend()) if convert else data
+        if not shape:
+            return result
         if dims.rank != data.shape.rank:
             raise IncompatibleShapes(f'tensor(): {dims} names {dims.rank} dims but the tensor has shape {data.shape}')
-        dense = data._dense()
-        return Dense(dense._native, _named(dense.shape.sizes, dims), dense.backend)
-    if isinstance(data, (list, tuple)) and data and any(isinstance(v, Tensor) for v in data):
-        stack_dim = dims[0] if dims else default_list_dim
-        return stack_tensors(data, stack_dim)
-    if isinstance(data, (list, tuple, Number, np.number, np.bool_)) and not isinstance(data, np.ndarray):
+        return dispatch(RENAME_OP, (result,), (data.shape.names, _named(data.shape.sizes, dims)))
+    if isinstance(data, str) or data is None:
+        return _non_numeric(data, dims, convert)
+    if isinstance(data, (list, tuple)):
+        return _from_sequence(data, dims, convert, default_list_dim)
+    if isinstance(data, NUMBER_TYPES):
         native = _native_from_python(data, default_backend() if convert else None)
-        backend = choose_backend(native)
     else:
         convert_from = tensor_source(data)  # xarray, dask: see _foreign.py
         if convert_from is not None:
             return convert_from(data, dims)
-        backend = choose_backend(data)
         native = data
+    try:
+        backend = choose_backend(native)
+    except NoBackendFound:  # a Python object no array library holds
+        return _non_numeric(data, dims, convert)
+    if backend is OBJECTS and not isinstance(native, np.ndarray):
+        return _non_numeric(data, dims, convert)
+    if convert and backend is not default_backend():
+        native, backend = convert_native(native, default_backend()), default_backend()
     sizes = backend.staticshape(native)
-    if not dims and len(sizes) == 1 and isinstance(data, (list, tuple)):
+    if not shape and len(sizes) == 1:
         dims = default_list_dim
     if len(sizes) != dims.rank:
         raise IncompatibleShapes(f'tensor(): the data has {len(sizes)} axes of sizes {tuple(sizes)} but {dims.rank} '
@@ -71,20 +91,156 @@ def tensor(data, *shape, convert: bool = True, default_list_dim: Shape = DEFAULT
 
 
 def wrap(data, *shape, default_list_dim: Shape = DEFAULT_LIST_DIM) -> Tensor:
-    """Like `tensor` but never converts: Python data stays in NumPy whatever the default backend."""
+    """Like `tensor` but never converts: natives stay as they are, Python data in NumPy (or in a layout)."""
     return tensor(data, *shape, convert=False, default_list_dim=default_list_dim)
+
+
+def _shape_values(data: Shape, dims: Shape, named: bool) -> tuple:
+    """`tensor(shape)`: the sizes along `channel('dims')` labelled by the names, or along the one dim given."""
+    if not named:
+        return list(data.sizes), channel(dims=data.names)
+    if not dims:
+        if data.rank != 1:
+            raise ValueError(f'tensor(shape) without dims makes a tensor of the sizes of several dims; got {data}, '
+                             f'give one dim to make a scalar from a single dim')
+        return (data.sizes[0],)
+    if dims.rank != 1:
+        raise ValueError(f'tensor(shape, dims): the sizes of {data} lie along one dim, but {dims} was given')
+    return list(data.sizes), dims.with_size(data.names)
+
+
+def _non_numeric(data, dims: Shape, convert: bool) -> Tensor:
+    if convert and data is not None and not isinstance(data, str):
+        raise NotConvertible(f'tensor(): {type(data).__name__} {data!r} cannot be converted to a numeric tensor; '
+                             f'use wrap() or layout() to hold Python objects')
+    return layout(data, *([dims] if dims else []))
+
+
+def _from_sequence(data, dims: Shape, convert: bool, default_list_dim: Shape) -> Tensor:
+    """A tensor from a list or tuple: numbers in one native, strings in a layout, anything else item by item."""
+    if _numeric_nesting(data):
+        native = _native_from_python(data, default_backend() if convert else None)
+        sizes = choose_backend(native).staticshape(native)
+        if not dims and len(sizes) == 1:
+            dims = default_list_dim
+        if len(sizes) != dims.rank:
+            raise IncompatibleShapes(f'tensor(): the data has {len(sizes)} axes of sizes {tuple(sizes)} but '
+                                     f'{dims.rank} dims were given ({dims}).')
+        return Dense(read_only_native(native), _named(tuple(sizes), dims), choose_backend(native))
+    outer = dims[0] if dims else default_list_dim
+    if data and all(isinstance(d, str) for d in data):
+        return layout(data, concat_shapes(outer, dims[1:]) if dims else outer)
+    inner = [dims[1:]] if dims.rank > 1 else []
+    try:
+        items = [d if isinstance(d, Tensor) else tensor(d, *inner, convert=convert) for d in data]
+        if any(type(t) is Layout for t in items):
+            raise NotConvertible(f'tensor(): {data!r} holds values that are not numbers')
+        common = merge_shapes(*[t.shape for t in items])
+        return stack_tensors([expand_to(t, merge_shapes(common, t.shape)) for t in items], outer)
+    except (IncompatibleShapes, NotConvertible):
+        if convert:
+            raise NotConvertible(f'tensor(): cannot convert {data!r} to a numeric tensor: its items are not numbers '
+                                 f'or tensors of compatible shapes; use wrap() or layout() to hold them') from None
+        return layout(data, concat_shapes(outer, dims[1:]) if dims else outer)
+
+
+def _numeric_nesting(data) -> bool:
+    """Whether `data` is a non-empty regular nesting of lists and tuples of numbers (or an empty list)."""
+    if not data:
+        return True
+    if all(isinstance(d, NUMBER_TYPES) for d in data):
+        return True
+    if all(isinstance(d, (list, tuple)) for d in data):
+        lengths = {len(d) for d in data}
+        return len(lengths) == 1 and lengths != {0} and all(_numeric_nesting(d) for d in data)
+    return False
 
 
 def _native_from_python(data, backend: Backend | None):
     array = np.asarray(data)
-    if array.dtype.kind == 'f':
+    if array.dtype.kind == 'f' or (array.dtype.kind != 'c' and array.size == 0):
         array = array.astype({16: np.float16, 32: np.float32, 64: np.float64}[get_precision()])
     elif array.dtype.kind == 'c':
         array = array.astype(np.complex64 if get_precision() <= 32 else np.complex128)
-    elif array.dtype.kind == 'O':
-        raise TypeError(f'tensor(): cannot make a numeric tensor from {data!r}; lists must hold numbers of one '
-                        f'nesting depth')
+    elif array.dtype.kind not in 'biu':
+        raise NotConvertible(f'tensor(): cannot make a numeric tensor from {data!r}')
     return array if backend is None else backend.as_tensor(array)
+
+
+def compatible_tensor(value, like: Tensor):
+    """`value`, the other operand of an operator on `like`, as a tensor named after `like`'s dims.
+
+    A Shape gives its sizes (one spatial dim: that size; else along `like`'s channel dim, labelled by the
+    names). A tuple or list with tensors in it is stacked along `like`'s vector (or only channel) dim. Data
+    with one axis lies along `like`'s channel dim (or its `vector` dim); with as many axes as `like` has
+    channel dims, along those; for a tensor with a single dim, along that dim. Strings and None become
+    layouts. Anything else is NotImplemented.
+    """
+    if isinstance(value, Shape):
+        if value.spatial.rank == 1:
+            return wrap(value.spatial.size)
+        return wrap(list(value.sizes), _only_channel(like, value).with_size(value.names))
+    if isinstance(value, str) or value is None:
+        return layout(value)
+    if isinstance(value, (tuple, list)) and any(isinstance(v, Tensor) for v in value):
+        dim = like.shape['vector'] if 'vector' in like.shape.names else _only_channel(like, value)
+        items = [v if isinstance(v, Tensor) else wrap(v) for v in value]
+        common = merge_shapes(*[t.shape for t in items])
+        return stack_tensors([expand_to(t, merge_shapes(common, t.shape)) for t in items], dim.with_size(None)
+                             if dim.labels[0] is None else dim)
+    if isinstance(value, (tuple, list)):
+        value = _native_from_python(value, None)
+    try:
+        backend = choose_backend(value)
+    except NoBackendFound:
+        return NotImplemented
+    if backend is OBJECTS and not isinstance(value, np.ndarray):
+        return NotImplemented
+    ndim = backend.ndims(value)
+    if ndim == 0:
+        return Dense(value, EMPTY_SHAPE, backend)
+    channel_dims = like.shape.channel
+    if ndim == channel_dims.rank:
+        return wrap(value, channel_dims.with_sizes([None] * ndim))
+    if ndim == 1 and 'vector' in channel_dims.names:
+        return wrap(value, channel_dims['vector'].with_size(None))
+    if ndim == 1 and like.shape.rank == 1:
+        return wrap(value, like.shape.with_size(None))
+    raise IncompatibleShapes(f'Cannot combine a tensor of shape {like.shape} with data of {ndim} axes of sizes '
+                             f'{backend.staticshape(value)}: data is matched to the channel dims, or to the one dim '
+                             f'of a tensor with one dim; wrap it with dim names first, e.g. wrap(data, spatial("x"))')
+
+
+def _only_channel(like: Tensor, value) -> Shape:
+    channel_dims = like.shape.channel
+    if channel_dims.rank != 1:
+        raise IncompatibleShapes(f'Cannot combine a tensor of shape {like.shape} with {value!r}: the values would '
+                                 f'lie along its channel dim, but it has {channel_dims.rank}')
+    return channel_dims
+
+
+def reshaped_tensor(value, groups: Sequence, check_sizes: bool = False, convert: bool = True) -> Tensor:
+    """A tensor from a native whose axes each hold one group of dims: `reshaped_tensor(a, [s, s.as_dual()])`.
+
+    Args:
+        value: a native array (or nested list) with one axis per group.
+        groups: one entry per axis: a Shape (several dims are unpacked from the axis, row-major) or a dim spec.
+        check_sizes: the sizes of single-dim groups must equal the axes' sizes (otherwise they are taken from
+            the data).
+        convert: put the values on the default backend.
+    """
+    groups = [parse_dim_spec(g) if isinstance(g, str) else g for g in groups]
+    axes = [f'_group{i}' for i in range(len(groups))]
+    packed = [g if g.rank == 1 and check_sizes else g.with_size(None) if g.rank == 1 else
+              instance(axes[i]) for i, g in enumerate(groups)]
+    result = tensor(value, *packed, convert=convert)
+    for i, group in enumerate(groups):
+        if group.rank != 1:
+            if check_sizes and result.shape.get_size(axes[i]) != group.volume:
+                raise IncompatibleShapes(f'reshaped_tensor(): axis {i} has {result.shape.get_size(axes[i])} '
+                                         f'entries but the group {group} holds {group.volume}')
+            result = unpack_tensor_dim(result, axes[i], group)
+    return result
 
 
 def _named(sizes: tuple, dims: Shape) -> Shape:
@@ -135,10 +291,19 @@ def _filled(value, shape: Shape, dtype) -> Tensor:
     target = DType.as_dtype(dtype) if dtype is not None else DType(float, get_precision())
     backend = default_backend()
     base = Dense(backend.cast(backend.as_tensor(value), target), EMPTY_SHAPE, backend)
+    return _per_uniform_part(lambda part: expand_to(base, part), shape)
+
+
+def _per_uniform_part(make: Callable[[Shape], Tensor], shape: Shape) -> Tensor:
+    """`make(shape)` for a uniform shape; for a non-uniform one, `make` of each uniform part, stacked."""
     for name, size in zip(shape.names, shape.sizes, strict=True):
-        if not isinstance(size, int):
-            raise ValueError(f'Creating a tensor needs a size for every dim; {name!r} has {size!r} in {shape}')
-    return expand_to(base, shape)
+        if size is None:
+            raise ValueError(f'Creating a tensor needs a size for every dim; {name!r} has none in {shape}')
+    if shape.is_uniform:
+        return make(shape)
+    along = next(s.along[0] for s in shape.sizes if not isinstance(s, int))
+    parts = [_per_uniform_part(make, shape.after_gather({along: i})) for i in range(shape.get_size(along))]
+    return Stacked(parts, shape[along])
 
 
 def zeros(*shape, dtype=None) -> Tensor:
@@ -220,17 +385,32 @@ def meshgrid(dims=None, stack_dim: Shape = DEFAULT_LIST_DIM, **dimensions) -> Te
 
 
 def random_normal(*shape, dtype=None) -> Tensor:
-    """Samples of the standard normal distribution."""
-    dims = _dims_of(shape)
+    """Samples of the standard normal distribution; an int or bool `dtype` gets the samples cast to it."""
     backend = default_backend()
     target = DType.as_dtype(dtype) if dtype is not None else DType(float, get_precision())
-    return Dense(read_only_native(backend.random_normal(dims.sizes, target)), dims, backend)
+    sampled = target if target.kind in (float, complex) else DType(float, get_precision())
+
+    def sample(part: Shape) -> Dense:
+        native = backend.random_normal(part.sizes, sampled)
+        return Dense(read_only_native(native if sampled is target else backend.cast(native, target)), part, backend)
+    return _per_uniform_part(sample, _dims_of(shape))
 
 
 def random_uniform(*shape, low=0, high=1, dtype=None) -> Tensor:
     """Samples of the uniform distribution on [low, high); integer dtypes give integers."""
-    dims = _dims_of(shape)
     backend = default_backend()
     target = DType.as_dtype(dtype) if dtype is not None else DType(float, get_precision())
-    return Dense(read_only_native(backend.random_uniform(dims.sizes, low, high, target)), dims, backend)
+    return _per_uniform_part(lambda part: Dense(read_only_native(backend.random_uniform(part.sizes, low, high, target)),
+                                                part, backend), _dims_of(shape))
+
+
+randn = random_normal
+rand = random_uniform
+
+
+def range_tensor(*shape) -> Tensor:
+    """Integers 0, 1, ... numbering the elements of `shape` in row-major order (`arange` for one dim)."""
+    dims = _dims_of(shape)
+    flat = arange(instance('_range'), 0, dims.volume)
+    return unpack_tensor_dim(flat, '_range', dims)
 

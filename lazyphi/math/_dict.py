@@ -53,6 +53,7 @@ class Dict(dict):
         return Dict(self)
 
     __neg__, __pos__, __invert__, __abs__ = _each(operator.neg), _each(operator.pos), _each(operator.invert), _each(abs)
+    __round__ = _each(round)
     __add__, __radd__ = _pairwise(operator.add), _pairwise(operator.add, reflected=True)
     __sub__, __rsub__ = _pairwise(operator.sub), _pairwise(operator.sub, reflected=True)
     __mul__, __rmul__ = _pairwise(operator.mul), _pairwise(operator.mul, reflected=True)

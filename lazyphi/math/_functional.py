@@ -69,7 +69,8 @@ def assert_close(*values, rel_tolerance: float = 1e-5, abs_tolerance: float = 0,
 
 def _assert_pair(a, b, rel: float, abs_: float, msg: str, equal_nan: bool) -> None:
     if isinstance(a, Tensor) or isinstance(b, Tensor):
-        a, b = as_tensor(a), as_tensor(b)
+        like = a if isinstance(a, Tensor) else b
+        a, b = as_tensor(a, like), as_tensor(b, like)
         shape = merge_shapes(a.shape, b.shape)
         a_np = np.broadcast_to(a.numpy(shape.names), shape.sizes)
         b_np = np.broadcast_to(b.numpy(shape.names), shape.sizes)

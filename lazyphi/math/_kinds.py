@@ -56,6 +56,10 @@ class Expanded(Tensor):
     def available(self) -> bool:
         return self._inner.available
 
+    @property
+    def _names(self) -> tuple:
+        return self._inner._names
+
     def _dense(self) -> Dense:
         inner = self._inner._dense()
         native = inner.backend.broadcast_to(aligned_native(inner, self._shape), self._shape.sizes)
@@ -192,7 +196,7 @@ class Stacked(PartsKind):
         if category == RENAME:
             old, new = params
             parts = [dispatch(op, (p,), _rename_params(p.shape, old, new)) for p in first._parts]
-            new_dim = first._dim.replace(old, new) if dim in old else first._dim
+            new_dim = first._dim.replace((dim,), new[[new.names[old.index(dim)]]]) if dim in old else first._dim
             return Stacked(parts, new_dim)
         return NotImplemented
 

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 
 from .._errors import DimNotFound
 from ._dims import batch, channel, dual, instance, parse_dim_spec, shape, spatial
+from ._items import normalize_selection
 from ._shape import EMPTY_SHAPE, Shape, concat_shapes, merge_shapes, resolve_dims
 from ._structure import (
     FLAT_DIM,
@@ -30,7 +31,7 @@ from ._structure import (
     unpack_tensor_dim,
     unstack_tensor,
 )
-from ._tensor import NUMBER_TYPES, Tensor, dims_in, normalize_selection
+from ._tensor import NUMBER_TYPES, Tensor, dims_in
 from ._tree import DROPPED, affecting, map_trees
 
 _SELECTION_FORMS = ("a dict {dim: index, slice, label or index tensor}, a label str like 'x' or 'x,y', "

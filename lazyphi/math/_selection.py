@@ -46,7 +46,8 @@ class ShapeSelection:
                     s = len(range(s)[sel])
                 elif sel != slice(None):
                     s = None
-                lab = None if lab is None else lab[sel]
+                # as phiml: [::-1] reverses the items but leaves the labels in place; other slices take theirs
+                lab = lab if lab is None or sel == slice(None, None, -1) else lab[sel]
             elif sel is not None:
                 s = len(sel)
                 lab = None if lab is None else tuple(lab[i] for i in sel)

@@ -14,28 +14,30 @@ per category, without touching any operation.
 
 from __future__ import annotations
 
-import functools
 import weakref
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from typing import Any
 
 import numpy as np
 
-from .._errors import DimNotFound, IncompatibleShapes, LabelNotFound
+from .. import math as _math  # the operations Tensor's methods build on; resolved when a method runs
+from .._errors import DimNotFound
 from ..backend import (
     NUMPY,
     Backend,
     DType,
     backend_by_name,
     choose_backend,
-    combine_types,
-    convert,
     get_precision,
     to_numpy_dtype,
 )
 from ._bound import BoundDim
+from ._format import BROADCAST_FORMATTER, PrintOptions, format_tensor, parse_format_spec
 from ._html import tensor_html
-from ._shape import EMPTY_SHAPE, Shape, merge_shapes, resolve_dims
+from ._items import is_index_tensor, normalize_dim_selection, selection_items
+from ._natives import aligned_native, auto_cast, axes_layout, common_backend, relaid_native
+from ._shape import DUAL, EMPTY_SHAPE, Shape, merge_shapes, resolve_dims
 
 ELEMENTWISE = 'elementwise'  # n-ary, broadcasting by name; params are non-tensor arguments
 REDUCE = 'reduce'  # params: (dims,) — names present in the tensor
@@ -89,6 +91,11 @@ def dispatch(op: Op, tensors: Sequence[Tensor], params: tuple = ()) -> Any:
     return op.dense(tensors if op.any_kind else [t._dense() for t in tensors], *params)
 
 
+# What `==` and `!=` of tensors mean: None (element-wise), 'ref' (identity), or ('value', rel, abs, equal_nan)
+# (same dims and values within tolerances); set by `equality_by_ref()` / `equality_by_shape_and_value()`.
+EQUALITY_MODE: ContextVar = ContextVar('lazyphi_tensor_equality', default=None)
+
+
 class Tensor:
     """A backend-native array with named, typed dims. Immutable.
 
@@ -121,6 +128,11 @@ class Tensor:
         """Bytes the tensor holds in memory: its elements (see `element_bytes`); a kind holding less says so."""
         return element_bytes(self.shape, self.dtype)
 
+    @property
+    def _names(self) -> tuple:
+        """The dims whose values are held in memory; the values are the same all along the others (lazily expanded)."""
+        return self.shape.names
+
     def _dense(self) -> Dense:
         raise NotImplementedError(type(self).__name__)
 
@@ -138,10 +150,43 @@ class Tensor:
         """
         return self._dense()._native_in(order)
 
-    def numpy(self, order=None):
-        """The values as a read-only NumPy array with axes in `order`; a view wherever possible."""
-        native = self.native(order)
-        return read_only_native(self.backend.numpy(native))
+    def numpy(self, order=None, force_expand: bool = True):
+        """The values as a read-only NumPy array with axes in `order`; a view wherever possible.
+
+        Floating-point values stored with fewer bits than the current precision are raised to it
+        (`precision(64)`: float64), as in phiml; values are never lowered (phiml would), so no bits are lost.
+        `backend.numpy(t.native(order))` gives the values exactly as stored.
+        """
+        array = read_only_native(self.backend.numpy(self.native(order, force_expand)))
+        if array.dtype.kind in 'fc':
+            bits = get_precision() * (1 if array.dtype.kind == 'f' else 2)
+            if array.dtype.itemsize * 8 < bits:
+                array = read_only_native(array.astype(f'{array.dtype.kind}{bits // 8}'))
+        return array
+
+    @property
+    def default_backend(self) -> Backend | None:
+        """The backend of this tensor's values; `None` for tensors of Python objects (layouts)."""
+        return self.backend
+
+    @property
+    def device(self):
+        """The `ComputeDevice` the values are on (`None` for tensors of Python objects)."""
+        dense = self._dense()
+        return dense._backend.get_device(dense._native)
+
+    @property
+    def rank(self) -> int:
+        """The number of dims."""
+        return self.shape.rank
+
+    def dimension(self, name) -> BoundDim:
+        """The dim `name` (a str or a single-dim Shape) of this tensor, as `t.<name>` gives it."""
+        return BoundDim(self, name.name if isinstance(name, Shape) else name)
+
+    def item(self):
+        """The single value of a tensor holding one value, as a Python number (or object)."""
+        return self._single_value('item()').item()
 
     def __float__(self) -> float:
         return float(self._single_value('float'))
@@ -165,7 +210,7 @@ class Tensor:
         if shape.volume != 1:
             raise ValueError(f'{what}() needs a tensor holding one value, but its shape is {shape}. '
                              f'Reduce it first (sum, mean, max, ...) or slice out a single element.')
-        return self.numpy(shape.names).reshape(())
+        return self.backend.numpy(self.native(shape.names)).reshape(())
 
     def __len__(self) -> int:
         shape = self.shape
@@ -174,39 +219,119 @@ class Tensor:
         return shape.sizes[0]
 
     def __iter__(self):
-        shape = self.shape
-        if shape.rank != 1:
-            raise TypeError(f'Only tensors with exactly one dim can be iterated, got {shape}. '
-                            f'Use unstack(t, dim) to iterate along one dim.')
-        return iter(self.numpy().tolist())
+        """The values as Python numbers: a 0-d tensor gives its value, others all values in the shape's order.
+
+        To iterate over the slices along one dim, use `t.dim` (`for row in t.y`) or `unstack(t, dim)`.
+        """
+        return iter(self.backend.numpy(self.native(self.shape.names)).reshape(-1).tolist())
+
+    def __contains__(self, item) -> bool:
+        """`'x' in t`: whether the tensor has the dim (a name or a Shape)."""
+        if isinstance(item, Shape):
+            return all(n in self.shape.names for n in item.names)
+        if isinstance(item, str):
+            return item in self.shape.names
+        raise TypeError(f"'in' tests a tensor for a dim, given by name or Shape; got {type(item).__name__}")
 
     def __array__(self, dtype=None, copy=None):
         array = self.numpy()
         return array if dtype is None else array.astype(dtype)
 
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        """NumPy's binary ufuncs (`np.add(array, t)`, `array == t`, ...) as the tensor operators."""
+        operator_name = _UFUNC_OPERATORS.get(ufunc.__name__)
+        if method != '__call__' or kwargs or len(inputs) != 2 or operator_name is None:
+            return NotImplemented
+        first, second = inputs
+        if first is self:
+            return getattr(self, f'__{operator_name}__')(second)
+        mirrored = _MIRRORED.get(operator_name)
+        return getattr(self, f'__{mirrored}__' if mirrored else f'__r{operator_name}__')(first)
+
+    # --- reductions over all dims, as properties (phiml) -----------------------------
+    all = property(lambda self: _math.all_(self, self.shape), doc='Whether all values are true (a 0-d tensor).')
+    any = property(lambda self: _math.any_(self, self.shape), doc='Whether any value is true (a 0-d tensor).')
+    sum = property(lambda self: _math.sum_(self, self.shape), doc='The sum of all values.')
+    mean = property(lambda self: _math.mean(self, self.shape), doc='The mean of all values.')
+    std = property(lambda self: _math.std(self, self.shape), doc='The standard deviation of all values.')
+    min = property(lambda self: _math.min_(self, self.shape), doc='The smallest value.')
+    max = property(lambda self: _math.max_(self, self.shape), doc='The largest value.')
+    finite_sum = property(lambda self: _math.finite_sum(self, self.shape), doc='The sum of the finite values.')
+    finite_mean = property(lambda self: _math.finite_mean(self, self.shape), doc='The mean of the finite values.')
+    finite_min = property(lambda self: _math.finite_min(self, self.shape), doc='The smallest finite value.')
+    finite_max = property(lambda self: _math.finite_max(self, self.shape), doc='The largest finite value.')
+    real = property(lambda self: _math.real(self), doc='The real part (the values themselves if not complex).')
+    imag = property(lambda self: _math.imag(self), doc='The imaginary part (zeros if not complex).')
+
+    def pack(self, dims, packed_dim) -> Tensor:
+        """`pack_dims(self, dims, packed_dim)`."""
+        return _math.pack_dims(self, dims, packed_dim)
+
+    def unpack(self, dim, unpacked_dims) -> Tensor:
+        """`unpack_dim(self, dim, unpacked_dims)`."""
+        return _math.unpack_dim(self, dim, unpacked_dims)
+
+    @property
+    def Ti(self) -> Tensor:
+        """This tensor with its instance dims and their duals swapped."""
+        return self._transposed('instance')
+
+    @property
+    def Ts(self) -> Tensor:
+        """This tensor with its spatial dims and their duals swapped."""
+        return self._transposed('spatial')
+
+    @property
+    def Tc(self) -> Tensor:
+        """This tensor with its channel dims and their duals swapped."""
+        return self._transposed('channel')
+
+    def _transposed(self, dim_type: str) -> Tensor:
+        """Dims of `dim_type` become dual (`x` -> `~x`) and dual dims become `dim_type` (`~x` -> `x`)."""
+        shape = self.shape
+        old = tuple(n for n, t in zip(shape.names, shape.types, strict=True) if t in (dim_type, DUAL))
+        if not old:
+            return self
+        part = shape[list(old)]
+        new = Shape(part.sizes, tuple(n[1:] if t == DUAL else '~' + n for n, t in zip(part.names, part.types,
+                                                                                    strict=True)),
+                    tuple(dim_type if t == DUAL else DUAL for t in part.types), part.labels)
+        return dispatch(RENAME_OP, (self,), (old, new))
+
     # --- dims and slicing ----------------------------------------------------------
     def __getattr__(self, name: str):
+        """`t.x`: the dim `x` as a `BoundDim` (`t.x[0]`, `t.x.size`), also for a dim the tensor lacks, as in phiml."""
         if name.startswith('_'):
             raise AttributeError(name)
-        shape = self.shape
-        if name in shape.names:
-            return BoundDim(self, name)
-        if '~' + name in shape.names:  # t.x on a dual dim ~x is not x
-            raise AttributeError(f"Tensor has no dim '{name}' but has dual dim '~{name}'; use t['~{name}'] ...")
-        raise AttributeError(f"'{type(self).__name__}' has no attribute or dim '{name}' (dims: {shape.names})")
+        return BoundDim(self, name)
 
     def __getitem__(self, item) -> Tensor:
-        if isinstance(item, Tensor):
-            return _boolean_mask(self, item)
-        if isinstance(item, dict) and any(isinstance(v, Tensor) and v.shape.rank for v in item.values()):
-            result = self
-            for dim, index in item.items():
-                result = _gather_by_tensor(result, dim, index) if isinstance(index, Tensor) else result[{dim: index}]
-            return result
-        selection = normalize_selection(self.shape, item)
-        if not selection:
-            return self
-        return dispatch(GATHER_OP, (self,), (selection,))
+        """Select along dims: `t[{'x': 0, 'y': slice(1, 3)}]`, labels `t['x,y']`, index tensors, bool masks.
+
+        See `lazyphi.math._items.selection_items` for every accepted form. An int index tensor along a dim
+        (`t[{'x': idx}]`) replaces the dim by the index tensor's dims; a labelled one indexes several dims at
+        once (`t[vec(y=1, x=2)]`); a bool tensor keeps the entries where it is true.
+        """
+        shape = self.shape
+        items = item if type(item) is dict and all(type(d) is str for d in item) else selection_items(shape, item)
+        selection = {}
+        by_tensor = []
+        names = shape.names
+        for dim, sel in items.items():
+            if type(dim) is str and dim not in names:  # other values sliced by the same dict may have it
+                continue
+            if is_index_tensor(sel):
+                by_tensor.append((dim, sel))
+            else:
+                selection[dim] = normalize_dim_selection(shape, dim, sel)
+        result = dispatch(GATHER_OP, (self,), (selection,)) if selection else self
+        for dims, index in by_tensor:
+            result = _math._indexing.index_by_tensor(result, dims, index)
+        return result
+
+    def __setitem__(self, key, value):
+        raise TypeError('Tensors are immutable; to change part of one, build a new tensor with where() or '
+                        'scatter()')
 
     # --- operators -----------------------------------------------------------------
     def __add__(self, other):
@@ -251,10 +376,16 @@ class Tensor:
     def __rpow__(self, other):
         return _binary_r(self, other, POW)
 
-    def __eq__(self, other):  # element-wise, as for arrays
+    def __eq__(self, other):  # element-wise, as for arrays (see `equality_by_ref` for other meanings)
+        mode = EQUALITY_MODE.get()
+        if mode is not None:
+            return _equal_by_mode(self, other, mode, True)
         return _binary(self, other, EQUAL)
 
     def __ne__(self, other):
+        mode = EQUALITY_MODE.get()
+        if mode is not None:
+            return _equal_by_mode(self, other, mode, False)
         return _binary(self, other, NOT_EQUAL)
 
     def __lt__(self, other):
@@ -287,6 +418,18 @@ class Tensor:
     def __rxor__(self, other):
         return _binary_r(self, other, XOR)
 
+    def __lshift__(self, other):
+        return _binary(self, other, SHIFT_LEFT)
+
+    def __rlshift__(self, other):
+        return _binary_r(self, other, SHIFT_LEFT)
+
+    def __rshift__(self, other):
+        return _binary(self, other, SHIFT_RIGHT)
+
+    def __rrshift__(self, other):
+        return _binary_r(self, other, SHIFT_RIGHT)
+
     def __invert__(self):
         return dispatch(INVERT, (self,))
 
@@ -299,21 +442,28 @@ class Tensor:
     def __abs__(self):
         return dispatch(ABS, (self,))
 
+    def __round__(self, ndigits=None):
+        if ndigits is not None:
+            raise TypeError('round(tensor, ndigits) is not supported; round(tensor) rounds to integers')
+        return _math.round_(self)
+
     __hash__ = None  # == is element-wise, so tensors are not hashable
 
     # --- printing, pickling, tokenizing --------------------------------------------
     def __repr__(self) -> str:
-        shape, dtype = self.shape, self.dtype
-        if not self.available:
-            return f'{type(self).__name__}{shape} {dtype}'
-        values = self.numpy()
-        if values.size <= 8:
-            body = np.array2string(values.reshape(-1) if shape.rank <= 1 else values, separator=', ')
-            return f'{shape} {dtype} {body}' if shape.rank else f'{values.reshape(()).item()!r}'
-        finite = values[np.isfinite(values)] if values.dtype.kind in 'fc' else values
-        if finite.size and values.dtype.kind in 'iuf':
-            return f'{shape} {dtype} {finite.mean():.3g} ± {finite.std():.3g} ({finite.min():.3g}...{finite.max():.3g})'
-        return f'{shape} {dtype}'
+        return format_tensor(self, PrintOptions())
+
+    def __format__(self, format_spec: str) -> str:
+        """`f'{t:.2f}'`, `f'{t:summary:no-color}'`: see `lazyphi.math._format` for the options."""
+        formatter = BROADCAST_FORMATTER.get()
+        if formatter is not None:
+            return formatter.register(self, format_spec)
+        return format_tensor(self, parse_format_spec(format_spec))
+
+    def print(self, layout: str = 'full', float_format: str | None = None, threshold: int = 8,
+              include_shape: bool | None = None, include_dtype: bool | None = None) -> None:
+        """Print the values in the given layout ('full', 'row', 'numpy', 'summary' or 'auto')."""
+        print(format_tensor(self, PrintOptions(layout, float_format, threshold, False, include_shape, include_dtype)))
 
     def _repr_html_(self) -> str:
         return tensor_html(self)
@@ -382,6 +532,11 @@ class Dense(Tensor):
     def backend(self) -> Backend:
         return self._backend
 
+    @property
+    def available(self) -> bool:
+        """False for the placeholders of a library's tracer (inside `jit_compile`)."""
+        return self._backend.is_available(self._native)
+
     def _dense(self) -> Dense:
         return self
 
@@ -397,14 +552,14 @@ class Dense(Tensor):
         names = resolve_dims(order, shape)
         if names == shape.names:
             return self._native
-        kept, perm, sources = _layout(shape.names, names)
+        kept, perm, sources = axes_layout(shape.names, names)
         if len(kept) < shape.rank:
             dropped = [(n, s) for i, (n, s) in enumerate(zip(shape.names, shape.sizes, strict=True))
                        if i not in kept and s != 1]
             if dropped:
                 raise DimNotFound(f'native(order={names}) must list every dim of {shape}; missing '
                                   f'{tuple(n for n, _ in dropped)}')
-        return _relayout(self, kept, perm, sources)
+        return relaid_native(self, kept, perm, sources)
 
     def __reduce__(self):
         return _rebuild_dense, (self._backend.for_pickling(self._native), self._shape, self._backend.name)
@@ -428,12 +583,20 @@ def scalar(value, backend: Backend = NUMPY) -> Dense:
     return Dense(native, EMPTY_SHAPE, backend)
 
 
-def as_tensor(value) -> Tensor:
-    """`value` as a Tensor if it is one or a number (or 0-d native); else a TypeError naming it."""
+def as_tensor(value, like: Tensor | None = None) -> Tensor:
+    """`value` as a Tensor if it is one or a number (or 0-d native); else a TypeError naming it.
+
+    With `like`, a tensor next to which `value` is used, Python sequences, natives and Shapes are named after
+    its dims as the other operand of an operator would be (`t + [1, 2]`).
+    """
     if isinstance(value, Tensor):
         return value
     if isinstance(value, NUMBER_TYPES):
         return scalar(value)
+    if like is not None:
+        result = _math._creation.compatible_tensor(value, like)
+        if result is not NotImplemented:
+            return result
     backend = choose_backend(value)
     if backend.ndims(value) == 0:
         return Dense(value, EMPTY_SHAPE, backend)
@@ -442,57 +605,6 @@ def as_tensor(value) -> Tensor:
 
 
 # --- element-wise ----------------------------------------------------------------------
-
-def aligned_native(t: Dense, out: Shape, backend: Backend | None = None):
-    """`t`'s native, transposed and reshaped with size-1 axes so that it broadcasts against `out`.
-
-    With `backend`, a native of another backend is converted to it (see `common_backend` for the rule).
-    """
-    shape = t._shape
-    native = t._native if shape is out or shape.names == out.names else _relayout(t, *_layout(shape.names, out.names))
-    if backend is not None and t._backend is not backend:
-        native = convert(native, backend)
-    return native
-
-
-@functools.lru_cache(maxsize=4096)
-def _layout(names: tuple, order: tuple) -> tuple:
-    """How to lay out axes `names` as `order`: (axes kept, permutation or None, source axis per output axis).
-
-    Axes not in `order` are dropped (they must have size 1); names of `order` missing from
-    `names` become size-1 axes (source -1). Cached: layouts repeat across calls.
-    """
-    kept = tuple(i for i, n in enumerate(names) if n in order)
-    kept_names = [names[i] for i in kept]
-    perm = tuple(kept_names.index(n) for n in order if n in kept_names)
-    sources = tuple(kept[kept_names.index(n)] if n in kept_names else -1 for n in order)
-    return kept, (perm if perm != tuple(range(len(perm))) else None), (sources if -1 in sources else None)
-
-
-def _relayout(t: Dense, kept: tuple, perm: tuple | None, sources: tuple | None):
-    native = t._native
-    backend = t._backend
-    sizes = t._shape.sizes
-    if len(kept) < len(sizes):
-        native = backend.reshape(native, tuple(sizes[i] for i in kept))
-    if perm is not None:
-        native = backend.transpose(native, perm)
-    if sources is not None:
-        native = backend.reshape(native, tuple(1 if i < 0 else sizes[i] for i in sources))
-    return native
-
-
-def common_backend(tensors: Sequence[Dense]) -> Backend:
-    backend = tensors[0]._backend
-    for t in tensors[1:]:
-        if t._backend is not backend:
-            if backend is NUMPY:
-                backend = t._backend
-            elif t._backend is not NUMPY:
-                raise TypeError(f'Cannot combine tensors of backends {backend.name} and {t._backend.name} in one '
-                                f'operation; convert one first (convert(t, backend)).')
-    return backend
-
 
 def _dense_elementwise(fn_name: str, to_float: bool = False) -> Callable:
     """An element-wise operation on Dense tensors; `to_float`: ints and bools become floats of the precision first."""
@@ -507,30 +619,6 @@ def _dense_elementwise(fn_name: str, to_float: bool = False) -> Callable:
             natives = auto_cast(backend, natives)
         return Dense(getattr(backend, fn_name)(*natives, *params), out, backend)
     return run
-
-
-def auto_cast(backend: Backend, natives: list) -> list:
-    """Cast natives of different dtypes to their common type (`promoted_dtype`), floats in the current precision."""
-    dtype = backend.dtype
-    first = dtype(natives[0])
-    if all(dtype(n) == first for n in natives[1:]):
-        return natives
-    dtypes = [dtype(n) for n in natives]
-    kinds = {d.kind for d in dtypes}
-    if len(kinds) == 1 and first.kind in (int, bool):
-        return natives  # the library's own integer promotion is exact (and what `promoted_dtype` says)
-    target = promoted_dtype(dtypes)
-    return [n if d == target else backend.cast(n, target) for n, d in zip(natives, dtypes, strict=True)]
-
-
-def promoted_dtype(dtypes: Sequence[DType]) -> DType:
-    """The dtype an operation combining values of `dtypes` gives: one dtype stays; mixed floats take the precision."""
-    first = dtypes[0]
-    if all(d == first for d in dtypes[1:]):
-        return first
-    if len({d.kind for d in dtypes}) == 1 and first.kind in (int, bool):
-        return combine_types(*dtypes)
-    return combine_types(*dtypes, fp_precision=get_precision())
 
 
 def elementwise_op(name: str, fn_name: str | None = None) -> Op:
@@ -554,6 +642,9 @@ XOR = elementwise_op('xor')
 INVERT = elementwise_op('invert')
 NEGATIVE = Op('negative', ELEMENTWISE, lambda ts: Dense(-ts[0]._native, ts[0]._shape, ts[0]._backend))
 ABS = elementwise_op('abs')
+SHIFT_LEFT = elementwise_op('shift_bits_left')
+SHIFT_RIGHT = elementwise_op('shift_bits_right')
+
 
 def _binary(a: Tensor, b, op: Op):
     """Operators on two dense tensors of one backend and dtype skip dispatch: the common case, kept cheap.
@@ -576,13 +667,53 @@ def _binary(a: Tensor, b, op: Op):
                 return Dense(getattr(backend, op.name)(aligned_native(a, out), aligned_native(b, out)), out, backend)
         elif _scalar_keeps_dtype(a, b, op):
             return Dense(getattr(a._backend, op.name)(a._native, b), a._shape, a._backend)
-    return dispatch(op, (a, _operand(b, a, op)))
+    other = _operand(b, a, op)
+    return NotImplemented if other is NotImplemented else dispatch(op, (a, other))
 
 
 def _binary_r(a: Tensor, b, op: Op):
     if type(a) is Dense and _scalar_keeps_dtype(a, b, op):
         return Dense(getattr(a._backend, op.name)(b, a._native), a._shape, a._backend)
-    return dispatch(op, (_operand(b, a, op), a))
+    other = _operand(b, a, op)
+    return NotImplemented if other is NotImplemented else dispatch(op, (other, a))
+
+
+def _operand(value, like: Tensor, op: Op):
+    """The other operand of `like op value` as a tensor; NotImplemented if it cannot be one.
+
+    A Python number that keeps `like`'s dtype becomes a scalar of that dtype, other numbers and 0-d natives
+    0-d tensors; tuples, lists, natives with axes and Shapes are named after `like`'s dims (see
+    `compatible_tensor`); anything else is NotImplemented, so that its own reflected operator may run.
+    """
+    if isinstance(value, Tensor):
+        return value
+    if _scalar_keeps_dtype(like, value, op):
+        return Dense(np.asarray(value, dtype=to_numpy_dtype(like.dtype)), EMPTY_SHAPE, NUMPY)
+    if isinstance(value, NUMBER_TYPES):
+        return scalar(value)
+    return _math._creation.compatible_tensor(value, like)
+
+
+def _equal_by_mode(a: Tensor, b, mode, equal: bool) -> Tensor:
+    if mode == 'ref':
+        same = a is b
+    elif not isinstance(b, Tensor) or set(a.shape.names) != set(b.shape.names):
+        same = False
+    else:
+        _, rel, abs_, equal_nan = mode
+        same = bool(_math.close(a, b, rel_tolerance=rel, abs_tolerance=abs_, equal_nan=equal_nan))
+    return scalar(same == equal)
+
+
+# NumPy's binary ufuncs that are tensor operators (`np.add(array, t)`, and `array + t` through it): ufunc name
+# -> the operator's dunder name without underscores; comparisons swap sides by mirroring
+_UFUNC_OPERATORS = {
+    'add': 'add', 'subtract': 'sub', 'multiply': 'mul', 'divide': 'truediv', 'true_divide': 'truediv',
+    'floor_divide': 'floordiv', 'remainder': 'mod', 'power': 'pow', 'equal': 'eq', 'not_equal': 'ne',
+    'greater': 'gt', 'greater_equal': 'ge', 'less': 'lt', 'less_equal': 'le', 'left_shift': 'lshift',
+    'right_shift': 'rshift', 'bitwise_and': 'and', 'bitwise_or': 'or', 'bitwise_xor': 'xor',
+}
+_MIRRORED = {'eq': 'eq', 'ne': 'ne', 'gt': 'lt', 'ge': 'le', 'lt': 'gt', 'le': 'ge'}
 
 
 _INTEGRAL = (int, bool)
@@ -592,95 +723,15 @@ def _scalar_keeps_dtype(a: Tensor, b, op: Op) -> bool:
     """Whether `a op b` with a Python number `b` (not a NumPy scalar: those have a dtype) has `a`'s dtype.
 
     It has for floats and complex `a`; for integer `a` only with an int `b` and not for true division;
-    never for bool `a` (the libraries make ints of bools and ints).
+    never for bool `a` (the libraries make ints of bools and ints), nor for strings and objects (layouts).
     """
     if type(b) not in (int, float):
         return False
     kind = a.dtype.kind
-    return kind is not bool and not ((type(b) is float or op is DIV) and kind is int)
-
-
-def _operand(b, a: Tensor, op: Op) -> Tensor:
-    """`b` as the other operand of `a op b`: a Python number that keeps `a`'s dtype becomes a scalar of that dtype."""
-    if _scalar_keeps_dtype(a, b, op):
-        return Dense(np.asarray(b, dtype=to_numpy_dtype(a.dtype)), EMPTY_SHAPE, NUMPY)
-    return as_tensor(b)
+    return kind in (int, float, complex) and not ((type(b) is float or op is DIV) and kind is int)
 
 
 # --- selection -------------------------------------------------------------------------
-
-def normalize_selection(shape: Shape, item) -> dict:
-    """Turn any slicing expression into {dim: int | slice | tuple of ints}, resolving labels.
-
-    Accepted: a dict {dim: selection}, a label string 'x' or 'y,x' (looked up among the dims'
-    labels), or a tuple/list of those. Dims the tensor lacks are ignored (they may exist on
-    other tensors sliced by the same dict).
-    """
-    if isinstance(item, dict):
-        result = {}
-        for dim, sel in item.items():
-            if isinstance(dim, Shape):
-                dim = dim.name
-            if dim not in shape.names:
-                continue
-            result[dim] = _normalize_dim_selection(shape, dim, sel)
-        return result
-    if isinstance(item, str):
-        return _selection_by_labels(shape, item)
-    if isinstance(item, (tuple, list)) and all(isinstance(i, (str, dict)) for i in item):
-        result = {}
-        for i in item:
-            result.update(normalize_selection(shape, i))
-        return result
-    raise TypeError(f'Cannot slice a tensor of shape {shape} with {item!r}. Accepted: a dict {{dim: index}}, '
-                    f"t.dim[index], a label string like 'x' or 'y,x', or an index tensor.")
-
-
-def _normalize_dim_selection(shape: Shape, dim: str, sel):
-    size = shape.get_size(dim)
-    if isinstance(sel, bool):
-        raise TypeError(f'Cannot index dim {dim!r} with the bool {sel}; use an int, slice, label or index tensor.')
-    if isinstance(sel, (int, np.integer)):
-        if isinstance(size, int) and not -size <= sel < size:
-            raise IndexError(f'Index {sel} is out of range for dim {dim!r} of size {size}')
-        return int(sel) % size if isinstance(size, int) else int(sel)
-    if isinstance(sel, slice):
-        if isinstance(sel.start, str) or isinstance(sel.stop, str):
-            sel = slice(_label_index(shape, dim, sel.start) if isinstance(sel.start, str) else sel.start,
-                        _label_index(shape, dim, sel.stop) + 1 if isinstance(sel.stop, str) else sel.stop, sel.step)
-        return sel
-    if isinstance(sel, str):
-        names = [s.strip() for s in sel.split(',') if s.strip()]
-        if ',' in sel:
-            return tuple(_label_index(shape, dim, n) for n in names)
-        return _label_index(shape, dim, names[0])
-    if isinstance(sel, (tuple, list)):
-        return tuple(_label_index(shape, dim, s) if isinstance(s, str) else _normalize_dim_selection(shape, dim, s)
-                     for s in sel)
-    if isinstance(sel, Tensor) and sel.shape.rank == 0:
-        return _normalize_dim_selection(shape, dim, int(sel))
-    raise TypeError(f'Cannot select {sel!r} along dim {dim!r}; accepted: int, slice, label str, '
-                    f'a list of ints or labels, or an index tensor.')
-
-
-def _label_index(shape: Shape, dim: str, label: str) -> int:
-    labels = shape.get_item_names(dim)
-    if labels is None or label not in labels:
-        raise LabelNotFound(f'Label {label!r} not found along dim {dim!r}; its labels are {labels}')
-    return labels.index(label)
-
-
-def _selection_by_labels(shape: Shape, item: str) -> dict:
-    names = tuple(s.strip() for s in item.split(',') if s.strip())
-    for dim, labels in zip(shape.names, shape.labels, strict=True):
-        if labels is not None and all(n in labels for n in names):
-            if len(names) == 1 and ',' not in item:
-                return {dim: labels.index(names[0])}
-            return {dim: tuple(labels.index(n) for n in names)}
-    missing = ', '.join(repr(n) for n in names)
-    raise LabelNotFound(f'Label {missing} not found: no dim of {shape} has the labels {names}. '
-                   f'Select by index with a dict instead: t[{{"dim": 0}}]')
-
 
 def _dense_gather(tensors: Sequence[Dense], selection: dict) -> Dense:
     t = tensors[0]
@@ -693,7 +744,7 @@ def _dense_gather(tensors: Sequence[Dense], selection: dict) -> Dense:
             lists.append((i, sel))
             sel = slice(None)
         index.append(sel)
-    native = t._native[tuple(index)] if any(s != slice(None) for s in index) else t._native
+    native = t._backend.multi_slice(t._native, tuple(index)) if any(s != slice(None) for s in index) else t._native
     for i, sel in lists:  # outer indexing: one gather per listed dim
         axis = i - sum(1 for j in range(i) if isinstance(index[j], int))
         native = t._backend.gather(native, np.asarray(sel, dtype=np.int64), axis)
@@ -701,48 +752,6 @@ def _dense_gather(tensors: Sequence[Dense], selection: dict) -> Dense:
 
 
 GATHER_OP = Op('gather', GATHER, _dense_gather)
-
-
-def _boolean_mask(t: Tensor, mask: Tensor) -> Tensor:
-    if mask.dtype.kind is not bool or mask.shape.rank != 1 or mask.shape.names[0] not in t.shape.names:
-        raise ValueError(f'A tensor used as an index must be a bool mask with one dim that the sliced tensor has; '
-                         f'got {mask.shape} {mask.dtype} for a tensor of shape {t.shape}. '
-                         f'For integer indices use t[{{dim: index_tensor}}].')
-    dim = mask.shape.names[0]
-    positions = np.flatnonzero(mask.numpy())
-    return t[{dim: tuple(int(i) for i in positions)}]
-
-
-def _dense_gather_by_tensor(tensors: Sequence[Dense], dim: str) -> Dense:
-    t, index = tensors
-    backend = common_backend(tensors)
-    out = merge_shapes(t._shape.without(dim), index._shape)
-    size = t._shape.get_size(dim)
-    # row r of the broadcast values holds the entries along `dim` for output element r
-    values = backend.broadcast_to(aligned_native(t, _append_dim(out, t._shape[dim]), backend), (*out.sizes, size))
-    indices = backend.reshape(backend.broadcast_to(aligned_native(index, out, backend), out.sizes), (-1,))
-    flat = backend.range(0, out.volume * size, size, backend.dtype(indices)) + indices
-    native = backend.gather(backend.reshape(values, (-1,)), flat, 0)
-    return Dense(backend.reshape(native, out.sizes), out, backend)
-
-
-def _append_dim(shape: Shape, dim: Shape) -> Shape:
-    return Shape(shape.sizes + dim.sizes, shape.names + dim.names, shape.types + dim.types, shape.labels + dim.labels)
-
-
-GATHER_BY_TENSOR = Op('gather_by_tensor', GATHER_TENSOR, _dense_gather_by_tensor)
-
-
-def _gather_by_tensor(t: Tensor, dim, index: Tensor) -> Tensor:
-    if isinstance(dim, Shape):
-        dim = dim.name
-    if dim not in t.shape.names:
-        raise DimNotFound(f'Cannot index dim {dim!r}: the tensor has shape {t.shape}')
-    if index.dtype.kind not in (int, bool) or index.dtype.kind is bool:
-        raise TypeError(f'Index tensors for dim {dim!r} must hold integers, got {index.dtype}')
-    if dim in index.shape.names:
-        raise IncompatibleShapes(f'The index tensor {index.shape} must not have the indexed dim {dim!r} itself')
-    return dispatch(GATHER_BY_TENSOR, (t, index), (dim,))
 
 
 def _dense_rename(tensors: Sequence[Dense], old: tuple, new: Shape) -> Dense:

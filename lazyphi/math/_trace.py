@@ -21,6 +21,7 @@ import numpy as np
 
 from ..backend import NUMPY, Backend, DType
 from ._kinds import stacked_shape
+from ._natives import promoted_dtype
 from ._shape import Shape, merge_shapes
 from ._tensor import (
     CONCAT,
@@ -37,7 +38,6 @@ from ._tensor import (
     Op,
     Tensor,
     dispatch,
-    promoted_dtype,
 )
 
 

@@ -30,6 +30,7 @@ from ._dims import parse_dim_spec
 from ._fields import resolved_annotations
 from ._foreign import register_tensor_source
 from ._html import HTML_STYLE, dims_table, tensor_html, tensor_summary_html
+from ._items import normalize_selection
 from ._kinds import Expanded, Joined, PartsKind, Stacked, expand_to, stack_dense, stacked_shape
 from ._properties import (
     CACHED_PROPERTY_TYPES,
@@ -60,7 +61,6 @@ from ._tensor import (
     content_hash,
     dispatch,
     element_bytes,
-    normalize_selection,
     read_only_native,
 )
 from ._trace import PerElement, Trace, TraceAborted, Tracer, tracer_for

@@ -16,8 +16,9 @@ import dataclasses
 
 from ._bound import BoundDim, BoundDims
 from ._dims import shape
+from ._items import normalize_selection
 from ._shape import Shape
-from ._tensor import Tensor, normalize_selection
+from ._tensor import Tensor
 from ._tree import holds_dims
 
 __all__ = ['BoundDim', 'BoundDims', 'PhiTreeNode', 'Shapable', 'Shaped', 'Sliceable', 'slicing_dict']

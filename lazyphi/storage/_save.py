@@ -314,7 +314,7 @@ class _Writer:
         create_array(self.store, location, shape.sizes, spec.chunks, dtype, shape.names)
         os.mkdir(records_dir(self.store, location))
         size = shape.sizes[0]
-        data = None if isinstance(t, DiskTensor) else t.numpy(shape.names)
+        data = None if isinstance(t, DiskTensor) else t.backend.numpy(t.native(shape.names))  # bits as stored
         write_chunk = chunk_writer(os.path.join(self.store, location))
 
         def write(first: int) -> None:
@@ -383,7 +383,7 @@ def _values(t: Tensor, block: tuple) -> np.ndarray:
     A DiskTensor reads only that block from its store, outside the memory cache.
     """
     if not isinstance(t, DiskTensor):
-        return t.numpy(t.shape.names)
+        return t.backend.numpy(t.native(t.shape.names))  # as stored: numpy() may raise the precision
     selection = list(t._selection)
     if block:
         axis = t._view_axes()[0]

@@ -119,7 +119,7 @@ def write_block(group: str, name: str, value: Tensor, block_dim: str, start: int
                          f'chunks of {spec.chunk}: start must be a multiple of {spec.chunk}, stop one too or '
                          f'the array end {size}')
     _check_value(value, spec, name, start, stop)
-    data = value.numpy(spec.shape.names)
+    data = value.backend.numpy(value.native(spec.shape.names))  # as stored: numpy() may raise the precision
     write = chunk_writer(path, meta)
     for first in range(start, stop, spec.chunk):
         last = min(first + spec.chunk, stop)

@@ -2,9 +2,9 @@
 
 Test-only code: the conformance suite (`../shared/conformance/phiml/`) imports these names from here
 instead of from PhiML's private modules. Each is lazyphi's own function or value under PhiML's name (or,
-like `get_backend`, a one-line adapter to one); none of them is part of lazyphi's API. A name lazyphi has
-no equivalent for yet raises when used, so the tests that need it fail (and are listed as expected
-failures) while the rest of the file runs.
+like `get_backend` and `disassemble_tensors`, a short adapter to them); none of them is part of lazyphi's
+API. A name lazyphi has no equivalent for yet raises when used, so the tests that need it fail (and are
+listed as expected failures) while the rest of the file runs.
 """
 
 import importlib
@@ -74,9 +74,20 @@ def get_backend(backend: Backend | str) -> Backend:
 from_numpy_dtype = DType.as_dtype  # also takes NumPy dtypes and scalar types
 combine_types = _lazyphi('lazyphi.backend', 'combine_types')
 Layout = _lazyphi('lazyphi.math', 'Layout')
-cached = _lazyphi('lazyphi.math', 'cached')
-disassemble_tensors = _lazyphi('lazyphi.math', 'disassemble_tensors')
-assemble_tensors = _lazyphi('lazyphi.math', 'assemble_tensors')
+cached = _lazyphi('lazyphi.math', 'dense')  # values materialised in one native
+
+
+def disassemble_tensors(tensors, expand: bool) -> tuple:
+    """Natives, shapes and specs (here: the shapes) of `tensors`: lazyphi's `native(order)` of each."""
+    shapes = tuple(t.shape for t in tensors)
+    return tuple(t.native(t.shape) for t in tensors), shapes, shapes
+
+
+def assemble_tensors(natives, specs) -> list:
+    """Tensors from natives and the specs `disassemble_tensors` gave: lazyphi's `wrap(native, shape)`."""
+    return [wrap(n, s) for n, s in zip(natives, specs, strict=True)]
+
+
 equality_by_ref = _lazyphi('lazyphi.math', 'equality_by_ref')
 equality_by_shape_and_value = _lazyphi('lazyphi.math', 'equality_by_shape_and_value')
 fit_hyperplane = _lazyphi('lazyphi.math', 'fit_hyperplane')

@@ -1,0 +1,96 @@
+"""Moving tensors between backends and kinds: `convert`, `dense`, `choose_backend`, `is_scalar`."""
+
+from __future__ import annotations
+
+from .._errors import NoBackendFound
+from ..backend import NUMPY, OBJECTS, Backend, choose_backend, default_backend
+from ..backend import convert as convert_native
+from ._tensor import ELEMENTWISE, NUMBER_TYPES, Dense, Op, Tensor, dispatch
+from ._tree import tree_map
+
+
+def _dense_convert(tensors, backend: Backend) -> Dense:
+    t = tensors[0]
+    native = t._native if t._backend is backend else convert_native(t._native, backend)
+    return Dense(native, t._shape, backend)
+
+
+CONVERT = Op('convert', ELEMENTWISE, _dense_convert)
+
+
+def to_backend(value: Tensor, backend: Backend) -> Tensor:
+    """`value` with its values on `backend` (any tensor kind; layouts convert their tensor leaves)."""
+    if value.backend is backend:
+        return value
+    return dispatch(CONVERT, (value,), (backend,))
+
+
+def convert(x, backend: Backend | None = None):
+    """`x` (a tensor, a native, or a tree of tensors) with its values on `backend`, the default backend if None.
+
+    Conversion shares memory through DLPack where the libraries allow it, else copies.
+    """
+    backend = backend or default_backend()
+    if isinstance(x, Tensor):
+        return to_backend(x, backend)
+    if isinstance(x, NUMBER_TYPES):
+        return x
+    try:
+        return convert_native(x, backend)
+    except NoBackendFound:
+        return tree_map(lambda t: to_backend(t, backend), x)
+
+
+def choose_backend_t(*values, prefer_default: bool = False) -> Backend:
+    """The backend an operation on `values` (tensors, natives, numbers or trees of them) runs on.
+
+    Tensors count by their backend; numbers and NumPy data join any other library (see `common_backend`) and
+    alone give NumPy, or the default backend with `prefer_default`.
+    """
+    backends = []
+
+    def collect(value):
+        if isinstance(value, Tensor):
+            backends.append(value.backend)
+        elif isinstance(value, (tuple, list)):
+            for v in value:
+                collect(v)
+        elif isinstance(value, dict):
+            for v in value.values():
+                collect(v)
+        elif not isinstance(value, NUMBER_TYPES):
+            backends.append(choose_backend(value))
+    for value in values:
+        collect(value)
+    others = [b for b in dict.fromkeys(backends) if b is not NUMPY]
+    if len(others) > 1:
+        raise NoBackendFound(f'Values of several backends {[b.name for b in others]}; convert them to one first')
+    if others:
+        return others[0]
+    return default_backend() if prefer_default else NUMPY
+
+
+def is_scalar(value) -> bool:
+    """Whether `value` is a single number: a Python or NumPy number, a 0-d native or a tensor without dims."""
+    if isinstance(value, Tensor):
+        return value.shape.rank == 0
+    if isinstance(value, NUMBER_TYPES):
+        return True
+    try:
+        return choose_backend(value).ndims(value) == 0 and not isinstance(value, (str, tuple, list, dict))
+    except NoBackendFound:
+        return False
+
+
+def dense(x):
+    """`x` (a tensor or a tree of tensors) with every tensor holding its values in one native array.
+
+    Lazily expanded, stacked and joined tensors are materialised; dense tensors, layouts, non-uniform
+    tensors (which no single array can hold) and tensors whose values are not at hand (tracers, data still on
+    disk, which loads when first used) are returned as they are.
+    """
+    def materialised(t: Tensor) -> Tensor:
+        if type(t) is Dense or not t.shape.is_uniform or t.backend is OBJECTS or not t.available:
+            return t
+        return t._dense()
+    return tree_map(materialised, x)

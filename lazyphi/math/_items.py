@@ -1,0 +1,156 @@
+"""What `t[item]` selects: any slicing expression turned into `{dim: int | slice | tuple of ints}`.
+
+Pure shape logic: this module knows Shapes but no tensor class. Index tensors (int tensors to gather,
+bool masks) are not resolved here; `selection_items` sets them apart for the tensor to apply.
+"""
+
+from __future__ import annotations
+
+import operator
+
+from .._errors import LabelNotFound
+from ._shape import Shape
+
+_FORMS = ("a dict {dim: index}, t.dim[index], a label string like 'x' or 'y,x', an int, slice or list of ints "
+          "for a tensor with one channel dim (or one non-batch dim), or an index tensor")
+
+
+def is_index_tensor(value) -> bool:
+    """A tensor with dims: an index tensor or mask (a 0-d int tensor is an ordinary index). Tensors are known by
+    their kind protocol's `_dense`, as this module knows no tensor class."""
+    return getattr(type(value), '_dense', None) is not None and value.shape.rank > 0
+
+
+def selection_items(shape: Shape, item) -> dict:
+    """`item` as {dim name: selection}, for the dims of `shape` it names; selections are not yet normalised.
+
+    The keys are dim names; a selection may be an index tensor (see `is_index_tensor`). Dims `shape` lacks
+    are left out: they may exist on other values sliced by the same dict.
+    """
+    if item is None:
+        return {}
+    if isinstance(item, Shape):  # its dim names, as labels
+        item = list(item.names)
+    if isinstance(item, dict):
+        result = {}
+        for dim, sel in item.items():
+            name = dim.name if isinstance(dim, Shape) else dim
+            if not isinstance(name, str):
+                raise TypeError(f'Cannot slice along {dim!r}: dims are named by str or a single-dim Shape, in '
+                                f'{item!r}')
+            if name in shape.names:
+                result[name] = sel
+        return result
+    if isinstance(item, str):
+        return _selection_by_labels(shape, item)
+    if isinstance(item, tuple) and item and item[0] is Ellipsis:
+        return _positional(shape.channel, item[1:], item)
+    if isinstance(item, (tuple, list)) and item and all(isinstance(i, (str, dict)) for i in item):
+        if shape.channel.rank == 1 and all(isinstance(i, str) for i in item) and \
+                all(label in (shape.channel.labels[0] or ()) for i in item for label in _label_list(i)):
+            return {shape.channel.names[0]: tuple(label for i in item for label in _label_list(i))}
+        result = {}
+        for i in item:
+            result.update(selection_items(shape, i))
+        return result
+    if isinstance(item, tuple) and len(item) == shape.channel.rank > 1:
+        return _positional(shape.channel, item, item)
+    if is_index_tensor(item):
+        return {_index_dims(shape, item): item}
+    for dims in (shape.channel, shape.non_batch):
+        if dims.rank == 1:
+            return {dims.names[0]: item}
+    raise TypeError(f'Cannot slice a tensor of shape {shape} with {item!r}. Accepted: {_FORMS}.')
+
+
+def _positional(dims: Shape, selections: tuple, item) -> dict:
+    if len(selections) != dims.rank:
+        raise TypeError(f'{item!r} selects {len(selections)} channel dims by position but the tensor has '
+                        f'{dims.rank}: {dims}')
+    return dict(zip(dims.names, selections, strict=True))
+
+
+def _index_dims(shape: Shape, index) -> str | tuple:
+    """The dims an index tensor used as `t[index]` selects: a bool mask its own non-batch dims; an int index
+    tensor the dims its channel dim lists as labels (`t[vec(y=1, x=2)]`)."""
+    if index.dtype.kind is bool:
+        dims = index.shape.non_batch or index.shape
+        return dims.names[0] if dims.rank == 1 else dims.names
+    channel = index.shape.channel
+    if channel.rank == 1 and channel.labels[0] is not None:
+        return channel.labels[0][0] if channel.size == 1 else channel.labels[0]
+    raise ValueError(f'An int index tensor used as t[index] must name the dims it indexes as the labels of its '
+                     f'channel dim, e.g. t[vec(y=1, x=2)]; got {index.shape}. To index one dim, use '
+                     f't[{{dim: index}}] or t.dim[index].')
+
+
+def _label_list(labels: str) -> list:
+    return [s.strip() for s in labels.split(',') if s.strip()]
+
+
+def normalize_selection(shape: Shape, item) -> dict:
+    """Turn any slicing expression without index tensors into {dim: int | slice | tuple of ints}.
+
+    Accepted: see `selection_items`. Labels are resolved to positions, negative ints wrapped, and the
+    parts of slices may be ints, NumPy ints, 0-d int tensors or labels.
+    """
+    return {dim: normalize_dim_selection(shape, dim, sel) for dim, sel in selection_items(shape, item).items()}
+
+
+def normalize_dim_selection(shape: Shape, dim: str, sel):
+    """One dim's selection as an int, a slice of ints or a tuple of ints."""
+    size = shape.get_size(dim)
+    if isinstance(sel, Shape):  # the dims' names, as labels
+        sel = sel.names
+    if isinstance(sel, bool):
+        raise TypeError(f'Cannot index dim {dim!r} with the bool {sel}; use an int, slice, label or index tensor.')
+    if isinstance(sel, slice):
+        return slice(_slice_bound(shape, dim, sel.start, 0), _slice_bound(shape, dim, sel.stop, 1),
+                     None if sel.step is None else _index(sel.step, dim))
+    if isinstance(sel, str):
+        names = _label_list(sel)
+        if ',' in sel:
+            return tuple(_label_index(shape, dim, n) for n in names)
+        return _label_index(shape, dim, names[0])
+    if isinstance(sel, (tuple, list)):
+        return tuple(_label_index(shape, dim, s) if isinstance(s, str) else normalize_dim_selection(shape, dim, s)
+                     for s in sel)
+    index = _index(sel, dim)
+    if isinstance(size, int) and not -size <= index < size:
+        raise IndexError(f'Index {index} is out of range for dim {dim!r} of size {size}')
+    return index % size if isinstance(size, int) else index
+
+
+def _index(value, dim: str) -> int:
+    """An int from an int, a NumPy int or a 0-d int tensor (anything with `__index__`)."""
+    if isinstance(value, bool) or not hasattr(type(value), '__index__'):
+        raise TypeError(f'Cannot select {value!r} along dim {dim!r}; accepted: int, slice, label str, '
+                        f'a list of ints or labels, or an index tensor.')
+    return operator.index(value)
+
+
+def _slice_bound(shape: Shape, dim: str, bound, past_label: int):
+    if bound is None:
+        return None
+    if isinstance(bound, str):  # a label: the stop label is included
+        return _label_index(shape, dim, bound) + past_label
+    return _index(bound, dim)
+
+
+def _label_index(shape: Shape, dim: str, label: str) -> int:
+    labels = shape.get_item_names(dim)
+    if labels is None or label not in labels:
+        raise LabelNotFound(f'Label {label!r} not found along dim {dim!r}; its labels are {labels}')
+    return labels.index(label)
+
+
+def _selection_by_labels(shape: Shape, item: str) -> dict:
+    names = _label_list(item)
+    for dim, labels in zip(shape.names, shape.labels, strict=True):
+        if labels is not None and all(n in labels for n in names):
+            if len(names) == 1 and ',' not in item:
+                return {dim: names[0]}
+            return {dim: tuple(names)}
+    missing = ', '.join(repr(n) for n in names)
+    raise LabelNotFound(f'Label {missing} not found: no dim of {shape} has the labels {tuple(names)}. '
+                        f'Select by index with a dict instead: t[{{"dim": 0}}]')

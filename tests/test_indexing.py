@@ -1,0 +1,151 @@
+"""Indexing tensors by tensors and by phiml's short forms, on every installed backend, checked against NumPy.
+
+Every test runs once per backend (the `backend` fixture makes it the default).
+"""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lazyphi import math
+from lazyphi._errors import IncompatibleShapes, LabelNotFound
+from lazyphi.backend import default_backend
+from lazyphi.math import batch, channel, instance, spatial, vec
+
+pytestmark = pytest.mark.usefixtures('backend')
+
+
+def wrap(data, *dims):
+    """A tensor of `data` held by the default backend's natives."""
+    return math.wrap(default_backend().as_tensor(np.asarray(data)), *dims)
+
+
+def values(*sizes):
+    return np.arange(np.prod(sizes), dtype=np.float32).reshape(sizes)
+
+
+# --- index tensors ------------------------------------------------------------------------
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_gather_along_a_dim_matches_numpy_take(data):
+    """An int index tensor of any dims replaces the indexed dim; dims the index shares with the values pick
+    entries element by element (NumPy: take_along_axis over the shared dims)."""
+    b, x, c = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 4)), data.draw(st.integers(1, 3))
+    source = values(b, x, c)
+    t = wrap(source, batch('b'), spatial('x'), channel('c'))
+    shared = data.draw(st.booleans())
+    points = data.draw(st.integers(1, 4))
+    index_np = np.random.default_rng(data.draw(st.integers(0, 99))).integers(-x, x, (b, points) if shared
+                                                                             else (points,))
+    index = wrap(index_np, batch('b'), instance('p')) if shared else wrap(index_np, instance('p'))
+    picked = t[{'x': index}]
+    assert picked.shape == batch(b=b) & instance(p=points) & channel(c=c)
+    if shared:
+        expected = np.stack([source[i][index_np[i] % x] for i in range(b)])
+    else:
+        expected = np.take(source, index_np, axis=1)
+    np.testing.assert_array_equal(picked.numpy('b,p,c'), expected)
+
+
+def test_index_tensor_along_its_own_dim_keeps_the_dim_as_the_index_has_it():
+    t = wrap(values(3, 2), spatial('x'), channel('c'))
+    picked = t.x[wrap([2, 0], spatial('x'))]
+    assert picked.shape == spatial(x=2) & channel(c=2)
+    np.testing.assert_array_equal(picked.numpy('x,c'), values(3, 2)[[2, 0]])
+
+
+def test_point_indexing_by_a_labelled_index_vector():
+    grid = wrap([[1, 2, 3], [4, 5, 6]], spatial('y'), spatial('x'))
+    math.assert_close(grid[vec(y=1, x=2)], 6)
+    points = math.stack([vec(y=0, x=1), vec(y=1, x=0), vec(y=1, x=2)], instance('points'))
+    picked = grid[points]
+    assert picked.shape == instance(points=3)
+    np.testing.assert_array_equal(picked.numpy(), [2, 4, 6])
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.data())
+def test_point_indexing_matches_numpy_fancy_indexing(data):
+    y, x, n = data.draw(st.integers(1, 4)), data.draw(st.integers(1, 4)), data.draw(st.integers(1, 5))
+    source = values(y, x)
+    rng = np.random.default_rng(data.draw(st.integers(0, 99)))
+    ys, xs = rng.integers(0, y, n), rng.integers(0, x, n)
+    index = wrap(np.stack([xs, ys], -1), instance('points'), channel(vector='x,y'))  # components in any order
+    picked = wrap(source, spatial('y'), spatial('x'))[index]
+    np.testing.assert_array_equal(picked.numpy('points'), source[ys, xs])
+
+
+def test_bool_masks_select_along_their_dim():
+    t = wrap(values(4, 2), spatial('x'), channel('c'))
+    mask = wrap([True, False, True, True], spatial('x'))
+    np.testing.assert_array_equal(t[mask].numpy('x,c'), values(4, 2)[[0, 2, 3]])
+    np.testing.assert_array_equal(t.x[mask].numpy('x,c'), values(4, 2)[[0, 2, 3]])
+    with pytest.raises(IncompatibleShapes, match='3 entries'):
+        t.x[wrap([True, False, True], spatial('x'))]
+    with pytest.raises(ValueError, match='boolean_mask'):
+        t[wrap(np.ones((4, 2), bool), spatial('x'), channel('c'))]
+
+
+def test_index_tensors_of_other_dtypes_or_without_labels_are_refused():
+    t = wrap(values(3), spatial('x'))
+    with pytest.raises(TypeError, match='integers'):
+        t.x[wrap([0.5, 1.5], instance('i'))]
+    with pytest.raises(ValueError, match='labels of its channel dim'):
+        t[wrap([[0], [1]], instance('i'), channel('c'))]
+
+
+def test_gather_on_every_kind_matches_dense():
+    dense = wrap(values(2, 3), batch('b'), spatial('x'))
+    index = wrap([2, 2, 0], instance('i'))
+    kinds = [math.expand(wrap(values(3), spatial('x')), batch(b=2)),
+             math.stack([dense.b[0], dense.b[1]], batch('b')),
+             math.concat([dense.x[:1], dense.x[1:]], 'x')]
+    for t in kinds:
+        expected = math.dense(t)[{'x': index}]
+        math.assert_close(t[{'x': index}], expected)
+
+
+# --- phiml's short forms of t[item] ------------------------------------------------------------
+
+
+def test_an_int_slice_or_list_selects_along_the_only_channel_or_non_batch_dim():
+    t = wrap(values(2, 3), batch('b'), channel(c='x,y,z'))
+    math.assert_close(t[0], t.c[0])
+    math.assert_close(t[[0, 2]], t.c[[0, 2]])
+    math.assert_close(t[1:], t.c[1:])
+    s = wrap(values(2, 4), batch('b'), spatial('x'))
+    math.assert_close(s[-1], s.x[3])
+    with pytest.raises(TypeError, match='one channel dim'):
+        wrap(values(2, 2), spatial('x'), spatial('y'))[0]
+
+
+def test_labels_shapes_and_numpy_ints_select():
+    t = math.tensor(spatial(x=4, y=3))
+    assert t.shape == channel(dims='x,y')
+    math.assert_close(t['y'], 3)
+    math.assert_close(t.dims['y,x'], (3, 4))
+    math.assert_close(t.dims[('y', 'x')], (3, 4))
+    math.assert_close(t.dims[spatial('x,y')], (4, 3))
+    r = math.range(batch(b=10))
+    math.assert_close(r.b[np.int32(1):np.int16(4):np.int64(1)], [1, 2, 3])
+    math.assert_close(r.b[math.wrap(1):math.wrap(4)], [1, 2, 3])
+    with pytest.raises(LabelNotFound, match="'w'"):
+        t.dims['w']
+
+
+def test_reversing_keeps_the_labels_in_place_as_in_phiml():
+    t = math.zeros(spatial(x=4, y=3), channel(vector='x,y'))
+    assert t.vector[::-1].vector.item_names == ('x', 'y')
+    assert t.vector[1::-1].vector.item_names == ('y', 'x')
+    np.testing.assert_array_equal(wrap([1, 2], channel(vector='x,y')).vector[::-1].numpy(), [2, 1])
+
+
+def test_positional_channel_tuples_and_ellipsis():
+    t = wrap(values(2, 3, 4), batch('b'), channel('c'), channel('d'))
+    math.assert_close(t[1, 2], t.c[1].d[2])
+    math.assert_close(t[..., 1, 2], t.c[1].d[2])
+    with pytest.raises(TypeError, match='selects 1 channel dims by position'):
+        t[..., 1]
