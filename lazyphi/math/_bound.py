@@ -181,6 +181,11 @@ class BoundDims:
             raise AttributeError(name)
         return BoundDims(self.obj, (*self.dims, name))
 
+    @property
+    def dual(self) -> BoundDims:
+        """These dims with the last one replaced by its dual twin (`~name`)."""
+        return BoundDims(self.obj, (*self.dims[:-1], '~' + self.dims[-1]))
+
     def __getitem__(self, item):
         item = item if isinstance(item, tuple) else (item,)
         if len(item) != len(self.dims):

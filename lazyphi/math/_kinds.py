@@ -20,6 +20,7 @@ from ._tensor import (
     GATHER,
     REDUCE,
     RENAME,
+    STACK,
     Dense,
     Op,
     Tensor,
@@ -198,6 +199,8 @@ class Stacked(PartsKind):
             parts = [dispatch(op, (p,), _rename_params(p.shape, old, new)) for p in first._parts]
             new_dim = first._dim.replace((dim,), new[[new.names[old.index(dim)]]]) if dim in old else first._dim
             return Stacked(parts, new_dim)
+        if category == STACK and not first.shape.is_uniform:  # cannot be one array: stacked as they are
+            return Stacked(tensors, params[0])
         return NotImplemented
 
 
@@ -235,13 +238,19 @@ def _rename_params(shape: Shape, old: tuple, new: Shape) -> tuple:
 
 
 def stacked_shape(shapes: Sequence[Shape], dim: Shape) -> Shape:
-    """The shape of parts with `shapes` stacked along `dim`; dims whose sizes differ become non-uniform."""
+    """The shape of parts with `shapes` stacked along `dim`; dims whose sizes differ become non-uniform.
+
+    A dim differs when the parts having it disagree on its size; then a part lacking it counts as size 1.
+    """
     try:
         inner = merge_shapes(*shapes)
     except IncompatibleShapes:
         inner = merge_shapes(*shapes, allow_varying_sizes=True)
         sizes = []
-        for name in inner.names:
+        for name, size, labels in zip(inner.names, inner.sizes, inner.labels, strict=True):
+            if size is not None:  # the parts that have this dim agree on it
+                sizes.append(labels if labels is not None else size)
+                continue
             per_part = tuple(s.get_size(name) if name in s.names else 1 for s in shapes)
             sizes.append(per_part[0] if len(set(per_part)) == 1 else NonUniform(per_part, (dim.name,)))
         inner = inner.with_sizes(sizes)

@@ -3,7 +3,10 @@ import operator
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-_SIZE_FORMS = "an int >= 0, None, a NonUniform, or item labels as a str 'a,b' or a tuple of str"
+import numpy as np
+
+_SIZE_FORMS = ("an int >= 0, None, a NonUniform, a tensor of sizes (varying along its dims), or item labels as a "
+               "str 'a,b' or a tuple of str")
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,10 @@ class NonUniform:
     def min(self) -> int:
         """Smallest size found anywhere."""
         return min(size_leaves(self.sizes))
+
+    def __array__(self, dtype=None, copy=None):
+        """The sizes as an array with one axis per dim of `along`, for comparing them with values."""
+        return np.asarray(self.sizes, dtype=dtype)
 
     def __int__(self):
         raise TypeError(f"A non-uniform size varies along {', '.join(self.along)} and has no single int value; "
@@ -70,11 +77,22 @@ def parse_size(value, name: str) -> tuple:
         if not labels or not all(labels) or len(set(labels)) != len(labels):
             raise ValueError(f"Invalid labels {value!r} for dim {name!r}: labels must be non-empty and distinct")
         return len(labels), labels
+    names = getattr(getattr(value, 'shape', None), 'names', None)
+    if names is not None and hasattr(value, 'numpy'):  # a tensor of sizes: varying along its dims
+        sizes = value.numpy(names).tolist()
+        if not names:
+            return parse_size(sizes, name)
+        if all(type(n) is int and n >= 0 for n in size_leaves(_tuples(sizes))):
+            return size_from_nested(_tuples(sizes), tuple(names)), None
     if not isinstance(value, bool) and hasattr(type(value), '__index__'):
         size = operator.index(value)
         if size >= 0:
             return size, None
     raise ValueError(f"Invalid size {value!r} for dim {name!r}: expected {_SIZE_FORMS}")
+
+
+def _tuples(nested):
+    return tuple(_tuples(v) for v in nested) if isinstance(nested, list) else nested
 
 
 def gather_non_uniform(size: NonUniform, norm: dict) -> 'int | NonUniform':
