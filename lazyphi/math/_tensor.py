@@ -47,6 +47,9 @@ STACK = 'stack'  # params: (dim,) — a rank-1 Shape with size and labels set
 CONCAT = 'concat'  # params: (dim name, result Shape)
 FFT = 'fft'  # params: (dims,); element-wise along every other dim
 EXPAND = 'expand'  # params: (result Shape,) — the value seen constant along the dims it adds
+# params: (dims, result, *rest) — combines values along `dims`, element-wise along every other dim;
+# result(inputs, dims, *rest) is a module-level function giving the result's ShapeDtype without running the op
+ALONG = 'along'
 
 NUMBER_TYPES = (int, float, complex, bool, np.number, np.bool_)
 
@@ -201,7 +204,7 @@ class Tensor:
         if isinstance(item, dict) and any(isinstance(v, Tensor) and v.shape.rank for v in item.values()):
             result = self
             for dim, index in item.items():
-                result = _gather_by_tensor(result, dim, index) if isinstance(index, Tensor) else result[{dim: index}]
+                result = gather_by_tensor(result, dim, index) if isinstance(index, Tensor) else result[{dim: index}]
             return result
         selection = normalize_selection(self.shape, item)
         if not selection:
@@ -733,7 +736,8 @@ def _append_dim(shape: Shape, dim: Shape) -> Shape:
 GATHER_BY_TENSOR = Op('gather_by_tensor', GATHER_TENSOR, _dense_gather_by_tensor)
 
 
-def _gather_by_tensor(t: Tensor, dim, index: Tensor) -> Tensor:
+def gather_by_tensor(t: Tensor, dim, index: Tensor) -> Tensor:
+    """The entries of `t` along `dim` at the integers `index`: `dim` is replaced by the dims of `index`."""
     if isinstance(dim, Shape):
         dim = dim.name
     if dim not in t.shape.names:
