@@ -365,6 +365,9 @@ OPERATIONS = {
     'boolean_mask': lambda t: math.boolean_mask(t, 'x', math.wrap(np.arange(16) % 3 == 0, 'x:s')),
     'count_occurrences': lambda t: math.count_occurrences(t, t.x[0]),
     'contains': lambda t: math.contains(t, t.y[0]),
+    # sampling
+    'grid_sample': lambda t: math.grid_sample(t, math.vec(x=t.y[0] % 5, y=t.x[0] % 5), math.extrapolation.PERIODIC),
+    'closest_grid_values': lambda t: math.closest_grid_values(t, math.vec(x=t.y[0] % 5), 0),
     # padding
     'pad': lambda t: math.pad(t, {'x': (1, 2)}, math.extrapolation.PERIODIC),
     'shift': lambda t: math.shift(t, (-1, 1))[1], 'slice_off': lambda t: math.slice_off(t, {'x': 0}),
@@ -413,7 +416,7 @@ NOT_OPERATIONS = {  # names in lazyphi.math that construct values or describe sh
     'set_global_precision', 'config_fields', 'data_fields', 'non_data_fields', 'special_fields', 'abs_', 'all_',
     'any_', 'max_', 'min_', 'round_', 'sum_', 'slice_', 'conj',
     'jit_compile', 'gradient',  # transforms of functions, run by the backend's compiler or autodiff, not traced
-    'custom_gradient', 'jit_compile_linear', 'trace_check', 'when_available',
+    'custom_gradient', 'jacobian', 'jit_compile_linear', 'trace_check', 'when_available',
     'DType', 'INF', 'NAN', 'inf', 'nan', 'pi', 'extrapolation', 'reshaped_tensor',
     'use', 'print', 'print_', 'to_gpu',  # set the default backend, print, need a GPU
 }

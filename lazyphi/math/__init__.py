@@ -14,6 +14,7 @@ from . import extrapolation
 from ._autodiff import (
     custom_gradient,
     gradient,
+    jacobian,
     jit_compile,
     jit_compile_linear,
     stop_gradient,
@@ -281,6 +282,7 @@ from ._reduce import (
     std,
     sum_,
 )
+from ._sampling import closest_grid_values, grid_sample
 from ._shape import (
     BATCH,
     CHANNEL,
@@ -394,6 +396,7 @@ __all__ = [
     'clip',
     'clip_length',
     'close',
+    'closest_grid_values',
     'cmax',
     'cmean',
     'cmin',
@@ -479,6 +482,7 @@ __all__ = [
     'gather',
     'get_precision',
     'gradient',
+    'grid_sample',
     'histogram',
     'i2b',
     'icat',
@@ -502,6 +506,7 @@ __all__ = [
     'istd',
     'isum',
     'iterate',
+    'jacobian',
     'jit_compile',
     'jit_compile_linear',
     'l1_loss',

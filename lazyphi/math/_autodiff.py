@@ -336,6 +336,16 @@ def gradient(f: Callable, wrt=None, get_output: bool = True) -> Callable:
     return gradient_function
 
 
+def jacobian(f: Callable, wrt=None, get_output: bool = True) -> Callable:
+    """The derivatives of `f`'s first output with respect to the parameters `wrt`, for an output whose dims are
+    all batch dims (a loss, or one per example): then the Jacobian is the gradient (see `gradient`).
+
+    Jacobians of outputs with other dims (matrices of derivatives) are not offered: such an output raises a
+    ValueError when the returned function is called.
+    """
+    return gradient(f, wrt, get_output)
+
+
 def custom_gradient(f: Callable, gradient: Callable, auxiliary_args: str = '') -> Callable:
     """`f` with `gradient` used for backpropagation instead of differentiating `f`.
 
