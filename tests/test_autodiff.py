@@ -35,7 +35,7 @@ def test_gradient_of_a_scalar_loss():
             math.gradient(lambda x: math.sum(x ** 2, 'x'))(wrap([1.0, 2.0], spatial('x')))
         return
     x = wrap([1.0, 2.0, 3.0], spatial('x'))
-    loss, grad = math.gradient(lambda x: math.sum(x ** 2, 'x'))(x)
+    loss, (grad,) = math.gradient(lambda x: math.sum(x ** 2, 'x'))(x)  # no wrt: a tuple of one, as phiml
     math.assert_close(loss, 14.0)
     assert grad.shape == spatial(x=3)
     np.testing.assert_allclose(grad.numpy('x'), [2, 4, 6], rtol=1e-5)
@@ -43,8 +43,88 @@ def test_gradient_of_a_scalar_loss():
     np.testing.assert_allclose(only.numpy('x'), [1, 2, 3], rtol=1e-5)
 
 
-def test_gradient_needs_a_single_value_loss():
+def test_gradient_needs_a_loss_of_batch_dims_only():
     if not default_backend().supports('jacobian'):
         pytest.skip(f'{default_backend().name} lacks jacobian')
-    with pytest.raises(ValueError, match='loss with one value'):
+    with pytest.raises(ValueError, match='loss whose dims are batch dims'):
         math.gradient(lambda x: x * 2)(wrap([1.0, 2.0], spatial('x')))
+
+
+def test_jit_compile_binds_arguments_by_name_and_counts_traces():
+    @math.jit_compile
+    def scale(x, fac=1):
+        return x * fac
+    x = wrap([1., 2.], spatial('x'))
+    math.assert_close(scale(x, fac=2), x * 2)
+    math.assert_close(scale(x=x, fac=3), x * 3)  # numbers are traced like tensors: no new version
+    assert len(scale.traces) == 1
+    scale(wrap([1., 2.], spatial('y')))
+    assert len(scale.traces) == 2 and not scale.forget_traces
+    assert math.trace_check(scale, x)[0] and math.trace_check(scale, x=x, fac=5)[0]
+    traced, reason = math.trace_check(scale, wrap([1., 2., 3.], spatial('x')))
+    assert not traced and 'no compiled version' in reason
+
+
+def test_auxiliary_arguments_are_compiled_in_and_forget_traces_keeps_one():
+    calls = []
+
+    @math.jit_compile(auxiliary_args='power', forget_traces=True)
+    def f(x, power):
+        calls.append(power)
+        return x ** power
+    x = wrap([2., 3.], spatial('x'))
+    math.assert_close(f(x, 2), x ** 2)
+    math.assert_close(f(x, 3), x ** 3)
+    assert len(f.traces) == 1 and f.forget_traces
+    assert math.jit_compile_linear(lambda v: v * 2)(x).shape == x.shape
+    with pytest.raises(TypeError, match='jit_compile'):
+        math.trace_check(lambda v: v, x)
+
+
+def test_when_available_runs_after_a_compiled_call_with_its_values():
+    seen = []
+
+    @math.jit_compile
+    def f(x):
+        math.when_available(lambda v: seen.append(v), x)
+        return x + 1
+    f(wrap([1., 2.], spatial('x')))
+    assert seen and seen[-1].available
+    math.assert_close(seen[-1], wrap([1., 2.], spatial('x')))
+
+
+def test_gradient_by_parameter_names_and_of_batch_losses():
+    if not default_backend().supports('jacobian'):
+        pytest.skip(f'{default_backend().name} lacks jacobian')
+
+    def f(x, y):
+        return math.l2_loss(x - y), x
+    x, y = wrap(2.), wrap(1.)
+    dx = math.gradient(f, 'x', get_output=False)(x, y)
+    math.assert_close(dx, 1)
+    (loss, prediction), (dx, dy) = math.gradient(f, 'x,y')(x, y=y)
+    math.assert_close(loss, 0.5)
+    math.assert_close(prediction, x)
+    math.assert_close(dy, -1)
+    examples = wrap([0., 1.], batch('examples'))
+    loss, grad = math.gradient(math.l2_loss, wrt=0)(examples)
+    math.assert_close(loss, wrap([0., .5], batch('examples')))
+    math.assert_close(grad, examples)
+
+
+def test_custom_gradient_replaces_the_backward_pass():
+    if not default_backend().supports('custom_gradient'):
+        pytest.skip(f'{default_backend().name} lacks custom gradients')
+
+    def first_two(x):
+        return x.x[:2]
+
+    def spread(inputs, y, dy):
+        return {'x': math.pad(dy, {'x': (1, 1)})}
+
+    def loss(x):
+        return math.l1_loss(math.custom_gradient(first_two, spread)(x))
+    (grad,) = math.gradient(loss, get_output=False)(math.ones(spatial(x=4)))
+    assert grad.numpy('x').tolist() == [0, 1, 1, 0]
+    (stopped,) = math.gradient(lambda x: math.sum(math.stop_gradient(x) * x), get_output=False)(wrap([3.], 'x:s'))
+    assert stopped.numpy('x').tolist() == [3]

@@ -425,3 +425,37 @@ def test_every_reduction_splits_under_mixed(name):
     assert p.properties['value'].mode == 'mixed' and [n for _, n in p.properties['value'].partials] == [name]
     parallel_compute(r, [Reduced.value], scheduler='sync', block_size=5, progress=False)
     math.assert_close(r.value, REDUCTIONS[name](data, ('example',)), rel_tolerance=1e-5, abs_tolerance=1e-6)
+
+
+@dataclass(frozen=True)
+class FiniteMoments:
+    data: Tensor
+
+    @parallel_property(requires=MIXED)
+    def mean(self) -> Tensor:
+        return math.finite_mean(self.data, 'example,x')
+
+    @parallel_property(requires=MIXED)
+    def spread(self) -> Tensor:
+        return math.finite_std(self.data, 'example')
+
+    @parallel_property(requires=MIXED)
+    def extremes(self) -> Tensor:
+        return math.finite_max(self.data, batch, default=-1) - math.finite_min(self.data, batch, default=1)
+
+
+def test_mixed_splits_the_finite_reductions_with_their_counts():
+    values = np.random.default_rng(1).normal(size=(23, 5, 3))
+    values[values > 1.2] = np.nan
+    values[:, 0, 0] = np.inf  # no finite value at all there: the defaults
+    data = math.wrap(values, 'example:b,x:s,y:s')
+    m = FiniteMoments(data)
+    props = [FiniteMoments.mean, FiniteMoments.spread, FiniteMoments.extremes]
+    p = plan(m, props, block_size=5)
+    assert all(p.properties[n].mode == 'mixed' for n in ('mean', 'spread', 'extremes')) and not p.fallbacks
+    assert sorted(op for _, op in p.properties['mean'].partials) == ['finite_mean']
+    parallel_compute(m, props, scheduler='sync', block_size=5, progress=False)
+    math.assert_close(m.mean, math.finite_mean(data, 'example,x'), rel_tolerance=1e-5)
+    math.assert_close(m.spread, math.finite_std(data, 'example'), rel_tolerance=1e-4, abs_tolerance=1e-5)
+    math.assert_close(m.extremes, math.finite_max(data, batch, default=-1) - math.finite_min(data, batch, default=1))
+    assert float(m.extremes.x[0].y[0]) == -2

@@ -155,6 +155,14 @@ def test_every_category(kind, data):
             'stack': lambda t: math.stack([t, t], batch('s')),
             'fft': lambda t: math.fft(t, dim),
             'gather_tensor': lambda t: t[{dim: index}],
+            # along dims (category ALONG)
+            'sort': lambda t: math.sort(t, dim),
+            'argmax': lambda t: math.argmax(t, dim),
+            'quantile': lambda t: math.quantile(t, [0.25, 0.5], dim),
+            'cumulative_sum': lambda t: math.cumulative_sum(t, dim, include_0=True),
+            'dot': lambda t: math.dot(t, dim, other, dim) if dim in other.shape else math.dot(t, dim, t, dim),
+            'scatter': lambda t: math.scatter(t, math.vec(**{dim: index}), 1.0, mode='add'),
+            'histogram': lambda t: math.histogram(t, instance(bins=3))[0],
         }
         for name, operation in operations.items():
             try:

@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lazyphi import math
-from lazyphi.backend import DType
+from lazyphi.backend import NUMPY, DType
 from lazyphi.dataclasses import cached_property
-from lazyphi.math import Tensor, batch, channel, spatial
+from lazyphi.math import Tensor, batch, channel, instance, spatial
 from lazyphi.parallel import INFER, MIXED, ParallelPropertyNotComputed, parallel_compute, parallel_property, plan
 
 DATA = math.random_normal(batch(example=64), spatial(x=16, y=16))
@@ -320,10 +320,10 @@ OPERATIONS = {
     'transpose': lambda t: math.transpose(t, 'y,x,example'), 'iterate': lambda t: math.iterate(lambda v: v * 2, 3, t),
     'zeros_like': math.zeros_like, 'ones_like': math.ones_like, 'shape': lambda t: t + math.shape(t).get_size('x'),
     'linspace': lambda t: t + math.linspace(0, 1, spatial(x=16)), 'arange': lambda t: t + math.arange(spatial(x=16)),
-    'gather': lambda t: t[{'x': math.wrap(np.array([0, 3]), math.instance('i'))}],
+    'index_tensor': lambda t: t[{'x': math.wrap(np.array([0, 3]), math.instance('i'))}],
     'slicing': lambda t: t.x[1:3], 'operators': lambda t: (t * 2 - 1) / 3 % 2 ** t // 1,
     'comparisons': lambda t: (t < 0) | (t >= 1) & ~(t == 0.5),
-    'assert_close': lambda t: math.assert_close(t, t),
+    'assert_close': lambda t: math.assert_close(t, t + 0),
     'b2i': math.b2i, 's2b': math.s2b, 'si2d': math.si2d, 'p2d': math.p2d,
     'c2b': lambda t: math.c2b(math.expand(t, channel(c=2))), 'c2d': lambda t: math.c2d(math.expand(t, channel(c=2))),
     'i2b': lambda t: math.i2b(math.expand(t, math.instance(i=2))),
@@ -337,15 +337,78 @@ OPERATIONS = {
     'cpack': lambda t: math.cpack(math.expand(t, channel(c=2)), 'p'),
     'dpack': lambda t: math.dpack(math.expand(t, math.dual(d=2)), '~p'),
     'squeeze': lambda t: math.squeeze(math.expand(t, channel(c=1)), 'c'),
-    'close': lambda t: t * math.close(t, t + 0), 'convert': lambda t: math.convert(t, math.NUMPY),
-    'range': lambda t: t + math.range(spatial(x=16)), 'range_tensor': lambda t: t + math.range_tensor(spatial(x=16)),
+    # element-wise
+    'abs_square': math.abs_square, 'angle': math.angle, 'degrees_to_radians': math.degrees_to_radians,
+    'radians_to_degrees': math.radians_to_degrees, 'erf': math.erf, 'log_gamma': lambda t: math.log_gamma(abs(t) + 1),
+    'factorial': lambda t: math.factorial(math.to_int32(abs(t))), 'identity': math.identity,
+    'incomplete_gamma': lambda t: math.incomplete_gamma(2, abs(t)), 'nan_to_0': math.nan_to_0,
+    'safe_div': lambda t: math.safe_div(1, t), 'safe_mul': lambda t: math.safe_mul(t, 2), 'soft_plus': math.soft_plus,
+    'stop_gradient': math.stop_gradient, 'convert': lambda t: math.convert(t, NUMPY),
+    'to_device': lambda t: math.to_device(t, 'CPU'), 'to_cpu': math.to_cpu,
+    'swap_axes': lambda t: math.swap_axes(t, 'y,x,example'),
+    # reductions
+    'finite_std': math.finite_std,
+    **{f'{prefix}{letter}{base}': getattr(math, f'{prefix}{letter}{base}') for letter in 'cdips'
+       for prefix, base in [('', 'sum'), ('', 'prod'), ('', 'mean'), ('', 'std'), ('', 'max'), ('', 'min'),
+                            ('finite_', 'sum'), ('finite_', 'mean'), ('finite_', 'std'), ('finite_', 'max'),
+                            ('finite_', 'min')]},
+    **{f'{letter}sort': (lambda f: lambda t: f(t.y[0]))(getattr(math, f'{letter}sort')) for letter in 'cdips'},
+    # along dims
+    'sort': lambda t: math.sort(t, 'x'), 'argmax': lambda t: math.argmax(t, 'x,y'),
+    'argmin': lambda t: math.argmin(t, 'x'), 'at_max': lambda t: math.at_max(t, t, 'x'),
+    'at_min': lambda t: math.at_min((t, range), -t, 'y')[0], 'median': math.median,
+    'quantile': lambda t: math.quantile(t, [0.1, 0.9], 'x'), 'cumulative_sum': lambda t: math.cumulative_sum(t, 'x'),
+    'dot': lambda t: math.dot(t, 'x', t, 'x'), 'gather': lambda t: math.gather(t, math.wrap([1, 3], 'i:i'), 'x'),
+    'scatter': lambda t: math.scatter(t, math.vec(x=math.wrap([1, 3], 'i:i')), math.wrap([5., 6.], 'i:i'), mode='add',
+                                      outside_handling='undefined'),
+    'histogram': lambda t: math.histogram(t, instance(bins=8))[0],
+    'boolean_mask': lambda t: math.boolean_mask(t, 'x', math.wrap(np.arange(16) % 3 == 0, 'x:s')),
+    'count_occurrences': lambda t: math.count_occurrences(t, t.x[0]),
+    'contains': lambda t: math.contains(t, t.y[0]),
+    # sampling
+    'grid_sample': lambda t: math.grid_sample(t, math.vec(x=t.y[0] % 5, y=t.x[0] % 5), math.extrapolation.PERIODIC),
+    'closest_grid_values': lambda t: math.closest_grid_values(t, math.vec(x=t.y[0] % 5), 0),
+    # padding
+    'pad': lambda t: math.pad(t, {'x': (1, 2)}, math.extrapolation.PERIODIC),
+    'shift': lambda t: math.shift(t, (-1, 1))[1], 'slice_off': lambda t: math.slice_off(t, {'x': 0}),
+    'convolve': lambda t: math.convolve(t, math.wrap([1, 2, 1], 'x:s'), 'same', math.extrapolation.ZERO_GRADIENT),
+    # vectors and losses
+    'l1_loss': math.l1_loss, 'l2_loss': math.l2_loss,
+    'norm': lambda t: math.norm(t, 'x'), 'vec_length': lambda t: math.vec_length(t, 'x'),
+    'length': lambda t: math.length(t, 'x'),
+    'squared_norm': lambda t: math.squared_norm(t, 'y'), 'vec_squared': lambda t: math.vec_squared(t, 'y'),
+    'normalize': lambda t: math.normalize(t, 'x'), 'vec_normalize': lambda t: math.vec_normalize(t, 'x', 1e-3),
+    'clip_length': lambda t: math.clip_length(t, 0, 1, 'x'), 'softmax': lambda t: math.softmax(t, 'x'),
+    'cross_product': lambda t: math.cross_product(math.stack([t, t * 2], channel('vector')), math.vec(x=1, y=2)),
+    'cross': lambda t: math.cross(math.stack([t, t * 2], channel('vector')), math.vec(x=1, y=2)),
+    # ranges
+    **{f'{letter}range': (lambda f: lambda t: t + f(z=3))(getattr(math, f'{letter}range')) for letter in 'bcdis'},
+    'range': lambda t: t + math.range(spatial(x=16)),
+    # functional
+    'map_types': lambda t: math.map_types(lambda v: v * 2, spatial, batch)(t),
+    **{name: (lambda f: lambda t: f(lambda v: v + 1)(t))(getattr(math, name))
+       for name in ('map_c2b', 'map_c2d', 'map_d2b', 'map_d2c', 'map_i2b', 'map_s2b')},
+    'perf_counter': lambda t: t + math.perf_counter(t) * 0,
+    # data-dependent results
+    'nonzero': lambda t: math.nonzero(t > 0), 'native': math.native, 'numpy': math.numpy,
+    'reshaped_native': lambda t: math.reshaped_native(t, ['example', 'x,y']),
+    'reshaped_numpy': lambda t: math.reshaped_numpy(t, ['example', 'x,y']),
+    'close': lambda t: math.close(t, t), 'equal': lambda t: math.equal(t, t),
+    'always_close': lambda t: t * math.always_close(t, t),
+    'map': lambda t: math.map(lambda v: v * 2, t, dims='x'),
+    'broadcast': lambda t: math.broadcast(lambda v: v * 2, dims='y')(t),
+    # tensors
+    'range_tensor': lambda t: t + math.range_tensor(spatial(x=16)),
     'f': lambda t: -math.f - f'{t:.2f}',
     'point_index': lambda t: t[math.vec(x=1, y=2)], 'mask': lambda t: t.x[math.wrap(np.arange(16) % 2 == 0, X)],
     'index_own_dim': lambda t: t.x[math.wrap(np.array([3, 1]), X)], 'dense': math.dense,
 }
 FALLBACKS = {
     'assert_close': 'numpy()',  # compares values: data-dependent conversion, per element
-    'close': 'numpy()',
+    'nonzero': 'materialising the values',  # the number of positions depends on the values
+    'native': 'native()', 'numpy': 'numpy()',  # leave lazyphi: the values are needed
+    'reshaped_native': 'materialising the values', 'reshaped_numpy': 'materialising the values',
+    'close': 'bool()', 'equal': 'bool()',  # answer a Python bool about the values
     'f': 'f-string',  # formats each value: a conversion to Python data
 }
 NOT_OPERATIONS = {  # names in lazyphi.math that construct values or describe shapes, not operations on tensors
@@ -359,8 +422,11 @@ NOT_OPERATIONS = {  # names in lazyphi.math that construct values or describe sh
     'set_global_precision', 'config_fields', 'data_fields', 'non_data_fields', 'special_fields', 'abs_', 'all_',
     'any_', 'max_', 'min_', 'round_', 'sum_', 'slice_', 'conj',
     'math', 'jit_compile', 'gradient',  # transforms of functions, run by the backend's compiler or autodiff, not traced
-    'INF', 'NAN', 'NUMPY', 'NotConvertible', 'Layout', 'layout', 'rand', 'randn',
-    'reshaped_tensor', 'is_scalar', 'choose_backend', 'equality_by_ref', 'equality_by_shape_and_value',
+    'custom_gradient', 'jacobian', 'jit_compile_linear', 'trace_check', 'when_available',
+    'DType', 'INF', 'NAN', 'inf', 'nan', 'pi', 'extrapolation', 'reshaped_tensor', 'NUMPY', 'NotConvertible',
+    'Layout', 'layout', 'rand', 'randn', 'is_scalar', 'choose_backend', 'equality_by_ref',
+    'equality_by_shape_and_value',
+    'use', 'print', 'print_', 'to_gpu',  # set the default backend, print, need a GPU
     'save', 'load',  # files and plain data: they read the values
 }
 

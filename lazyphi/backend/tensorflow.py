@@ -116,7 +116,8 @@ class TensorFlowBackend(Backend):
                 loss, output = f(*args)
             scalar = is_f_scalar or not isinstance(loss, NATIVE) or loss.shape.rank == 0
             differentiate = tape.gradient if scalar else tape.jacobian
-            gradients = tuple(differentiate(loss, sources, unconnected_gradients=tf.UnconnectedGradients.ZERO))
+            gradients = tuple(tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g  # gathers' gradients
+                              for g in differentiate(loss, sources, unconnected_gradients=tf.UnconnectedGradients.ZERO))
             if not get_output:
                 return gradients
             return (*(output if isinstance(output, tuple | list) else (output,)), *gradients)

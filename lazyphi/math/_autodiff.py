@@ -1,13 +1,31 @@
-"""`jit_compile` and `gradient` for functions of lazyphi tensors, on the backend of their arguments."""
+"""Transforming functions of tensors: `jit_compile`, `gradient`, `custom_gradient`, `stop_gradient`.
+
+The functions take and return tensors or trees of them (tuples, lists, dicts, dataclasses). They are
+flattened to backend natives, handed to the backend's compiler or automatic differentiation, and the
+named tensors rebuilt. Arguments are matched to `f`'s parameters by name, so keyword arguments work
+and `auxiliary_args` / `wrt` name parameters.
+"""
 
 from __future__ import annotations
 
+import contextvars
 import functools
-from collections.abc import Callable
+import inspect
+from collections.abc import Callable, Sequence
 
-from ..backend import Backend
-from ._tensor import Dense, Tensor, common_backend
+from .._errors import NoBackendFound
+from ..backend import Backend, choose_backend, convert
+from ._elementwise import positional_tensor
+from ._tensor import ELEMENTWISE, NUMBER_TYPES, Dense, Op, Tensor, as_tensor, common_backend, dispatch
 from ._tree import tree_map
+
+# While a jit-compiled function is being traced: the callbacks `when_available` defers to after the call
+_COMPILING: contextvars.ContextVar = contextvars.ContextVar('lazyphi_compiling', default=None)
+
+
+def compiling() -> bool:
+    """Whether a function is being traced by `jit_compile` for a backend with a compiler."""
+    return _COMPILING.get() is not None
 
 
 def _flatten(tree) -> tuple[list, Callable]:
@@ -21,91 +39,387 @@ def _flatten(tree) -> tuple[list, Callable]:
     return leaves, rebuild
 
 
+def _all_available(tree) -> bool:
+    """Whether every tensor of `tree` has values or is a library's placeholder inside its own compiler or autodiff
+    (a dense tensor of a JAX or TensorFlow tracer), which the library differentiates; planning tracers and data
+    still on disk are not."""
+    found = []
+    tree_map(lambda t: found.append(type(t) is Dense or t.available) or t, tree)
+    return all(found)
+
+
 def _backend_of(leaves: list) -> Backend:
     if not leaves:
         raise ValueError('jit_compile / gradient need at least one Tensor among the arguments')
     return common_backend(leaves)
 
 
-def jit_compile(f: Callable) -> Callable:
+def _parameters(f: Callable) -> inspect.Signature:
+    return inspect.signature(f)
+
+
+def _names(names) -> tuple:
+    if names is None:
+        return ()
+    if isinstance(names, str):
+        return tuple(n.strip() for n in names.split(',') if n.strip())
+    return tuple(names)
+
+
+def _bound(signature: inspect.Signature, args: tuple, kwargs: dict) -> dict:
+    """The arguments of a call by parameter name, defaults included; a `**kwargs` parameter is spread out."""
+    bound = signature.bind(*args, **kwargs)
+    bound.apply_defaults()
+    arguments = {}
+    for name, value in bound.arguments.items():
+        kind = signature.parameters[name].kind
+        if kind is inspect.Parameter.VAR_KEYWORD:
+            arguments.update(value)
+        else:
+            arguments[name] = value
+    return arguments
+
+
+def _call(f: Callable, signature: inspect.Signature, arguments: dict):
+    """`f` called with `arguments` (by name), positional-only and `*args` parameters passed by position."""
+    positional, keywords = [], {}
+    for name, value in arguments.items():
+        parameter = signature.parameters.get(name)
+        if parameter is not None and parameter.kind is inspect.Parameter.POSITIONAL_ONLY:
+            positional.append(value)
+        elif parameter is not None and parameter.kind is inspect.Parameter.VAR_POSITIONAL:
+            positional.extend(value)
+        else:
+            keywords[name] = value
+    return f(*positional, **keywords)
+
+
+def _as_tensors(arguments: dict, static: tuple) -> dict:
+    """Numbers and natives among the non-static arguments become tensors: they are traced, not compiled in.
+
+    A native's dims are named by axis position (see `positional_tensor`).
+    """
+    return {n: v if n in static else _as_tensor(v) for n, v in arguments.items()}
+
+
+def _as_tensor(value):
+    if isinstance(value, NUMBER_TYPES) and not isinstance(value, bool):
+        return as_tensor(value)
+    if isinstance(value, (Tensor, str, bytes, bool, tuple, list, dict)) or value is None or callable(value) or \
+            hasattr(type(value), '__dataclass_fields__'):
+        return value
+    try:
+        return positional_tensor(value)
+    except NoBackendFound:
+        return value
+
+
+def _natives(leaves: list, backend: Backend) -> list:
+    """The natives of `leaves`, those of other backends (NumPy, numbers) converted to `backend`."""
+    return [t._native if t.backend is backend else convert(t._native, backend) for t in leaves]
+
+
+def _rebuilt(rebuild: Callable, natives, shapes: list, backends: list):
+    return rebuild([Dense(n, s, b) for n, s, b in zip(natives, shapes, backends, strict=True)])
+
+
+class JitFunction:
+    """A function compiled per backend and per shapes and dtypes of its tensor arguments (see `jit_compile`)."""
+
+    def __init__(self, f: Callable, auxiliary_args: tuple, forget_traces: bool, linear: bool = False):
+        self.f = f
+        self.auxiliary_args = auxiliary_args
+        self.forget_traces = forget_traces
+        self.linear = linear
+        self.traces: dict = {}
+        self._signature = _parameters(f)
+        functools.update_wrapper(self, f)
+
+    def _key(self, arguments: dict) -> tuple:
+        static = {n: v for n, v in arguments.items() if n in self.auxiliary_args}
+        dynamic = {n: v for n, v in arguments.items() if n not in self.auxiliary_args}
+        leaves, _ = _flatten(dynamic)
+        backend = _backend_of(leaves)
+        structure = _hashable(tree_map(lambda t: None, dynamic))  # the non-tensor values select a version too
+        return (backend.name, tuple((t.shape, t.dtype) for t in leaves), _hashable(static), structure), leaves, \
+            backend, dynamic, static
+
+    def __call__(self, *args, **kwargs):
+        arguments = _as_tensors(_bound(self._signature, args, kwargs), self.auxiliary_args)
+        key, leaves, backend, dynamic, static = self._key(arguments)
+        if key not in self.traces:
+            if self.forget_traces:
+                self.traces.clear()
+            self.traces[key] = self._trace(backend, dynamic, static, [t.shape for t in leaves])
+        compiled, output = self.traces[key]
+        natives = compiled(*_natives(leaves, backend))
+        count = output['count']
+        result = _rebuilt(output['rebuild'], natives[:count], output['shapes'], output['backends'])
+        deferred = natives[count:]
+        for runnable, shapes, start in output['deferred']:
+            runnable(*[Dense(n, s, backend) for n, s in zip(deferred[start:start + len(shapes)], shapes, strict=True)])
+        return result
+
+    def _trace(self, backend: Backend, dynamic: dict, static: dict, shapes: list) -> tuple:
+        _, rebuild = _flatten(dynamic)
+        output = {'deferred': []}
+
+        def native_function(*natives):
+            callbacks = []
+            token = _COMPILING.set(callbacks) if backend.supports('jit_compile') else None
+            try:
+                inputs = {**rebuild([Dense(n, s, backend) for n, s in zip(natives, shapes, strict=True)]), **static}
+                result = _call(self.f, self._signature, inputs)
+            finally:
+                if token is not None:
+                    _COMPILING.reset(token)
+            out_leaves, out_rebuild = _flatten(result)
+            output['rebuild'], output['count'] = out_rebuild, len(out_leaves)
+            output['shapes'], output['backends'] = [t.shape for t in out_leaves], [t.backend for t in out_leaves]
+            extra, deferred, start = [], [], 0
+            for runnable, tensors in callbacks:
+                dense = [t._dense() for t in tensors]
+                deferred.append((runnable, [t.shape for t in dense], start))
+                extra.extend(t._native for t in dense)
+                start += len(dense)
+            output['deferred'] = deferred
+            return tuple(t._native for t in out_leaves) + tuple(extra)
+        return backend.jit_compile(native_function), output
+
+    def __repr__(self) -> str:
+        return f'jit({getattr(self.f, "__name__", self.f)})'
+
+
+def _hashable(value):
+    try:
+        hash(value)
+        return value
+    except TypeError:
+        if isinstance(value, dict):
+            return tuple((k, _hashable(v)) for k, v in value.items())
+        if isinstance(value, (tuple, list)):
+            return tuple(_hashable(v) for v in value)
+        return type(value), id(value)
+
+
+def jit_compile(f: Callable | None = None, auxiliary_args: str = '', forget_traces: bool | None = None) -> Callable:
     """`f` compiled by the backend of its tensor arguments (jax.jit, tf.function; NumPy and torch run it as is).
 
-    `f` takes and returns tensors or trees of them (tuples, lists, dicts, dataclasses). One compiled
-    version is kept per backend and per shapes and dtypes of the arguments; non-tensor arguments are
-    part of that key and must be hashable.
+    One compiled version is kept per backend and per shapes and dtypes of the tensor arguments (numbers
+    count as tensors); arguments named in `auxiliary_args` are compiled in, and a new value compiles again.
+    Python code in `f` runs only while it is traced. Usable as `@jit_compile` or `@jit_compile(...)`.
+
+    Args:
+        f: takes and returns tensors or trees of them.
+        auxiliary_args: comma-separated names of parameters that are not tensors to trace.
+        forget_traces: keep only the most recent compiled version.
+
+    Returns:
+        A callable with `f`'s parameters; its `traces` hold the compiled versions.
     """
-    compiled_versions: dict = {}
+    if f is None:
+        return functools.partial(jit_compile, auxiliary_args=auxiliary_args, forget_traces=forget_traces)
+    return JitFunction(f, _names(auxiliary_args), bool(forget_traces))
+
+
+def jit_compile_linear(f: Callable | None = None, auxiliary_args: str | None = None,
+                       forget_traces: bool | None = None) -> Callable:
+    """`jit_compile` for a function that is linear in its tensor arguments.
+
+    lazyphi compiles it like any function; it does not build the function's sparse matrix (phiml does,
+    for its linear solves, which lazyphi does not offer).
+    """
+    if f is None:
+        return functools.partial(jit_compile_linear, auxiliary_args=auxiliary_args, forget_traces=forget_traces)
+    return JitFunction(f, _names(auxiliary_args), bool(forget_traces), linear=True)
+
+
+def trace_check(traced_function, *args, **kwargs) -> tuple[bool, str]:
+    """Whether `traced_function` (from `jit_compile`) has a compiled version for these arguments, and if not why."""
+    if not isinstance(traced_function, JitFunction):
+        raise TypeError(f'trace_check() takes a function made by jit_compile, got {traced_function!r}')
+    arguments = _as_tensors(_bound(traced_function._signature, args, kwargs), traced_function.auxiliary_args)
+    key = traced_function._key(arguments)[0]
+    if key in traced_function.traces:
+        return True, ''
+    if not traced_function.traces:
+        return False, f'{traced_function!r} has not been traced yet'
+    return False, f'{traced_function!r} has no compiled version for these argument shapes, dtypes and auxiliary ' \
+                  f'values ({len(traced_function.traces)} others exist)'
+
+
+def when_available(runnable: Callable, *tensor_args: Tensor) -> None:
+    """Call `runnable(*tensor_args)` once their values exist: now, or after a `jit_compile`d function being
+    traced has run (with the values of that call)."""
+    callbacks = _COMPILING.get()
+    if callbacks is None:
+        runnable(*tensor_args)
+    else:
+        callbacks.append((runnable, [as_tensor(t) for t in tensor_args]))
+
+
+# --- gradients -----------------------------------------------------------------------------
+
+
+def _wrt_names(signature: inspect.Signature, wrt) -> tuple[tuple, bool]:
+    """The parameter names to differentiate by, and whether a tuple of gradients is returned."""
+    names = [n for n, p in signature.parameters.items() if p.kind not in (inspect.Parameter.VAR_POSITIONAL,
+                                                                          inspect.Parameter.VAR_KEYWORD)]
+    if wrt is None:
+        return (names[0],), True
+    if isinstance(wrt, int):
+        return (names[wrt],), False
+    if isinstance(wrt, str):
+        found = _names(wrt)
+        return found, ',' in wrt
+    if isinstance(wrt, (tuple, list)):
+        return tuple(names[w] if isinstance(w, int) else w for w in wrt), True
+    raise TypeError(f'wrt must name parameters of f (a str "x,y", an int, or a list of those), got {wrt!r}')
+
+
+def gradient(f: Callable, wrt=None, get_output: bool = True) -> Callable:
+    """A function computing the gradient of `f`'s loss with respect to the parameters `wrt`.
+
+    Args:
+        f: returns the loss (a tensor whose dims are all batch dims: the gradient is that of their sum) or a
+            tuple starting with it.
+        wrt: parameter names as 'x,y' or a list, or positions; a single name or int gives one gradient,
+            a list or several names a tuple; by default the first parameter, as a tuple of one.
+        get_output: return `(output of f, gradients)` instead of the gradients alone.
+
+    Needs a backend with automatic differentiation (torch, jax, tensorflow); NumPy raises NotImplementedError.
+    """
+    signature = _parameters(f)
+    wrt_names, as_tuple = _wrt_names(signature, wrt)
+    missing = [n for n in wrt_names if n not in signature.parameters]
+    if missing and not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in signature.parameters.values()):
+        raise ValueError(f'gradient(): wrt names {missing}, which are not parameters of {f.__name__}{signature}')
 
     @functools.wraps(f)
-    def compiled(*args):
-        leaves, rebuild = _flatten(args)
-        backend = _backend_of(leaves)
-        key = (backend.name, tuple((t.shape, t.dtype) for t in leaves), _static_part(args))
-        if key not in compiled_versions:
-            shapes = [t.shape for t in leaves]
-            output = {}
-
-            def native_function(*natives):
-                result = f(*rebuild([Dense(n, s, backend) for n, s in zip(natives, shapes, strict=True)]))
-                out_leaves, out_rebuild = _flatten(result)
-                output['rebuild'], output['shapes'] = out_rebuild, [t.shape for t in out_leaves]
-                return tuple(t._native for t in out_leaves)
-            compiled_versions[key] = (backend.jit_compile(native_function), output)
-        function, output = compiled_versions[key]
-        natives = function(*[t._native for t in leaves])
-        return output['rebuild']([Dense(n, s, backend) for n, s in zip(natives, output['shapes'], strict=True)])
-    return compiled
-
-
-def _static_part(args: tuple) -> tuple:
-    """The non-tensor arguments, which select a compiled version."""
-    static = []
-    for a in args:
-        if not isinstance(a, Tensor):
-            try:
-                hash(a)
-                static.append(a)
-            except TypeError:
-                static.append(type(a))
-    return tuple(static)
-
-
-def gradient(f: Callable, wrt: int = 0, get_output: bool = True) -> Callable:
-    """A function computing the gradient of `f`'s scalar loss with respect to its argument number `wrt`.
-
-    `f` returns the loss (a tensor with one value) or a tuple `(loss, *aux)`. The returned function
-    gives `(output, gradient)` with `get_output` (output as `f` returned it), else only the
-    gradient, shaped like the argument (a tree of tensors for a tree). Needs a backend with automatic
-    differentiation (torch, jax, tensorflow); NumPy raises NotImplementedError.
-    """
-    @functools.wraps(f)
-    def gradient_function(*args):
-        leaves, rebuild = _flatten(args)
+    def gradient_function(*args, **kwargs):
+        arguments = _as_tensors(_bound(signature, args, kwargs), ())
+        leaves, rebuilds, positions = [], {}, {}
+        for name, value in arguments.items():
+            arg_leaves, rebuilds[name] = _flatten(value)
+            positions[name] = list(range(len(leaves), len(leaves) + len(arg_leaves)))
+            leaves.extend(arg_leaves)
         backend = _backend_of(leaves)
         if not backend.supports('jacobian'):
             raise NotImplementedError(f"gradient() needs automatic differentiation, which the {backend.name} "
                                       f"backend lacks; use tensors of torch, jax or tensorflow")
-        arg_leaves, arg_rebuild = _flatten(args[wrt])
-        positions = [next(i for i, t in enumerate(leaves) if t is a) for a in arg_leaves]
+        flat_positions = [p for name in wrt_names for p in positions[name]]
         shapes = [t.shape for t in leaves]
         output = {}
 
         def native_function(*natives):
-            result = f(*rebuild([Dense(n, s, backend) for n, s in zip(natives, shapes, strict=True)]))
-            loss = result[0] if isinstance(result, tuple) else result
-            if not isinstance(loss, Tensor) or loss.shape.volume != 1:
+            tensors = [Dense(n, s, backend) for n, s in zip(natives, shapes, strict=True)]
+            inputs = {name: rebuilds[name]([tensors[p] for p in positions[name]]) for name in arguments}
+            result = _call(f, signature, inputs)
+            loss = result[0] if isinstance(result, (tuple, list)) else result
+            if not isinstance(loss, Tensor) or loss.shape.non_batch.rank:
                 got = loss.shape if isinstance(loss, Tensor) else type(loss).__name__
-                raise ValueError(f'gradient() needs f to return a loss with one value (or a tuple starting with '
-                                 f'it), got {got}')
-            out_leaves, out_rebuild = _flatten(result)
-            output['rebuild'], output['shapes'] = out_rebuild, [t.shape for t in out_leaves]
-            return backend.reshape(loss._dense()._native, ()), tuple(t._native for t in out_leaves)
-        values = backend.jacobian(native_function, positions, get_output, True)(*[t._native for t in leaves])
-        grads = values[-len(positions):]
-        grad_tree = arg_rebuild([Dense(g, leaves[p].shape, backend) for g, p in zip(grads, positions, strict=True)])
+                raise ValueError(f'gradient() needs f to return a loss whose dims are batch dims (or a tuple '
+                                 f'starting with it), got {got}')
+            out_leaves, output['rebuild'] = _flatten(result)
+            output['shapes'], output['backends'] = [t.shape for t in out_leaves], [t.backend for t in out_leaves]
+            total = loss._dense()
+            native = total._native if total.backend is backend else convert(total._native, backend)
+            scalar = backend.sum(native, tuple(range(total.shape.rank))) if total.shape.rank else \
+                backend.reshape(native, ())
+            return scalar, tuple(t._native for t in out_leaves)
+        values = backend.jacobian(native_function, flat_positions, get_output, True)(*_natives(leaves, backend))
+        grads = iter(values[len(values) - len(flat_positions):])
+        grad_trees = tuple(rebuilds[name]([Dense(next(grads), leaves[p].shape, backend) for p in positions[name]])
+                           for name in wrt_names)
+        grad_result = grad_trees if as_tuple else grad_trees[0]
         if not get_output:
-            return grad_tree
-        outputs = values[:len(values) - len(positions)]
-        return output['rebuild']([Dense(n, s, backend) for n, s in zip(outputs, output['shapes'], strict=True)]), \
-            grad_tree
+            return grad_result
+        outputs = values[:len(values) - len(flat_positions)]
+        return _rebuilt(output['rebuild'], outputs, output['shapes'], output['backends']), grad_result
     return gradient_function
+
+
+def jacobian(f: Callable, wrt=None, get_output: bool = True) -> Callable:
+    """The derivatives of `f`'s first output with respect to the parameters `wrt`, for an output whose dims are
+    all batch dims (a loss, or one per example): then the Jacobian is the gradient (see `gradient`).
+
+    Jacobians of outputs with other dims (matrices of derivatives) are not offered: such an output raises a
+    ValueError when the returned function is called.
+    """
+    return gradient(f, wrt, get_output)
+
+
+def custom_gradient(f: Callable, gradient: Callable, auxiliary_args: str = '') -> Callable:
+    """`f` with `gradient` used for backpropagation instead of differentiating `f`.
+
+    Args:
+        f: takes tensors (or trees) and returns a tensor, tree or tuple.
+        gradient: called as `gradient(inputs, y, dy)` with the dict of `f`'s arguments by name, `f`'s output
+            and the gradient of the loss with respect to it; returns a dict of gradients by argument name
+            (arguments left out get none).
+        auxiliary_args: comma-separated names of parameters that are not differentiated.
+    """
+    signature = _parameters(f)
+    auxiliary = _names(auxiliary_args)
+
+    @functools.wraps(f)
+    def with_custom_gradient(*args, **kwargs):
+        arguments = _as_tensors(_bound(signature, args, kwargs), auxiliary)
+        if not _all_available(arguments):  # traced or not yet computed: there is no backward pass to define
+            return _call(f, signature, arguments)
+        static = {n: v for n, v in arguments.items() if n in auxiliary}
+        leaves, rebuilds, positions = [], {}, {}
+        for name, value in arguments.items():
+            if name not in auxiliary:
+                arg_leaves, rebuilds[name] = _flatten(value)
+                positions[name] = list(range(len(leaves), len(leaves) + len(arg_leaves)))
+                leaves.extend(arg_leaves)
+        backend = _backend_of(leaves)
+        shapes = [t.shape for t in leaves]
+        output = {}
+
+        def inputs_of(natives) -> dict:
+            tensors = [Dense(n, s, backend) for n, s in zip(natives, shapes, strict=True)]
+            return {**{name: rebuilds[name]([tensors[p] for p in positions[name]]) for name in rebuilds}, **static}
+
+        def native_f(*natives):
+            out_leaves, output['rebuild'] = _flatten(_call(f, signature, inputs_of(natives)))
+            output['shapes'] = [t.shape for t in out_leaves]
+            natives_out = tuple(t._native for t in out_leaves)
+            return natives_out if len(natives_out) != 1 else natives_out[0]
+
+        def native_gradient(x, y, dy):
+            y, dy = (y, dy) if isinstance(y, (tuple, list)) else ((y,), (dy,))
+            outputs = output['rebuild']([Dense(n, s, backend) for n, s in zip(y, output['shapes'], strict=True)])
+            cotangents = output['rebuild']([Dense(n, s, backend) for n, s in zip(dy, output['shapes'], strict=True)])
+            given = gradient(inputs_of(x), outputs, cotangents)
+            result = [None] * len(leaves)
+            for name, places in positions.items():
+                if given.get(name) is not None:
+                    for p, t in zip(places, _flatten(given[name])[0], strict=True):
+                        result[p] = t._native if t.backend is backend else convert(t._native, backend)
+            return result
+        natives = backend.custom_gradient(native_f, native_gradient)(*_natives(leaves, backend))
+        natives = natives if isinstance(natives, (tuple, list)) else (natives,)
+        return output['rebuild']([Dense(n, s, backend) for n, s in zip(natives, output['shapes'], strict=True)])
+    return with_custom_gradient
+
+
+def _dense_stop_gradient(ts: Sequence[Dense]) -> Dense:
+    t = ts[0]
+    return Dense(t._backend.stop_gradient(t._native), t._shape, t._backend)
+
+
+STOP_GRADIENT = Op('stop_gradient', ELEMENTWISE, _dense_stop_gradient)
+
+
+def stop_gradient(x):
+    """`x` (a tensor, native or tree) with its values unchanged but no gradient flowing back through it."""
+    if isinstance(x, Tensor):
+        return dispatch(STOP_GRADIENT, (x,))
+    if isinstance(x, (tuple, list, dict)) or hasattr(type(x), '__dataclass_fields__'):
+        return tree_map(stop_gradient, x)
+    if isinstance(x, NUMBER_TYPES):
+        return x
+    return choose_backend(x).stop_gradient(x)
+

@@ -3,49 +3,53 @@
 from __future__ import annotations
 
 from .._errors import NoBackendFound
-from ..backend import NUMPY, OBJECTS, Backend, choose_backend, default_backend
+from ..backend import NUMPY, OBJECTS, Backend, backend_by_name, choose_backend, default_backend
 from ..backend import convert as convert_native
 from ._tensor import ELEMENTWISE, NUMBER_TYPES, Dense, Op, Tensor, dispatch
 from ._tree import tree_map
 
 
-def _dense_convert(tensors, backend: Backend) -> Dense:
+def _dense_convert(tensors, backend: Backend, use_dlpack: bool) -> Dense:
     t = tensors[0]
-    native = t._native if t._backend is backend else convert_native(t._native, backend)
+    native = t._native if t._backend is backend else convert_native(t._native, backend, use_dlpack=use_dlpack)
     return Dense(native, t._shape, backend)
 
 
 CONVERT = Op('convert', ELEMENTWISE, _dense_convert)
 
 
-def to_backend(value: Tensor, backend: Backend) -> Tensor:
+def to_backend(value: Tensor, backend: Backend, use_dlpack: bool = True) -> Tensor:
     """`value` with its values on `backend` (any tensor kind; layouts convert their tensor leaves)."""
     if value.backend is backend:
         return value
-    return dispatch(CONVERT, (value,), (backend,))
+    return dispatch(CONVERT, (value,), (backend, use_dlpack))
 
 
-def convert(x, backend: Backend | None = None):
-    """`x` (a tensor, a native, or a tree of tensors) with its values on `backend`, the default backend if None.
+def convert(x, backend: Backend | str | None = None, use_dlpack: bool = True):
+    """`x` (a tensor, native or tree of them) with its values on `backend` (a Backend or a name like 'torch';
+    the default backend if None).
 
-    Conversion shares memory through DLPack where the libraries allow it, else copies.
+    Conversion shares memory through DLPack where the libraries allow it (and `use_dlpack`), else copies.
     """
-    backend = backend or default_backend()
+    target = backend_by_name(backend) if isinstance(backend, str) else backend or default_backend()
+    return _converted(x, target, use_dlpack)
+
+
+def _converted(x, target: Backend, use_dlpack: bool):
     if isinstance(x, Tensor):
-        return to_backend(x, backend)
-    if isinstance(x, NUMBER_TYPES):
+        return to_backend(x, target, use_dlpack)
+    if isinstance(x, (tuple, list, dict)) or hasattr(type(x), '__dataclass_fields__'):
+        return tree_map(lambda t: _converted(t, target, use_dlpack), x)
+    if isinstance(x, NUMBER_TYPES) or x is None:
         return x
-    try:
-        return convert_native(x, backend)
-    except NoBackendFound:
-        return tree_map(lambda t: to_backend(t, backend), x)
+    return convert_native(x, target, use_dlpack=use_dlpack)
 
 
-def choose_backend_t(*values, prefer_default: bool = False) -> Backend:
+def choose_backend_t(*values) -> Backend:
     """The backend an operation on `values` (tensors, natives, numbers or trees of them) runs on.
 
     Tensors count by their backend; numbers and NumPy data join any other library (see `common_backend`) and
-    alone give NumPy, or the default backend with `prefer_default`.
+    alone give NumPy.
     """
     backends = []
 
@@ -67,7 +71,7 @@ def choose_backend_t(*values, prefer_default: bool = False) -> Backend:
         raise NoBackendFound(f'Values of several backends {[b.name for b in others]}; convert them to one first')
     if others:
         return others[0]
-    return default_backend() if prefer_default else NUMPY
+    return NUMPY
 
 
 def is_scalar(value) -> bool:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import numpy as np
 
@@ -219,27 +219,30 @@ def _only_channel(like: Tensor, value) -> Shape:
     return channel_dims
 
 
-def reshaped_tensor(value, groups: Sequence, check_sizes: bool = False, convert: bool = True) -> Tensor:
-    """A tensor from a native whose axes each hold one group of dims: `reshaped_tensor(a, [s, s.as_dual()])`.
+def reshaped_tensor(value, groups, check_sizes: bool = False, convert: bool = True) -> Tensor:
+    """A tensor from a native whose axes each hold the dims of one group, unpacked row-major.
 
     Args:
-        value: a native array (or nested list) with one axis per group.
-        groups: one entry per axis: a Shape (several dims are unpacked from the axis, row-major) or a dim spec.
-        check_sizes: the sizes of single-dim groups must equal the axes' sizes (otherwise they are taken from
-            the data).
-        convert: put the values on the default backend.
+        value: a native array with one axis per group.
+        groups: one Shape per axis (or a spec like 'x:s'); a group of several dims must give their sizes
+            (one may be None), an empty group stands for an axis of size 1.
+        check_sizes: check the size of single-dim groups that give one against the axis.
+        convert: convert the native to the default backend.
     """
-    groups = [parse_dim_spec(g) if isinstance(g, str) else g for g in groups]
-    axes = [f'_group{i}' for i in range(len(groups))]
-    packed = [g if g.rank == 1 and check_sizes else g.with_size(None) if g.rank == 1 else
-              instance(axes[i]) for i, g in enumerate(groups)]
-    result = tensor(value, *packed, convert=convert)
+    groups = [parse_dim_spec(g) if isinstance(g, str) else shape(g) for g in groups]
+    axes = [g if g.rank == 1 else Shape((None,), (f'_group{i}',), ('batch',), (None,)) for i, g in enumerate(groups)]
+    if not check_sizes:
+        axes = [a.with_size(None) if a.labels[0] is None else a for a in axes]
+    result = tensor(value, *axes, convert=convert)
     for i, group in enumerate(groups):
-        if group.rank != 1:
-            if check_sizes and result.shape.get_size(axes[i]) != group.volume:
-                raise IncompatibleShapes(f'reshaped_tensor(): axis {i} has {result.shape.get_size(axes[i])} '
-                                         f'entries but the group {group} holds {group.volume}')
-            result = unpack_tensor_dim(result, axes[i], group)
+        if group.rank == 0:
+            result = result[{f'_group{i}': 0}]
+        elif group.rank > 1:
+            size = result.shape.get_size(f'_group{i}')
+            if check_sizes and group.well_defined and size != group.volume:
+                raise IncompatibleShapes(f'reshaped_tensor(): axis {i} has {size} entries but the group {group} '
+                                         f'holds {group.volume}')
+            result = unpack_tensor_dim(result, f'_group{i}', group)
     return result
 
 

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._dims import non_batch
-from ._ops import maximum, minimum, where
-from ._tensor import REDUCE, Dense, Op, Tensor, as_tensor, dims_in, dispatch
+from ..backend import DType
+from ._elementwise import IS_FINITE, maximum, minimum, where
+from ._tensor import REDUCE, Dense, Op, Tensor, dispatch
 
 
 @dataclass(frozen=True)
@@ -106,8 +106,22 @@ def _mean_or_nan(b, total, count):
 
 
 def _dense_finite_count(ts: Sequence[Dense], dims: tuple) -> Dense:
+    """The number of finite values along `dims`, as 64-bit integers."""
     t = ts[0]
-    return Dense(_finite_parts(t, dims)[1], t._shape.without(dims), t._backend)
+    b = t._backend
+    count = b.sum(b.cast(b.isfinite(t._native), DType(int, 64)), t._shape.indices(dims))
+    return Dense(count, t._shape.without(dims), t._backend)
+
+
+def _dense_finite_std(ts: Sequence[Dense], dims: tuple) -> Dense:
+    """The population std of the finite values along `dims` (NaN where there is none)."""
+    t = ts[0]
+    finite = dispatch(IS_FINITE, (t,))
+    deviation = where(finite, t - _dense_finite_mean(ts, dims), 0)
+    count = _dense_finite_count([t], dims)
+    spread = _dense_reduce('sum', to_float=True)([deviation * deviation], dims)
+    some = count > 0
+    return where(some, spread / where(some, count, 1), np.nan) ** 0.5
 
 
 def _fold(combine_values: Callable[[Tensor, Tensor], Tensor]) -> Callable[[Sequence[tuple]], Tensor]:
@@ -160,13 +174,28 @@ def _std_combine(partials: Sequence[tuple]) -> Tensor:
 
 
 def _finite_mean_partial(value: Tensor, dims: tuple) -> tuple:
-    return REDUCTIONS['finite_sum'](value, dims), dispatch(_FINITE_COUNT, (value,), (dims,))
+    return REDUCTIONS['finite_sum'](value, dims), REDUCTIONS['finite_count'](value, dims)
 
 
 def _finite_mean_combine(partials: Sequence[tuple]) -> Tensor:
     total = functools.reduce(operator.add, [p[0] for p in partials])
     count = functools.reduce(operator.add, [p[1] for p in partials])
     return where(count > 0, total / where(count > 0, count, 1), np.nan)
+
+
+def _finite_std_partial(value: Tensor, dims: tuple) -> tuple:
+    return (REDUCTIONS['finite_count'](value, dims), REDUCTIONS['finite_mean'](value, dims),
+            REDUCTIONS['finite_std'](value, dims))
+
+
+def _finite_std_combine(partials: Sequence[tuple]) -> Tensor:
+    """Pooled like `std`, weighing each part by its count of finite values; parts without any count nothing."""
+    count = functools.reduce(operator.add, [p[0] for p in partials])
+    some = count > 0
+    divisor = where(some, count, 1)
+    mean = functools.reduce(operator.add, [where(n > 0, n * m, 0) for n, m, _ in partials]) / divisor
+    spread = functools.reduce(operator.add, [where(n > 0, n * (s * s + (m - mean) ** 2), 0) for n, m, s in partials])
+    return where(some, spread / divisor, np.nan) ** 0.5
 
 
 def _reduction(name: str, dense: Callable, repeat: str, partial: Callable, combine: Callable,
@@ -178,7 +207,6 @@ _ANY_KIND = (bool, int, float, complex)
 _INTEGRAL = (bool, int)
 
 
-_FINITE_COUNT = Op('finite_count', REDUCE, _dense_finite_count)
 REDUCTIONS: dict[str, Reduction] = {r.name: r for r in (
     # name, dense implementation, under repetition, partial, combine, dtype kinds combined exactly
     _reduction('sum', _dense_reduce('sum'), 'scale', _itself('sum'), _fold(operator.add), _INTEGRAL),
@@ -196,6 +224,8 @@ REDUCTIONS: dict[str, Reduction] = {r.name: r for r in (
     _reduction('finite_min', _finite(_dense_reduce('min'), np.inf), 'same', _itself('finite_min'), _fold(minimum),
                _ANY_KIND),
     _reduction('finite_mean', _dense_finite_mean, 'same', _finite_mean_partial, _finite_mean_combine),
+    _reduction('finite_std', _dense_finite_std, 'same', _finite_std_partial, _finite_std_combine),
+    _reduction('finite_count', _dense_finite_count, 'scale', _itself('finite_count'), _fold(operator.add), _ANY_KIND),
 )}
 
 
@@ -203,33 +233,3 @@ def reduction_of(op: Op) -> Reduction | None:
     """The table entry of a REDUCE operation, or None for a reduction the table does not describe."""
     entry = REDUCTIONS.get(op.name)
     return entry if entry is not None and entry.op is op else None
-
-
-def _public(name: str, doc: str) -> Callable:
-    reduction = REDUCTIONS[name]
-
-    def function(value, dim=non_batch) -> Tensor:
-        value = as_tensor(value)
-        return reduction(value, dims_in(value.shape, dim))
-    function.__name__ = name
-    function.__doc__ = doc + '\n\n    `dim` is any dim filter; by default every non-batch dim is reduced.'
-    return function
-
-
-sum_ = _public('sum', 'Sum of the values along `dim`.')
-sum_.__name__ = 'sum_'
-prod = _public('prod', 'Product of the values along `dim`.')
-mean = _public('mean', 'Mean of the values along `dim`.')
-std = _public('std', 'Standard deviation (population) of the values along `dim`; 0 along dims the value lacks.')
-max_ = _public('max', 'Maximum of the values along `dim`.')
-max_.__name__ = 'max_'
-min_ = _public('min', 'Minimum of the values along `dim`.')
-min_.__name__ = 'min_'
-any_ = _public('any', 'Whether any value along `dim` is true.')
-any_.__name__ = 'any_'
-all_ = _public('all', 'Whether all values along `dim` are true.')
-all_.__name__ = 'all_'
-finite_sum = _public('finite_sum', 'Sum along `dim`, ignoring NaN and infinite values.')
-finite_mean = _public('finite_mean', 'Mean along `dim` over the finite values only.')
-finite_max = _public('finite_max', 'Maximum along `dim` over the finite values only (-inf if none).')
-finite_min = _public('finite_min', 'Minimum along `dim` over the finite values only (+inf if none).')

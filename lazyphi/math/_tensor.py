@@ -49,6 +49,9 @@ STACK = 'stack'  # params: (dim,) — a rank-1 Shape with size and labels set
 CONCAT = 'concat'  # params: (dim name, result Shape)
 FFT = 'fft'  # params: (dims,); element-wise along every other dim
 EXPAND = 'expand'  # params: (result Shape,) — the value seen constant along the dims it adds
+# params: (dims, result, *rest) — combines values along `dims`, element-wise along every other dim;
+# result(inputs, dims, *rest) is a module-level function giving the result's ShapeDtype without running the op
+ALONG = 'along'
 
 NUMBER_TYPES = (int, float, complex, bool, np.number, np.bool_)
 

@@ -24,6 +24,7 @@ from ._kinds import stacked_shape
 from ._natives import promoted_dtype
 from ._shape import Shape, merge_shapes
 from ._tensor import (
+    ALONG,
     CONCAT,
     ELEMENTWISE,
     EXPAND,
@@ -253,10 +254,15 @@ def _fft_rule(tensors, params):
     return tensors[0].shape, dims
 
 
+def _along_rule(tensors, params):
+    dims, result, *rest = params
+    return result(tensors, dims, *rest).shape, dims
+
+
 _RULES: dict[str, Callable] = {
     ELEMENTWISE: _merge_rule, REDUCE: _reduce_rule, GATHER: _gather_rule, RENAME: _rename_rule,
     RESHAPE: _reshape_rule, GATHER_TENSOR: _gather_tensor_rule, STACK: _stack_rule, CONCAT: _concat_rule,
-    FFT: _fft_rule, EXPAND: _expand_rule,
+    FFT: _fft_rule, EXPAND: _expand_rule, ALONG: _along_rule,
 }
 _SAME_DTYPE = {GATHER, RENAME, RESHAPE, GATHER_TENSOR, EXPAND}
 
@@ -267,6 +273,9 @@ def _result_dtype(op: Op, tensors: Sequence[Tensor], params: tuple) -> DType:
         return tensors[0].dtype
     if op.category == CONCAT:
         return promoted_dtype([t.dtype for t in tensors])
+    if op.category == ALONG:  # the operation declares its result: index-like inputs make poor stand-ins
+        dims, result, *rest = params
+        return result(tensors, dims, *rest).dtype
     with np.errstate(all='ignore'):
         return dispatch(op, [_probe(t) for t in tensors], params).dtype
 

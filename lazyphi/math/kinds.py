@@ -3,7 +3,7 @@
 The layers above math (storage, dataclasses, parallel) import from math only `lazyphi.math`, the
 user's API, and this module; never math's private modules (a test walks the imports).
 
-**Tensor kinds.** Every operation is an `Op` with a category (`ELEMENTWISE`, `REDUCE`, `GATHER`, ...)
+**Tensor kinds.** Every operation is an `Op` with a category (`ELEMENTWISE`, `REDUCE`, `GATHER`, `ALONG`, ...)
 and runs through `dispatch(op, tensors, params)`: all-`Dense` arguments run the dense
 implementation; otherwise each kind present is asked through its class method
 `__handle__(op, tensors, params)`, highest `_kind_priority` first, and a kind returns
@@ -42,6 +42,7 @@ from ._properties import (
 from ._reductions import REDUCTIONS, Reduction, reduction_of
 from ._shape import DIM_TYPES, resolve_dims
 from ._tensor import (
+    ALONG,
     CONCAT,
     ELEMENTWISE,
     EXPAND,
@@ -67,6 +68,7 @@ from ._trace import PerElement, Trace, TraceAborted, Tracer, tracer_for
 from ._tree import leaves, map_tensors, memory_bytes, trace_property, tree_map
 
 __all__ = [
+    'ALONG',
     'CACHED_PROPERTY_TYPES',
     'CONCAT',
     'DIM_TYPES',

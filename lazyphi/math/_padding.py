@@ -1,0 +1,283 @@
+"""Padding and its relatives: `pad`, `slice_off`, `shift` and `convolve`, built on `extrapolation`.
+
+All of them are slicing, concatenation and element-wise arithmetic, so every tensor kind and the
+tracer take part without operations of their own.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+from .._errors import IncompatibleShapes
+from ._dims import channel, shape, spatial
+from ._items import normalize_selection
+from ._magic_ops import stack
+from ._reductions import REDUCTIONS
+from ._shape import Shape, resolve_dims
+from ._structure import rename_tensor_dims, stack_tensors
+from ._tensor import Tensor, as_tensor, dims_in
+from .extrapolation import ZERO_GRADIENT, Extrapolation, as_extrapolation
+
+SHIFT_DIM = channel('shift')
+
+
+def pad(value: Tensor, widths, mode=0, **kwargs) -> Tensor:
+    """`value` padded along some dims with values given by the extrapolation `mode`; negative widths cut off.
+
+    Args:
+        value: the tensor to pad.
+        widths: `{dim: (lower, upper)}` (a dim may be a name, a Shape or a filter; an int pads both sides
+            alike); `(lower, upper)` for the one non-batch dim of `value`; or a list of slicing dicts, each
+            with one `slice` saying where new values go along its dim and other entries saying for which part
+            of `value` (the inverse of `slice_off`).
+        mode: an `Extrapolation`, a number or tensor (constant), an extrapolation's name, or a dict per dim.
+        **kwargs: passed on to the extrapolation.
+    """
+    value = as_tensor(value)
+    mode = as_extrapolation(mode)
+    if isinstance(widths, (tuple, list)):
+        if not widths or isinstance(widths[0], dict):
+            return _pad_slices(value, widths, mode, **kwargs)
+        if len(widths) == 2 and all(isinstance(w, int) for w in widths):
+            dims = value.shape.non_batch
+            if dims.rank != 1:
+                raise ValueError(f'pad(): widths (lower, upper) need a value with one non-batch dim, got '
+                                 f'{value.shape}; pass a dict {{dim: (lower, upper)}}')
+            widths = {dims.name: tuple(widths)}
+        else:
+            dims = value.shape.non_batch
+            if len(widths) != dims.rank:
+                raise ValueError(f'pad(): {len(widths)} (lower, upper) pairs for the {dims.rank} non-batch dims of '
+                                 f'{value.shape}')
+            widths = dict(zip(dims.names, widths, strict=True))
+    if not isinstance(widths, dict):
+        raise TypeError(f'pad(): widths must be a dict {{dim: (lower, upper)}}, a (lower, upper) tuple or a list of '
+                        f'slicing dicts, got {widths!r}')
+    per_dim = {}
+    for key, width in widths.items():
+        pair = (width, width) if isinstance(width, int) else tuple(width)
+        for name in resolve_dims(key, value.shape):
+            per_dim[name] = pair
+    cuts = {d: slice(max(0, -lo), up if up < 0 else None) for d, (lo, up) in per_dim.items() if lo < 0 or up < 0}
+    padded = mode.pad(value, {d: (max(0, lo), max(0, up)) for d, (lo, up) in per_dim.items()}, **kwargs)
+    return padded[cuts] if cuts else padded
+
+
+def _inserted(s: slice, size: int) -> tuple[int, int]:
+    """(lower, upper) padding that a slice of the padded result describes, for a dim of `size` before padding."""
+    if not s.start:
+        return s.stop, 0
+    return 0, -s.start if s.start < 0 else size - s.start
+
+
+def _pad_slices(value: Tensor, slices: Sequence[dict], mode: Extrapolation, **kwargs) -> Tensor:
+    """Pad the parts of `value` selected by the non-slice entries of each dict where its slice says."""
+    selecting = tuple(dict.fromkeys(d for s in slices for d, i in s.items() if not isinstance(i, slice)
+                                    and d in value.shape.names))
+    resolved = [{d: i if isinstance(i, slice) else normalize_selection(value.shape, {d: i}).get(d, i)
+                 for d, i in s.items()} for s in slices]
+    return _pad_selected(value, resolved, selecting, mode, **kwargs)
+
+
+def _pad_selected(value: Tensor, slices: list, selecting: tuple, mode: Extrapolation, **kwargs) -> Tensor:
+    """Pad each part of `value` along the dims `selecting` by the slices that select it, then stack the parts."""
+    if not selecting:
+        return _pad_part(value, slices, mode, **kwargs)
+    dim = selecting[0]
+    padded = []
+    for i in range(value.shape.get_size(dim)):
+        matching = [{d: s for d, s in sl.items() if d != dim} for sl in slices if sl.get(dim, i) == i or
+                    (isinstance(sl.get(dim), tuple) and i in sl[dim])]
+        padded.append(_pad_selected(value[{dim: i}], matching, selecting[1:], mode[{dim: i}], **kwargs))
+    if len({p.shape for p in padded}) > 1:
+        raise IncompatibleShapes(f'pad(): the slices pad the parts of {value.shape} along {dim!r} by different '
+                                 f'amounts: {[p.shape for p in padded]}')
+    return stack_tensors(padded, value.shape[dim])
+
+
+def _pad_part(value: Tensor, slices: list, mode: Extrapolation, **kwargs) -> Tensor:
+    widths = {}
+    for s in slices:
+        entries = [(d, i) for d, i in s.items() if isinstance(i, slice)]
+        if len(entries) != 1:
+            raise ValueError(f'pad(): each slicing dict needs exactly one slice, saying where to pad; got {s}')
+        dim, where = entries[0]
+        lower, upper = _inserted(where, value.shape.get_size(dim))
+        previous = widths.get(dim, (0, 0))
+        widths[dim] = (previous[0] + lower, previous[1] + upper)
+    return mode.pad(value, widths, **kwargs)
+
+
+# --- slice_off -----------------------------------------------------------------------------
+
+
+def _removed(shape: Shape, dim: str, selection) -> set:
+    """Indices along `dim` that a selection names (ints, slices, labels, lists); ones out of range are ignored."""
+    size = shape.get_size(dim)
+    if isinstance(selection, slice):
+        return set(range(*selection.indices(size)))
+    if isinstance(selection, str):
+        labels = shape.get_item_names(dim) or ()
+        return {labels.index(n.strip()) for n in selection.split(',') if n.strip() in labels}
+    if isinstance(selection, int):
+        return {selection % size} if -size <= selection < size else set()
+    if isinstance(selection, (tuple, list)):
+        return set().union(*[_removed(shape, dim, s) for s in selection]) if selection else set()
+    raise TypeError(f'slice_off(): cannot select {selection!r} along {dim!r}; use ints, slices, labels or lists')
+
+
+def _includes(selection, shape: Shape, dim: str, i: int) -> bool:
+    return selection is None or i in _removed(shape, dim, selection)
+
+
+def slice_off(x, *slices):
+    """`x` without the entries that `slices` select: the inverse of padding by slices.
+
+    Each argument is a dict {dim: int, slice, label str or list}; a dict with several dims removes entries
+    along one of them within the part the others select, which can give a non-uniform result.
+    A tensor argument lists positions along its channel dim, labelled by the dims.
+    """
+    if not slices:
+        return x
+    dicts = []
+    for s in slices:
+        if isinstance(s, Tensor):
+            labels = s.shape.channel.labels[0]
+            rows = s.numpy(s.shape.without(s.shape.channel).names + s.shape.channel.names).reshape(-1, len(labels))
+            dicts.extend({d: int(i) for d, i in zip(labels, row, strict=True)} for row in rows)
+        elif isinstance(s, dict):
+            dicts.append(s)
+        else:
+            raise TypeError(f'slice_off(): slices must be dicts {{dim: selection}} or index tensors, got {s!r}')
+    x_shape = shape(x)
+    dicts = [{d: i for d, i in s.items() if d in x_shape.names} for s in dicts]
+    dicts = [s for s in dicts if s]
+    if not dicts:
+        return x
+    dims = tuple(dict.fromkeys(d for s in dicts for d in s))
+    if len(dims) == 1 and all(len(s) == 1 for s in dicts):
+        dim = dims[0]
+        removed = set().union(*[_removed(x_shape, dim, s[dim]) for s in dicts])
+        kept = tuple(i for i in range(x_shape.get_size(dim)) if i not in removed)
+        if kept == tuple(range(kept[0], kept[-1] + 1)) if kept else True:
+            return x[{dim: slice(kept[0], kept[-1] + 1) if kept else slice(0, 0)}]
+        return x[{dim: kept}]
+    along = _unstack_dim(x_shape, dims)
+    parts = []
+    for i in range(x_shape.get_size(along)):
+        inner = [{d: v for d, v in s.items() if d != along} for s in dicts
+                 if _includes(s.get(along), x_shape, along, i) and len(s) > 1]
+        part = x[{along: i}]
+        parts.append(slice_off(part, *inner) if inner else part)
+    assembled = stack(parts, x_shape[along])
+    only_along = [s for s in dicts if set(s) == {along}]
+    return slice_off(assembled, *only_along) if only_along else assembled
+
+
+def _unstack_dim(x_shape: Shape, dims: tuple) -> str:
+    """The dim to split along: one that non-uniform sizes vary with, else the smallest of `dims`."""
+    for size in x_shape.sizes:
+        along = getattr(size, 'along', None)
+        if along:
+            return along[0]
+    return min(dims, key=lambda d: x_shape.get_size(d))
+
+
+# --- shift and convolve --------------------------------------------------------------------
+
+
+def shift(x: Tensor, offsets: Sequence[int], dims=spatial, padding=ZERO_GRADIENT, stack_dim: Shape | None = SHIFT_DIM,
+          extend_bounds=0, padding_kwargs: dict | None = None) -> list:
+    """Copies of `x` shifted by each of `offsets` along each of `dims`: entry i of a result is entry i + offset.
+
+    Args:
+        x: the grid.
+        offsets: the shifts, ints; one result per offset.
+        dims: the dims to shift along (default: the spatial dims).
+        padding: the extrapolation giving values shifted in from beyond the edges; None: no padding, so the
+            results are smaller than `x` (cut to where every shift has values).
+        stack_dim: the dim along which the shifts along the different `dims` are stacked (labelled by them);
+            None is allowed for a single dim.
+        extend_bounds: extra padding on both sides (an int, or (lower, upper)), with `padding` only.
+        padding_kwargs: passed on to the extrapolation.
+    """
+    x = as_tensor(x)
+    names = dims_in(x.shape, dims)
+    if stack_dim is None and len(names) > 1:
+        raise ValueError(f'shift(): stack_dim=None needs one dim to shift along, got {names}')
+    lower_extra, upper_extra = (extend_bounds, extend_bounds) if isinstance(extend_bounds, int) else extend_bounds
+    if (lower_extra or upper_extra) and padding is None:
+        raise ValueError('shift(): extend_bounds needs a padding')
+    low, high = min(0, *offsets), max(0, *offsets)
+    if padding is not None:
+        widths = {d: (-low + lower_extra, high + upper_extra) for d in names}
+        x = pad(x, widths, padding, **(padding_kwargs or {}))
+        size = {d: x.shape.get_size(d) - (high - low) for d in names}
+    else:
+        size = {d: x.shape.get_size(d) - (high - low) for d in names}
+    results = []
+    for offset in offsets:
+        components = []
+        for d in names:
+            selection = {other: slice(-low, -low + size[other]) for other in names if other != d}
+            selection[d] = slice(offset - low, offset - low + size[d])
+            components.append(x[selection])
+        results.append(components[0] if stack_dim is None else stack_tensors(components, stack_dim.with_size(names)))
+    return results
+
+
+def convolve(value: Tensor, kernel: Tensor, size='same', extrapolation=0, dims=spatial, strides=1,
+             transpose: bool = False) -> Tensor:
+    """The cross-correlation of `value` with `kernel` along the kernel's spatial dims (no kernel flip).
+
+    Entry i of the result is the sum over kernel positions j of `kernel[j] * value[i + j - c]`, where the
+    centre c is `k // 2` for constant padding and `(k - 1) // 2` for other extrapolations (as phiml).
+    Dual dims of `kernel` are summed against the dims of `value` of the same name without the `~`;
+    other dims of either are batch dims (shared ones matched by name).
+
+    Args:
+        value: the values.
+        kernel: the weights along its spatial dims (those selected by `dims`).
+        size: 'same' (the size of `value`), 'valid' (only where the kernel fits without padding) or
+            'full' (every position where the kernel touches a value).
+        extrapolation: the values beyond the edges (a number, tensor or Extrapolation); None gives 'valid'.
+        dims: which spatial dims of the kernel to convolve along.
+        strides: only 1; larger strides are not supported.
+        transpose: only False; transposed convolution is not supported.
+    """
+    value, kernel = as_tensor(value), as_tensor(kernel)
+    if strides != 1 or transpose:
+        raise NotImplementedError(f'convolve(): strides={strides!r} and transpose={transpose!r} are not supported; '
+                                  f'only strides=1 without transpose')
+    if not isinstance(size, str) or size not in ('same', 'valid', 'full'):
+        raise ValueError(f"convolve(): size must be 'same', 'valid' or 'full', got {size!r}")
+    conv = tuple(n for n in dims_in(kernel.shape, dims) if kernel.shape.get_type(n) == 'spatial')
+    missing = [n for n in conv if n not in value.shape.names]
+    if missing:
+        raise IncompatibleShapes(f'convolve(): the kernel {kernel.shape} runs along {missing}, which the value '
+                                 f'{value.shape} lacks')
+    if extrapolation is None:
+        size = 'valid'
+    mode = as_extrapolation(0 if extrapolation is None else extrapolation)
+    constant = type(mode).__name__ == 'ConstantExtrapolation'
+    widths = {}
+    for n in conv:
+        k = kernel.shape.get_size(n)
+        if size == 'same':
+            widths[n] = (k // 2, (k - 1) // 2) if constant else ((k - 1) // 2, k // 2)
+        elif size == 'full':
+            widths[n] = (k - 1, k - 1)
+    padded = mode.pad(value, widths) if widths else value
+    out = {n: padded.shape.get_size(n) - kernel.shape.get_size(n) + 1 for n in conv}
+    contracted = tuple(n for n in kernel.shape.dual.names if n[1:] in value.shape.names)
+    primal = value.shape.only([n[1:] for n in contracted], reorder=True)
+    weights = rename_tensor_dims(kernel, contracted, primal) if contracted else kernel
+    result = None
+    for position in itertools.product(*[range(kernel.shape.get_size(n)) for n in conv]):
+        window = padded[{n: slice(j, j + out[n]) for n, j in zip(conv, position, strict=True)}]
+        term = window * weights[dict(zip(conv, position, strict=True))]
+        result = term if result is None else result + term
+    if contracted:
+        result = REDUCTIONS['sum'](result, tuple(n[1:] for n in contracted))
+    return result

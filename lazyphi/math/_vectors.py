@@ -1,0 +1,214 @@
+"""Vectors and losses: dot products, norms, normalising, cross products, softmax and the l1/l2 losses."""
+
+from __future__ import annotations
+
+import functools
+import operator
+from collections.abc import Sequence
+
+import numpy as np
+
+from .._errors import IncompatibleShapes
+from ..backend import NUMPY, combine_types, convert
+from ._dims import channel, non_batch
+from ._elementwise import FLOAT_FUNCTIONS, IS_FINITE, MAXIMUM, SIGN, where
+from ._ops import abs_square
+from ._reductions import REDUCTIONS
+from ._shape import ShapeDtype, merge_shapes, resolve_dims
+from ._structure import stack_tensors
+from ._tensor import ALONG, NUMBER_TYPES, Dense, Op, Tensor, as_tensor, auto_cast, common_backend, dims_in, dispatch
+from ._tree import tree_map
+
+_LETTERS = 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ'
+
+
+def _dot_result(inputs: Sequence[Tensor], dims: tuple, y_dims: tuple) -> ShapeDtype:
+    x, y = inputs
+    shape = merge_shapes(x.shape.without(dims), y.shape.without(y_dims))
+    return ShapeDtype(shape, _combined_dtype(x, y))
+
+
+def _combined_dtype(x: Tensor, y: Tensor):
+    return combine_types(x.dtype, y.dtype)
+
+
+def _dense_dot(ts: Sequence[Dense], dims: tuple, result, y_dims: tuple) -> Dense:
+    x, y = ts
+    out = result(ts, dims, y_dims).shape
+    backend = common_backend(ts)
+    letters = {}
+
+    def letter(name: str) -> str:
+        return letters.setdefault(name, _LETTERS[len(letters)])
+    contracted = {yd: xd for xd, yd in zip(dims, y_dims, strict=True)}
+    x_subscripts = ''.join(letter(n) for n in x.shape.names)
+    y_subscripts = ''.join(letter(contracted.get(n, n)) for n in y.shape.names)
+    out_subscripts = ''.join(letter(n) for n in out.names)
+    natives = auto_cast(backend, [backend.as_tensor(x._native) if x.backend is backend else _moved(x, backend),
+                                  backend.as_tensor(y._native) if y.backend is backend else _moved(y, backend)])
+    native = backend.einsum(f'{x_subscripts},{y_subscripts}->{out_subscripts}', *natives)
+    return Dense(native, out, backend)
+
+
+def _moved(t: Dense, backend):
+    return convert(t._native, backend)
+
+
+DOT = Op('dot', ALONG, _dense_dot)
+
+
+def dot(x: Tensor, x_dims, y: Tensor, y_dims) -> Tensor:
+    """The sum of products of `x` and `y` over `x_dims` of `x` paired with `y_dims` of `y`, in their order.
+
+    Other dims of `x` and `y` stay; dims both have are batch dims (matched by name). Where one of them lacks
+    its dim of a pair, it is constant along it: the other is summed along its dim.
+    """
+    x, y = as_tensor(x), as_tensor(y)
+    x_names, y_names = resolve_dims(x_dims, x.shape), resolve_dims(y_dims, y.shape)
+    if len(x_names) != len(y_names):
+        raise IncompatibleShapes(f'dot(): {len(x_names)} dims {x_names} of x cannot pair with {len(y_names)} dims '
+                                 f'{y_names} of y')
+    pairs = []
+    for xd, yd in zip(x_names, y_names, strict=True):
+        if xd not in x.shape.names or yd not in y.shape.names:  # constant along the missing one: sum the other
+            if xd in x.shape.names:
+                x = REDUCTIONS['sum'](x, (xd,))
+            if yd in y.shape.names:
+                y = REDUCTIONS['sum'](y, (yd,))
+            continue
+        if x.shape.get_size(xd) != y.shape.get_size(yd):
+            raise IncompatibleShapes(f'dot(): dim {xd!r} of x has size {x.shape.get_size(xd)} but dim {yd!r} of y '
+                                     f'{y.shape.get_size(yd)}')
+        pairs.append((xd, yd))
+    x_names, y_names = tuple(p[0] for p in pairs), tuple(p[1] for p in pairs)
+    clash = [n for n in y.shape.names if n in x_names and n not in y_names]
+    if clash:
+        raise IncompatibleShapes(f'dot(): y has dims {clash} that x contracts; rename them first')
+    return dispatch(DOT, (x, y), (x_names, _dot_result, y_names))
+
+
+def _tree_sum(values: list) -> Tensor:
+    return functools.reduce(operator.add, values)
+
+
+def l1_loss(x, reduce=non_batch) -> Tensor:
+    """The sum of the absolute values of `x` (a tensor or tree: summed over all its tensors) along `reduce`."""
+    leaves = _loss_leaves(x)
+    return _tree_sum([REDUCTIONS['sum'](abs(t), dims_in(t.shape, reduce)) for t in leaves])
+
+
+def l2_loss(x, reduce=non_batch) -> Tensor:
+    """Half the sum of the squared magnitudes of `x` (a tensor or tree) along `reduce`: sum(|x|**2) / 2."""
+    leaves = _loss_leaves(x)
+    return _tree_sum([REDUCTIONS['sum'](abs_square(t), dims_in(t.shape, reduce)) for t in leaves]) / 2
+
+
+def _loss_leaves(x) -> list:
+    if isinstance(x, (Tensor, *NUMBER_TYPES)):
+        return [as_tensor(x)]
+    leaves = []
+    tree_map(lambda t: leaves.append(t) or t, x)
+    if not leaves:
+        raise ValueError(f'The loss of {x!r} needs at least one tensor')
+    return leaves
+
+
+def squared_norm(vec: Tensor, vec_dim=channel) -> Tensor:
+    """The squared length of the vectors along `vec_dim` (by default the channel dims): sum(|v|**2)."""
+    vec = as_tensor(vec)
+    return REDUCTIONS['sum'](abs_square(vec), dims_in(vec.shape, vec_dim))
+
+
+def norm(vec: Tensor, vec_dim=channel, eps=None) -> Tensor:
+    """The length (L2 norm) of the vectors along `vec_dim`; with `eps`, lengths shorter than it become 0
+    (and so do their gradients, which are otherwise infinite at 0)."""
+    squared = squared_norm(vec, vec_dim)
+    if eps is None:
+        return dispatch(FLOAT_FUNCTIONS['sqrt'], (squared,))
+    short = squared < eps ** 2
+    return where(short, 0, dispatch(FLOAT_FUNCTIONS['sqrt'], (where(short, 1, squared),)))
+
+
+def vec_length(vec: Tensor, vec_dim=channel, eps=None) -> Tensor:
+    """The length of the vectors along `vec_dim`: the same as `norm` (phiml's older name)."""
+    return norm(vec, vec_dim, eps)
+
+
+def vec_squared(vec: Tensor, vec_dim=channel) -> Tensor:
+    """The squared length of the vectors along `vec_dim`: the same as `squared_norm` (phiml's older name)."""
+    return squared_norm(vec, vec_dim)
+
+
+def normalize(vec: Tensor, vec_dim=channel, epsilon=None, allow_infinite: bool = False, allow_zero: bool = False):
+    """The vectors along `vec_dim` scaled to length 1.
+
+    Args:
+        vec: the vectors.
+        vec_dim: the dims holding the components (by default the channel dims).
+        epsilon: vectors shorter than this give the unit vector (1, 0, ...), or zero with `allow_zero`;
+            without it a zero vector gives NaN.
+        allow_infinite: a vector with infinite components points along those components (each +-1 before
+            normalising) instead of giving NaN.
+        allow_zero: with `epsilon`, short vectors give zero vectors.
+    """
+    vec = as_tensor(vec)
+    dims = dims_in(vec.shape, vec_dim)
+    if allow_infinite:
+        infinite = ~dispatch(IS_FINITE, (vec,))
+        any_infinite = REDUCTIONS['any'](infinite, dims)
+        vec = where(any_infinite, where(infinite, dispatch(SIGN, (vec,)), 0), vec)
+    length = norm(vec, dims)
+    if epsilon is None:
+        return vec / length
+    short = length < epsilon
+    unit = 0 if allow_zero else _unit_vector(vec, dims)
+    return where(short, unit, vec / where(short, 1, length))
+
+
+def _unit_vector(vec: Tensor, dims: tuple) -> Tensor:
+    """(1, 0, 0, ...) along the flattened `dims` of `vec`."""
+    components = vec.shape.only(dims, reorder=True)
+    one_hot = np.zeros(components.sizes, np.int32)
+    one_hot.reshape(-1)[0] = 1
+    return Dense(one_hot, components, NUMPY)
+
+
+def vec_normalize(vec: Tensor, vec_dim=channel, epsilon=None, allow_infinite: bool = False, allow_zero: bool = False):
+    """The same as `normalize` (phiml's older name)."""
+    return normalize(vec, vec_dim, epsilon, allow_infinite, allow_zero)
+
+
+def clip_length(vec: Tensor, min_len=0, max_len=1, vec_dim=channel, eps=None) -> Tensor:
+    """The vectors along `vec_dim` with their lengths limited to [min_len, max_len], directions kept;
+    zero vectors stay zero."""
+    vec = as_tensor(vec)
+    length = norm(vec, vec_dim, eps)
+    clipped = dispatch(MAXIMUM, (as_tensor(min_len), length))
+    clipped = where(clipped > max_len, max_len, clipped)
+    return where(length == 0, vec, vec * (clipped / where(length == 0, 1, length)))
+
+
+def softmax(x, reduce) -> Tensor:
+    """exp(x) / sum(exp(x)) along `reduce`, computed without overflow."""
+    x = as_tensor(x)
+    dims = dims_in(x.shape, reduce)
+    exponentials = dispatch(FLOAT_FUNCTIONS['exp'], (x - REDUCTIONS['max'](x, dims),))
+    return exponentials / REDUCTIONS['sum'](exponentials, dims)
+
+
+def cross_product(vec1: Tensor, vec2: Tensor) -> Tensor:
+    """The cross product of vectors along their channel dim 'vector': a scalar for 2 components, a vector
+    for 3."""
+    vec1, vec2 = as_tensor(vec1), as_tensor(vec2)
+    size = merge_shapes(vec1.shape.only('vector'), vec2.shape.only('vector')).get_size('vector')
+    a = [vec1[{'vector': i}] for i in range(size)]
+    b = [vec2[{'vector': i}] for i in range(size)]
+    if size == 2:
+        return a[0] * b[1] - a[1] * b[0]
+    if size == 3:
+        components = [a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]]
+        return stack_tensors(components, merge_shapes(vec1.shape.only('vector'), vec2.shape.only('vector')))
+    raise ValueError(f'cross_product() needs vectors of 2 or 3 components along "vector", got {size}')
+
+
+cross = cross_product

@@ -1,0 +1,69 @@
+"""Norms, normalising, cross products, softmax and losses against NumPy, on every backend."""
+
+import numpy as np
+import pytest
+
+from lazyphi import math
+from lazyphi.backend import default_backend
+from lazyphi.math import Tensor, batch, channel
+
+pytestmark = pytest.mark.usefixtures('backend')
+VECTORS = np.asarray([[3., 4.], [0., 0.], [-1., 2.]])
+
+
+def wrap(data, *dims) -> Tensor:
+    return math.wrap(default_backend().as_tensor(np.asarray(data)), *dims)
+
+
+def vectors() -> Tensor:
+    return wrap(VECTORS, batch('b'), channel(vector='x,y'))
+
+
+def test_norms_along_the_channel_dims():
+    lengths = np.linalg.norm(VECTORS, axis=1)
+    np.testing.assert_allclose(math.norm(vectors()).numpy('b'), lengths, rtol=1e-6)
+    np.testing.assert_allclose(math.vec_length(vectors()).numpy('b'), lengths, rtol=1e-6)
+    np.testing.assert_allclose(math.squared_norm(vectors()).numpy('b'), lengths ** 2, rtol=1e-6)
+    assert math.norm(vectors(), eps=1).numpy('b').tolist()[1] == 0
+    np.testing.assert_allclose(math.norm(vectors(), 'b').numpy('vector'), np.linalg.norm(VECTORS, axis=0), rtol=1e-6)
+
+
+def test_normalize_with_and_without_epsilon():
+    with np.errstate(invalid='ignore'):
+        plain = math.normalize(vectors()).numpy('b,vector')
+    np.testing.assert_allclose(plain[0], [0.6, 0.8], rtol=1e-6)
+    assert np.isnan(plain[1]).all()
+    assert math.normalize(vectors(), epsilon=1e-3).numpy('b,vector')[1].tolist() == [1, 0]
+    assert math.vec_normalize(vectors(), epsilon=1e-3, allow_zero=True).numpy('b,vector')[1].tolist() == [0, 0]
+    infinite = math.normalize(wrap([[np.inf, 1.]], batch('b'), channel('vector')), allow_infinite=True)
+    assert infinite.numpy('b,vector').tolist() == [[1, 0]]
+
+
+def test_clip_length_keeps_directions():
+    clipped = math.clip_length(vectors(), 1, 2)
+    np.testing.assert_allclose(math.norm(clipped).numpy('b'), [2, 0, 2], rtol=1e-6)
+    np.testing.assert_allclose(clipped.numpy('b,vector')[0], [1.2, 1.6], rtol=1e-6)
+
+
+def test_softmax_sums_to_one_without_overflow():
+    x = wrap([[1000., 1001.], [0., 0.]], batch('b'), channel('c'))
+    result = math.softmax(x, 'c')
+    np.testing.assert_allclose(result.numpy('b,c'), [[1 / (1 + np.e), np.e / (1 + np.e)], [.5, .5]], rtol=1e-6)
+
+
+def test_cross_products_in_2d_and_3d():
+    a, c = wrap([1., 2.], channel(vector='x,y')), wrap([3., 4.], channel(vector='x,y'))
+    assert float(math.cross_product(a, c)) == -2
+    u = wrap([1., 0., 0.], channel(vector='x,y,z'))
+    v = wrap([0., 1., 0.], channel(vector='x,y,z'))
+    assert math.cross(u, v).numpy('vector').tolist() == [0, 0, 1]
+    with pytest.raises(ValueError, match='2 or 3'):
+        math.cross_product(wrap([1.], channel('vector')), wrap([1.], channel('vector')))
+
+
+def test_losses_sum_over_non_batch_dims_and_trees():
+    x = wrap([[1., -2.], [3., 0.]], batch('b'), channel('c'))
+    assert math.l1_loss(x).numpy('b').tolist() == [3, 3]
+    assert math.l2_loss(x).numpy('b').tolist() == [2.5, 4.5]
+    assert float(math.l2_loss({'a': wrap(2.), 'b': (wrap(1.),)})) == 2.5
+    assert float(math.l2_loss(wrap(1j))) == 0.5
