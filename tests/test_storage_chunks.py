@@ -138,6 +138,57 @@ def test_writing_without_fallocate(tmp_path, monkeypatch):
     np.testing.assert_array_equal(array[6:, 4:], DATA[6:, 4:])
 
 
+@pytest.mark.parametrize('piece', [1000, 4096])
+def test_chunks_of_many_pieces_match_zarr_and_are_checked(tmp_path, monkeypatch, piece):
+    """Chunks far larger than a checksummed piece (odd piece sizes too) are Zarr's bytes, checked in every piece."""
+    monkeypatch.setattr(_chunks, '_PIECE', piece)
+    values = np.random.default_rng(1).normal(size=(40, 31, 9))  # chunks of 20 x 31 x 9 float64: 44640 bytes
+    _zarr_array(tmp_path / 'zarr', values, (20, 31, 9), [Crc32cCodec()])
+    _zarr_array(tmp_path / 'lazyphi', np.zeros_like(values), (20, 31, 9), [Crc32cCodec()])
+    files, theirs = chunk_files(str(tmp_path / 'lazyphi')), chunk_files(str(tmp_path / 'zarr'))
+    for index in range(2):
+        files.write((index, 0, 0), values[index * 20:(index + 1) * 20])
+        with open(files.file((index, 0, 0)), 'rb') as a, open(theirs.file((index, 0, 0)), 'rb') as b:
+            assert a.read() == b.read()
+    np.testing.assert_array_equal(_whole(files, (1, 0, 0)), values[20:])
+    with open(files.file((1, 0, 0)), 'r+b') as f:  # one byte of the last piece
+        f.seek(files.chunk_bytes - 3)
+        f.write(bytes([f.read(1)[0] ^ 1]))
+    with pytest.raises(ValueError, match='checksum does not match'):
+        _whole(files, (1, 0, 0))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.binary(max_size=3000), st.integers(0, 3000), st.integers(0, 7))
+def test_the_checksum_function_is_zarrs_crc32c(data, cut, offset):
+    """Whichever implementation `crc32c_function` picks, it computes google-crc32c's value, in one go or in parts."""
+    import google_crc32c
+
+    extend = _chunks.crc32c_function()
+    values = np.frombuffer(bytes(offset) + data, np.uint8)[offset:]  # a view starting `offset` bytes in
+    cut = min(cut, len(values))
+    assert extend(values, 0) == google_crc32c.value(data)
+    assert extend(values[cut:], extend(values[:cut], 0)) == google_crc32c.value(data)
+
+
+def test_the_checksum_falls_back_to_google_crc32c(monkeypatch):
+    """Without crc32c-rs, or with one that computes other values, checksums come from google-crc32c."""
+    import sys
+    import types
+
+    choose = _chunks.crc32c_function.__wrapped__
+    monkeypatch.setitem(sys.modules, 'crc32c_rs', None)  # not installed: importing it raises ImportError
+    assert choose() is _chunks._google_extend
+    wrong = types.ModuleType('crc32c_rs')
+    wrong.crc32c = lambda data, crc: _chunks._google_extend(data, crc) ^ (len(data) > 4096)
+    monkeypatch.setitem(sys.modules, 'crc32c_rs', wrong)
+    assert choose() is _chunks._google_extend
+    right = types.ModuleType('crc32c_rs')
+    right.crc32c = lambda data, crc: _chunks._google_extend(data, crc)
+    monkeypatch.setitem(sys.modules, 'crc32c_rs', right)
+    assert choose() is right.crc32c
+
+
 # --- reading selections ------------------------------------------------------------------------------------
 
 def _axis_selection(size: int):
