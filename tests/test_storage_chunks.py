@@ -2,6 +2,7 @@
 the selection reader returns what NumPy's indexing does, chunk layout and codec whatever they are."""
 
 import itertools
+import json
 import os
 
 import numpy as np
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 from zarr.codecs import Crc32cCodec, ZstdCodec
 from zarr.storage import LocalStore
 
+from lazyphi.backend import DType, to_numpy_dtype
 from lazyphi.math import batch, spatial
 from lazyphi.storage import ChunkDamaged, _chunks
 from lazyphi.storage._chunks import ChunkFiles, chunk_files
@@ -102,6 +104,36 @@ def test_files_written_by_lazyphi_read_back_by_zarr_and_the_other_way(tmp_path, 
             assert a.read() == b.read()
     np.testing.assert_array_equal(zarr.open_array(str(tmp_path / 'lazyphi'), mode='r')[...], values)
     np.testing.assert_array_equal(_whole(theirs, (2, 2, 0))[:1, :1], by_zarr[6:, 4:])
+
+
+@pytest.mark.parametrize('dtype', [DType(bool), DType(int, 8), DType(int, 16, signed=False), DType(int, 64),
+                                   DType(float, 16), DType(float, 64), DType(complex, 64), DType(complex, 128)])
+@pytest.mark.parametrize('compressor', [None, 'zstd'])
+@pytest.mark.parametrize('sizes, chunks, names', [((7, 5), (3, 5), ('a', 'x')), ((), (), None),
+                                                  ((0, 4), (1, 4), ('a', 'y'))])
+def test_the_metadata_lazyphi_writes_is_what_zarr_writes(tmp_path, dtype, compressor, sizes, chunks, names):
+    """`create_group` / `create_array` write the `zarr.json` files Zarr's API writes for the same arguments."""
+    _chunks.create_group(str(tmp_path / 'ours'))
+    _chunks.create_array(str(tmp_path / 'ours'), 'values', sizes, chunks, dtype, names, compressor)
+    zarr.create_group(str(tmp_path / 'zarrs'))
+    zarr.create_array(str(tmp_path / 'zarrs'), name='values', shape=sizes, chunks=chunks,
+                      dtype=to_numpy_dtype(dtype), fill_value=False if dtype.kind is bool else 0,
+                      compressors=[ZstdCodec(level=_chunks.ZSTD_LEVEL), Crc32cCodec()] if compressor else
+                      [Crc32cCodec()], dimension_names=names, chunk_key_encoding={'name': 'default', 'separator': '.'})
+    for node in ('zarr.json', os.path.join('values', 'zarr.json')):
+        with open(tmp_path / 'ours' / node) as ours, open(tmp_path / 'zarrs' / node) as zarrs:
+            assert json.load(ours) == json.load(zarrs)
+    with pytest.raises(FileExistsError):
+        _chunks.create_array(str(tmp_path / 'ours'), 'values', sizes, chunks, dtype, names, compressor)
+
+
+def test_an_array_in_a_missing_group_creates_the_group_as_zarr_does(tmp_path):
+    _chunks.create_group(str(tmp_path))
+    _chunks.create_array(str(tmp_path), 'a/b/c', (2,), (2,), DType(float, 32), ('x',))
+    assert zarr.open_group(str(tmp_path), mode='r')['a/b/c'].shape == (2,)
+    assert json.loads((tmp_path / 'a' / 'b' / 'zarr.json').read_text())['node_type'] == 'group'
+    with pytest.raises(TypeError, match='not <U'):
+        _chunks.create_array(str(tmp_path), 'text', (2,), (2,), DType(str), ('x',))
 
 
 def test_a_zero_dimensional_array_is_one_file(tmp_path):

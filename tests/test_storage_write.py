@@ -84,6 +84,31 @@ def test_prepare_creates_group_manifest_arrays_and_record_dirs(tmp_path):
     assert array_specs(manifest) == {'field': spec(), 'mask': spec(dtype=DType(bool))}
 
 
+def test_an_unlabelled_result_has_the_consolidated_metadata_zarr_writes(tmp_path):
+    """Without label coordinates the group's `zarr.json` is written directly: as `zarr.consolidate_metadata` does."""
+    import shutil
+    import warnings
+
+    xr = pytest.importorskip('xarray')
+    plain = batch(example=10) & spatial(x=3)
+    group = prepare_result(str(tmp_path), KEY, Result, {'field': spec(plain), 'mask': spec(plain, dtype=DType(bool))},
+                           {'speed': 2.5, 'name': 'run'})
+    by_zarr = shutil.copytree(group, str(tmp_path / 'by_zarr'))
+    with open(os.path.join(group, 'zarr.json')) as f:
+        ours = json.load(f)
+    with open(os.path.join(by_zarr, 'zarr.json'), 'w') as f:
+        json.dump({k: v for k, v in ours.items() if k != 'consolidated_metadata'}, f)
+    with warnings.catch_warnings():
+        warnings.filterwarnings('ignore', r'Object at .* is not recognized as a component of a Zarr hierarchy')
+        warnings.filterwarnings('ignore', r'Consolidated metadata is currently not part in the Zarr format 3')
+        zarr.consolidate_metadata(by_zarr, zarr_format=3)
+    with open(os.path.join(by_zarr, 'zarr.json')) as f:
+        assert json.load(f) == ours
+    assert ours['attributes'] == {'lazyphi_class': f'{__name__}:Result', 'speed': 2.5, 'name': 'run'}
+    ds = xr.open_zarr(group)  # warnings are errors: it warns about nothing
+    assert set(ds.data_vars) == {'field', 'mask'} and ds['field'].dims == ('example', 'x')
+
+
 def test_prepare_twice_is_idempotent(tmp_path):
     first = prepare_result(str(tmp_path), KEY, Result, {'field': spec()})
     write_block(first, 'field', block(0, 4), 'example', 0, 4)
