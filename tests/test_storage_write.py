@@ -3,6 +3,7 @@
 import json
 import multiprocessing
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -209,10 +210,34 @@ def test_write_blocks_record_their_chunks_including_a_partial_last_chunk(tmp_pat
     assert not block_complete(group, 'field', 'example', 0, 10)
     write_block(group, 'field', block(4, 8), 'example', 4, 8)
     assert block_complete(group, 'field', 'example', 0, 10)
-    assert sorted(os.listdir(os.path.join(group, 'field.done'))) == ['0.0.0', '1.0.0', '2.0.0']
+    records = os.path.join(group, 'field.done')
+    assert sorted(os.listdir(records)) == ['.record', '0.0.0', '1.0.0', '2.0.0']  # hard links of the empty .record
+    assert {(os.stat(os.path.join(records, n)).st_ino, os.path.getsize(os.path.join(records, n)))
+            for n in os.listdir(records)} == {(os.stat(os.path.join(records, '.record')).st_ino, 0)}
     expected = np.concatenate([block(0, 4).numpy('example,x,vector'), block(4, 8).numpy('example,x,vector'),
                                block(8, 10).numpy('example,x,vector')])
     np.testing.assert_array_equal(zarr.open_array(os.path.join(group, 'field'), mode='r')[:], expected)
+
+
+def test_records_are_files_of_their_own_where_hard_links_fail(tmp_path, monkeypatch):
+    group = prepare_result(str(tmp_path), KEY, Result, {'field': spec()})
+    records = os.path.join(group, 'field.done')
+
+    def no_links(source, target):
+        raise PermissionError(f'no hard links on this file system: {target}')
+
+    monkeypatch.setattr(os, 'link', no_links)
+    write_block(group, 'field', block(0, 8), 'example', 0, 8)
+    assert sorted(os.listdir(records)) == ['0.0.0', '1.0.0']
+    assert complete_chunks(group, 'field') == {(0, 0, 0), (1, 0, 0)}
+    monkeypatch.undo()
+    os.remove(os.path.join(records, '0.0.0'))
+    write_block(group, 'field', block(0, 10), 'example', 0, 10)  # links again; 1.0.0 exists already
+    assert sorted(os.listdir(records)) == ['.record', '0.0.0', '1.0.0', '2.0.0']
+    assert complete_chunks(group, 'field') == {(0, 0, 0), (1, 0, 0), (2, 0, 0)}
+    shutil.rmtree(records)
+    with pytest.raises(FileNotFoundError):
+        write_block(group, 'field', block(0, 4), 'example', 0, 4)
 
 
 def test_a_block_of_several_chunks_records_each(tmp_path):
@@ -297,13 +322,13 @@ def test_records_are_written_only_after_the_data(tmp_path, monkeypatch):
     group = prepare_result(str(tmp_path), KEY, Result, {'field': spec()})
     seen = []
 
-    def record_after_checking_the_data(path):
-        seen.append(os.path.isfile(os.path.join(group, 'field', 'c.' + os.path.basename(path))))
-        raise OSError('killed before the record')
-    monkeypatch.setattr(_write, '_write_record', record_after_checking_the_data)
-    with pytest.raises(OSError, match='killed before the record'):
+    def record_after_checking_the_data(records, names):
+        seen.append([os.path.isfile(os.path.join(group, 'field', 'c.' + name)) for name in names])
+        raise OSError('killed before the records')
+    monkeypatch.setattr(_write, 'write_records', record_after_checking_the_data)
+    with pytest.raises(OSError, match='killed before the records'):
         write_block(group, 'field', block(0, 8), 'example', 0, 8)
-    assert seen == [True]  # the chunk's data was on disk when its record was due
+    assert seen == [[True, True]]  # the chunks' data was on disk when their records were due
     assert not block_complete(group, 'field', 'example', 0, 4)
     assert complete_chunks(group, 'field') == set()
 
