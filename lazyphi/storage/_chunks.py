@@ -160,7 +160,8 @@ class ChunkFiles(NamedTuple):
             values = padded
         values = np.ascontiguousarray(values, self.dtype)
         path = self.file(index)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
+        if self.separator == '/':  # a directory per index; keys `c.3.0.0` lie in the array's own directory
+            os.makedirs(os.path.dirname(path), exist_ok=True)
         temporary = f'{path}.{uuid.uuid4().hex}.partial'
         try:
             with open(temporary, 'xb', buffering=0) as f:
