@@ -2,6 +2,7 @@
 the selection reader returns what NumPy's indexing does, chunk layout and codec whatever they are."""
 
 import itertools
+import json
 import os
 
 import numpy as np
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 from zarr.codecs import Crc32cCodec, ZstdCodec
 from zarr.storage import LocalStore
 
+from lazyphi.backend import DType, to_numpy_dtype
 from lazyphi.math import batch, spatial
 from lazyphi.storage import ChunkDamaged, _chunks
 from lazyphi.storage._chunks import ChunkFiles, chunk_files
@@ -104,6 +106,36 @@ def test_files_written_by_lazyphi_read_back_by_zarr_and_the_other_way(tmp_path, 
     np.testing.assert_array_equal(_whole(theirs, (2, 2, 0))[:1, :1], by_zarr[6:, 4:])
 
 
+@pytest.mark.parametrize('dtype', [DType(bool), DType(int, 8), DType(int, 16, signed=False), DType(int, 64),
+                                   DType(float, 16), DType(float, 64), DType(complex, 64), DType(complex, 128)])
+@pytest.mark.parametrize('compressor', [None, 'zstd'])
+@pytest.mark.parametrize('sizes, chunks, names', [((7, 5), (3, 5), ('a', 'x')), ((), (), None),
+                                                  ((0, 4), (1, 4), ('a', 'y'))])
+def test_the_metadata_lazyphi_writes_is_what_zarr_writes(tmp_path, dtype, compressor, sizes, chunks, names):
+    """`create_group` / `create_array` write the `zarr.json` files Zarr's API writes for the same arguments."""
+    _chunks.create_group(str(tmp_path / 'ours'))
+    _chunks.create_array(str(tmp_path / 'ours'), 'values', sizes, chunks, dtype, names, compressor)
+    zarr.create_group(str(tmp_path / 'zarrs'))
+    zarr.create_array(str(tmp_path / 'zarrs'), name='values', shape=sizes, chunks=chunks,
+                      dtype=to_numpy_dtype(dtype), fill_value=False if dtype.kind is bool else 0,
+                      compressors=[ZstdCodec(level=_chunks.ZSTD_LEVEL), Crc32cCodec()] if compressor else
+                      [Crc32cCodec()], dimension_names=names, chunk_key_encoding={'name': 'default', 'separator': '.'})
+    for node in ('zarr.json', os.path.join('values', 'zarr.json')):
+        with open(tmp_path / 'ours' / node) as ours, open(tmp_path / 'zarrs' / node) as zarrs:
+            assert json.load(ours) == json.load(zarrs)
+    with pytest.raises(FileExistsError):
+        _chunks.create_array(str(tmp_path / 'ours'), 'values', sizes, chunks, dtype, names, compressor)
+
+
+def test_an_array_in_a_missing_group_creates_the_group_as_zarr_does(tmp_path):
+    _chunks.create_group(str(tmp_path))
+    _chunks.create_array(str(tmp_path), 'a/b/c', (2,), (2,), DType(float, 32), ('x',))
+    assert zarr.open_group(str(tmp_path), mode='r')['a/b/c'].shape == (2,)
+    assert json.loads((tmp_path / 'a' / 'b' / 'zarr.json').read_text())['node_type'] == 'group'
+    with pytest.raises(TypeError, match='not <U'):
+        _chunks.create_array(str(tmp_path), 'text', (2,), (2,), DType(str), ('x',))
+
+
 def test_a_zero_dimensional_array_is_one_file(tmp_path):
     array = _zarr_array(tmp_path / 'scalar', np.array(2.5, np.float32), ())
     files = chunk_files(str(tmp_path / 'scalar'))
@@ -136,6 +168,57 @@ def test_writing_without_fallocate(tmp_path, monkeypatch):
     array = _zarr_array(tmp_path / 'a', np.zeros(SHAPE), CHUNKS)
     chunk_files(str(tmp_path / 'a')).write((2, 2, 0), DATA[6:, 4:])
     np.testing.assert_array_equal(array[6:, 4:], DATA[6:, 4:])
+
+
+@pytest.mark.parametrize('piece', [1000, 4096])
+def test_chunks_of_many_pieces_match_zarr_and_are_checked(tmp_path, monkeypatch, piece):
+    """Chunks far larger than a checksummed piece (odd piece sizes too) are Zarr's bytes, checked in every piece."""
+    monkeypatch.setattr(_chunks, '_PIECE', piece)
+    values = np.random.default_rng(1).normal(size=(40, 31, 9))  # chunks of 20 x 31 x 9 float64: 44640 bytes
+    _zarr_array(tmp_path / 'zarr', values, (20, 31, 9), [Crc32cCodec()])
+    _zarr_array(tmp_path / 'lazyphi', np.zeros_like(values), (20, 31, 9), [Crc32cCodec()])
+    files, theirs = chunk_files(str(tmp_path / 'lazyphi')), chunk_files(str(tmp_path / 'zarr'))
+    for index in range(2):
+        files.write((index, 0, 0), values[index * 20:(index + 1) * 20])
+        with open(files.file((index, 0, 0)), 'rb') as a, open(theirs.file((index, 0, 0)), 'rb') as b:
+            assert a.read() == b.read()
+    np.testing.assert_array_equal(_whole(files, (1, 0, 0)), values[20:])
+    with open(files.file((1, 0, 0)), 'r+b') as f:  # one byte of the last piece
+        f.seek(files.chunk_bytes - 3)
+        f.write(bytes([f.read(1)[0] ^ 1]))
+    with pytest.raises(ValueError, match='checksum does not match'):
+        _whole(files, (1, 0, 0))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.binary(max_size=3000), st.integers(0, 3000), st.integers(0, 7))
+def test_the_checksum_function_is_zarrs_crc32c(data, cut, offset):
+    """Whichever implementation `crc32c_function` picks, it computes google-crc32c's value, in one go or in parts."""
+    import google_crc32c
+
+    extend = _chunks.crc32c_function()
+    values = np.frombuffer(bytes(offset) + data, np.uint8)[offset:]  # a view starting `offset` bytes in
+    cut = min(cut, len(values))
+    assert extend(values, 0) == google_crc32c.value(data)
+    assert extend(values[cut:], extend(values[:cut], 0)) == google_crc32c.value(data)
+
+
+def test_the_checksum_falls_back_to_google_crc32c(monkeypatch):
+    """Without crc32c-rs, or with one that computes other values, checksums come from google-crc32c."""
+    import sys
+    import types
+
+    choose = _chunks.crc32c_function.__wrapped__
+    monkeypatch.setitem(sys.modules, 'crc32c_rs', None)  # not installed: importing it raises ImportError
+    assert choose() is _chunks._google_extend
+    wrong = types.ModuleType('crc32c_rs')
+    wrong.crc32c = lambda data, crc: _chunks._google_extend(data, crc) ^ (len(data) > 4096)
+    monkeypatch.setitem(sys.modules, 'crc32c_rs', wrong)
+    assert choose() is _chunks._google_extend
+    right = types.ModuleType('crc32c_rs')
+    right.crc32c = lambda data, crc: _chunks._google_extend(data, crc)
+    monkeypatch.setitem(sys.modules, 'crc32c_rs', right)
+    assert choose() is right.crc32c
 
 
 # --- reading selections ------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 import json
 import multiprocessing
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -82,6 +83,31 @@ def test_prepare_creates_group_manifest_arrays_and_record_dirs(tmp_path):
     assert array.shape == (10, 3, 2) and array.chunks == (4, 3, 2) and array.dtype == np.float32
     assert array.metadata.dimension_names == ('example', 'x', 'vector')
     assert array_specs(manifest) == {'field': spec(), 'mask': spec(dtype=DType(bool))}
+
+
+def test_an_unlabelled_result_has_the_consolidated_metadata_zarr_writes(tmp_path):
+    """Without label coordinates the group's `zarr.json` is written directly: as `zarr.consolidate_metadata` does."""
+    import shutil
+    import warnings
+
+    xr = pytest.importorskip('xarray')
+    plain = batch(example=10) & spatial(x=3)
+    group = prepare_result(str(tmp_path), KEY, Result, {'field': spec(plain), 'mask': spec(plain, dtype=DType(bool))},
+                           {'speed': 2.5, 'name': 'run'})
+    by_zarr = shutil.copytree(group, str(tmp_path / 'by_zarr'))
+    with open(os.path.join(group, 'zarr.json')) as f:
+        ours = json.load(f)
+    with open(os.path.join(by_zarr, 'zarr.json'), 'w') as f:
+        json.dump({k: v for k, v in ours.items() if k != 'consolidated_metadata'}, f)
+    with warnings.catch_warnings():
+        warnings.filterwarnings('ignore', r'Object at .* is not recognized as a component of a Zarr hierarchy')
+        warnings.filterwarnings('ignore', r'Consolidated metadata is currently not part in the Zarr format 3')
+        zarr.consolidate_metadata(by_zarr, zarr_format=3)
+    with open(os.path.join(by_zarr, 'zarr.json')) as f:
+        assert json.load(f) == ours
+    assert ours['attributes'] == {'lazyphi_class': f'{__name__}:Result', 'speed': 2.5, 'name': 'run'}
+    ds = xr.open_zarr(group)  # warnings are errors: it warns about nothing
+    assert set(ds.data_vars) == {'field', 'mask'} and ds['field'].dims == ('example', 'x')
 
 
 def test_prepare_twice_is_idempotent(tmp_path):
@@ -184,10 +210,34 @@ def test_write_blocks_record_their_chunks_including_a_partial_last_chunk(tmp_pat
     assert not block_complete(group, 'field', 'example', 0, 10)
     write_block(group, 'field', block(4, 8), 'example', 4, 8)
     assert block_complete(group, 'field', 'example', 0, 10)
-    assert sorted(os.listdir(os.path.join(group, 'field.done'))) == ['0.0.0', '1.0.0', '2.0.0']
+    records = os.path.join(group, 'field.done')
+    assert sorted(os.listdir(records)) == ['.record', '0.0.0', '1.0.0', '2.0.0']  # hard links of the empty .record
+    assert {(os.stat(os.path.join(records, n)).st_ino, os.path.getsize(os.path.join(records, n)))
+            for n in os.listdir(records)} == {(os.stat(os.path.join(records, '.record')).st_ino, 0)}
     expected = np.concatenate([block(0, 4).numpy('example,x,vector'), block(4, 8).numpy('example,x,vector'),
                                block(8, 10).numpy('example,x,vector')])
     np.testing.assert_array_equal(zarr.open_array(os.path.join(group, 'field'), mode='r')[:], expected)
+
+
+def test_records_are_files_of_their_own_where_hard_links_fail(tmp_path, monkeypatch):
+    group = prepare_result(str(tmp_path), KEY, Result, {'field': spec()})
+    records = os.path.join(group, 'field.done')
+
+    def no_links(source, target):
+        raise PermissionError(f'no hard links on this file system: {target}')
+
+    monkeypatch.setattr(os, 'link', no_links)
+    write_block(group, 'field', block(0, 8), 'example', 0, 8)
+    assert sorted(os.listdir(records)) == ['0.0.0', '1.0.0']
+    assert complete_chunks(group, 'field') == {(0, 0, 0), (1, 0, 0)}
+    monkeypatch.undo()
+    os.remove(os.path.join(records, '0.0.0'))
+    write_block(group, 'field', block(0, 10), 'example', 0, 10)  # links again; 1.0.0 exists already
+    assert sorted(os.listdir(records)) == ['.record', '0.0.0', '1.0.0', '2.0.0']
+    assert complete_chunks(group, 'field') == {(0, 0, 0), (1, 0, 0), (2, 0, 0)}
+    shutil.rmtree(records)
+    with pytest.raises(FileNotFoundError):
+        write_block(group, 'field', block(0, 4), 'example', 0, 4)
 
 
 def test_a_block_of_several_chunks_records_each(tmp_path):
@@ -272,13 +322,13 @@ def test_records_are_written_only_after_the_data(tmp_path, monkeypatch):
     group = prepare_result(str(tmp_path), KEY, Result, {'field': spec()})
     seen = []
 
-    def record_after_checking_the_data(path):
-        seen.append(os.path.isfile(os.path.join(group, 'field', 'c.' + os.path.basename(path))))
-        raise OSError('killed before the record')
-    monkeypatch.setattr(_write, '_write_record', record_after_checking_the_data)
-    with pytest.raises(OSError, match='killed before the record'):
+    def record_after_checking_the_data(records, names):
+        seen.append([os.path.isfile(os.path.join(group, 'field', 'c.' + name)) for name in names])
+        raise OSError('killed before the records')
+    monkeypatch.setattr(_write, 'write_records', record_after_checking_the_data)
+    with pytest.raises(OSError, match='killed before the records'):
         write_block(group, 'field', block(0, 8), 'example', 0, 8)
-    assert seen == [True]  # the chunk's data was on disk when its record was due
+    assert seen == [[True, True]]  # the chunks' data was on disk when their records were due
     assert not block_complete(group, 'field', 'example', 0, 4)
     assert complete_chunks(group, 'field') == set()
 

@@ -56,7 +56,7 @@ from ._results import (
     write_manifest,
 )
 from ._tagged import _CLASSES, MAX_DEPTH, allowed_modules, decode, encode, enter, find_class, unknown_class
-from ._write import _write_record
+from ._write import write_records
 from ._xarray_view import describe_save
 
 SAVE_FORMAT = 1
@@ -323,9 +323,7 @@ class _Writer:
             write_chunk(grid_index(spec, first), _values(t, (first, last)) if data is None else data[first:last])
 
         list(self.pool.map(write, range(0, size, spec.chunk)))
-        records = records_dir(self.store, location)
-        for index in chunk_indices(spec, 0, size):
-            _write_record(os.path.join(records, record_name(index)))
+        write_records(records_dir(self.store, location), [record_name(index) for index in chunk_indices(spec, 0, size)])
         return {'kind': 'tensor', 'array': location, **spec.manifest_entry()}
 
 def array_tensor(array: np.ndarray, where: str) -> Tensor:

@@ -10,6 +10,8 @@ lazyphi's own readers use the manifest and ignore all of this. Zarr is imported 
 
 from __future__ import annotations
 
+import json
+import os
 import warnings
 from collections.abc import Mapping
 
@@ -31,6 +33,9 @@ def describe_for_xarray(store: str, groups: Mapping[str, tuple[Mapping[str, tupl
             unless an array has that name or the arrays disagree on its labels — and the group's attributes,
             JSON values (see `config_attributes`).
     """
+    if set(groups) == {''} and not label_coordinates(groups[''][0]):
+        _consolidate_flat(store, groups[''][0], groups[''][1])
+        return
     import zarr
 
     for path, (arrays, attributes) in groups.items():
@@ -47,6 +52,23 @@ def describe_for_xarray(store: str, groups: Mapping[str, tuple[Mapping[str, tupl
         warnings.filterwarnings('ignore', r'Consolidated metadata is currently not part in the Zarr format 3')
         for path in sorted(groups, key=lambda g: -g.count('/') - bool(g)):  # the deepest first, the root last
             zarr.consolidate_metadata(store, path=path or None, zarr_format=3)
+
+
+def _consolidate_flat(store: str, arrays: Mapping[str, tuple], attributes: Mapping[str, object]) -> None:
+    """The root group's `zarr.json` with `attributes` and the consolidated metadata of its `arrays`, its only nodes.
+
+    What `zarr.consolidate_metadata` writes for such a group (a test compares them), without Zarr's API, which
+    took 3 ms of Python per result (a tenth of `np.save` of 256 MiB).
+    """
+    metadata = {}
+    for name in arrays:
+        with open(os.path.join(store, name, 'zarr.json'), 'rb') as f:
+            metadata[name] = json.loads(f.read())
+    meta = {'attributes': dict(attributes), 'zarr_format': 3,
+            'consolidated_metadata': {'kind': 'inline', 'must_understand': False, 'metadata': metadata},
+            'node_type': 'group'}
+    with open(os.path.join(store, 'zarr.json'), 'w', encoding='utf-8') as f:
+        f.write(json.dumps(meta, indent=2))
 
 
 def label_coordinates(arrays: Mapping[str, tuple]) -> dict[str, tuple[str, ...]]:
