@@ -133,6 +133,8 @@ def _leaves(value) -> list:
 def _holds_tensor(value) -> bool:
     if isinstance(value, (tuple, list)):
         return any(isinstance(v, Tensor) or _holds_tensor(v) for v in value)
+    if hasattr(value, '__array__'):  # array-like data (a non-uniform size, say), compared as one value
+        return False
     return isinstance(value, dict) or hasattr(type(value), '__dataclass_fields__')
 
 

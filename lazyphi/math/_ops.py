@@ -79,9 +79,14 @@ def map_leaves(fn: Callable[[Tensor], Tensor], x):
         return fn(x)
     if x is None:
         return None
-    if isinstance(x, (tuple, list, dict)) or _is_dataclass_instance(x):
+    if isinstance(x, (tuple, list, dict)) or _is_dataclass_instance(x) or _lists_attributes(x):
         return tree_map(lambda leaf: evaluate(fn, leaf), x, leaf_types=_LEAVES)
     return evaluate(fn, x)
+
+
+def _lists_attributes(x) -> bool:
+    """Whether `x` names its data in `__value_attrs__` or `__variable_attrs__` (phiml's tree nodes)."""
+    return hasattr(x, '__value_attrs__') or hasattr(x, '__variable_attrs__')
 
 
 def _is_dataclass_instance(x) -> bool:

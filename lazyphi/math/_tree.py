@@ -126,8 +126,12 @@ def map_trees(fn: LeafFunction, trees: Sequence, leaf_types: tuple, cache_fn: Ca
         return result
     if dataclasses.is_dataclass(first) and not isinstance(first, type):
         return _map_dataclass(fn, trees, leaf_types, cache_fn, what, path, objects)
-    if objects and (hasattr(first, '__value_attrs__') or hasattr(first, '__variable_attrs__')):
-        return _map_attributes(fn, trees, leaf_types, cache_fn, what, path)
+    if hasattr(first, '__value_attrs__') or (objects and hasattr(first, '__variable_attrs__')):
+        return _map_attributes(fn, trees, leaf_types, cache_fn, what, path, objects)
+    if hasattr(first, '__variable_attrs__'):
+        raise ValueError(f"{what}(): {type(first).__qualname__} at {path or 'the top level'} lists no __value_attrs__; "
+                         f"operations on values act on the attributes it names there (its __variable_attrs__ are "
+                         f"only traversed by shape operations)")
     if objects and holds_dims(first):
         return fn(list(trees), path)
     for i, other in enumerate(trees[1:], 1):
@@ -145,15 +149,21 @@ def holds_dims(value) -> bool:
 
 
 def _map_attributes(fn: LeafFunction, trees: Sequence, leaf_types: tuple, cache_fn: CacheFunction | None, what: str,
-                    path: str):
-    """Map the attributes an object lists in `__value_attrs__()` (or `__variable_attrs__()`) on a shallow copy."""
+                    path: str, objects: bool):
+    """Map the attributes an object lists in `__value_attrs__()` (or `__variable_attrs__()`).
+
+    The result is `__with_attrs__(**new)` where the class defines it, else a shallow copy with the new attributes.
+    """
     first = trees[0]
     _check_all(trees, lambda t: type(t) is type(first), what, path, f'instances of {type(first).__qualname__}')
     names = first.__value_attrs__() if hasattr(first, '__value_attrs__') else first.__variable_attrs__()
+    new = {name: map_trees(fn, [getattr(t, name) for t in trees], leaf_types, cache_fn, what, f'{path}.{name}',
+                           objects) for name in names}
+    if hasattr(first, '__with_attrs__'):
+        return first.__with_attrs__(**new)
     result = copy.copy(first)
-    for name in names:
-        new = map_trees(fn, [getattr(t, name) for t in trees], leaf_types, cache_fn, what, f'{path}.{name}', True)
-        object.__setattr__(result, name, new)
+    for name, value in new.items():
+        object.__setattr__(result, name, value)
     return result
 
 
