@@ -3,7 +3,8 @@
 Loaded by `pytest -c tests/conformance/pytest.ini` (see its comment for the whole command). Each line of
 `expected_failures.txt` names one test (`file::Class::test`, relative to the suite's `tests/` folder)
 and, after ` | `, why lazyphi fails it. Listed tests are strict expected failures: one that passes fails
-the run, so the list only shrinks. An entry naming no collected test of a collected file fails the run too. At the end one
+the run, so the list only shrinks. An entry naming no collected test of a collected file fails the run
+too. At the end one
 line reports `phiml conformance: N of M pass, K expected failures`, M counting the suite's tests that
 pass on PhiML itself.
 """
