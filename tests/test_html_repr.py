@@ -7,6 +7,7 @@ from typing import ClassVar
 
 import numpy as np
 import pytest
+from backends import BACKEND_NAMES, get_backend
 
 import lazyphi
 from lazyphi import math
@@ -15,7 +16,6 @@ from lazyphi.math import Tensor, batch, channel, spatial
 from lazyphi.math import _html as tensor_html_module
 from lazyphi.math.kinds import Trace, tracer_for
 from lazyphi.storage import _memory, clear_memory_cache
-from tests.backends import BACKEND_NAMES, get_backend
 
 
 def _text(page: str) -> str:

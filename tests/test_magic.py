@@ -214,3 +214,29 @@ def test_shape_of_number_lists_and_value_attrs():
         def __shape__(self):
             return batch(b=2)
     assert shape(Dunder()) == batch(b=2) and math.ssize(math.zeros(spatial(x=2, y=3))) == 6
+
+
+def test_number_sequences_stack_as_vectors_of_any_length():
+    stacked = math.stack([(1, 0), (1, 0, 1), (0, 0)], batch('s'))
+    assert stacked.shape.get_size('vector').sizes == (2, 3, 2) and stacked.shape.volume == 7
+    np.testing.assert_array_equal(math.stack([(1, 2), (3, 4)], batch('s')).numpy('s,vector'), [[1, 2], [3, 4]])
+
+
+def test_stacking_values_whose_labels_differ_drops_the_labels():
+    stacked = math.stack([math.vec('x', 1, 2), math.vec('x', 3, 4)], batch('y'))
+    assert stacked.shape.get_labels('x') is None and stacked.shape.get_size('x') == 2
+
+
+def test_expand_gives_labels_to_a_dim_the_value_has():
+    labelled = math.expand(math.zeros(channel(vector=2)), channel(vector='x,y'))
+    assert labelled.vector.item_names == ('x', 'y')
+    with pytest.raises(math.IncompatibleShapes):
+        math.expand(labelled, channel(vector='a,b'))
+    with pytest.raises(math.IncompatibleShapes):
+        math.expand(labelled, channel(vector=3))
+
+
+def test_dot_with_a_missing_dim_counts_it_constant():
+    w = math.random_uniform(channel(neurons=4, input=1))
+    x = math.random_uniform(batch(b=3))
+    assert (x.neurons * w.input).shape == batch(b=3) & channel(neurons=4)

@@ -102,7 +102,8 @@ def test_volume_and_uniformity():
     assert EMPTY_SHAPE.volume == 1
     assert spatial('x').volume is None
     ragged = batch(b=2) & instance(points=NonUniform((3, 4), ('b',)))
-    assert ragged.volume is None and not ragged.is_uniform and FULL.is_uniform
+    assert ragged.volume == 3 + 4 and not ragged.is_uniform and FULL.is_uniform
+    assert ragged.only('points').volume is None  # without the dim the sizes vary along, no count
 
 
 def test_single_dim_properties():

@@ -20,14 +20,6 @@ with warnings.catch_warnings():
 OWNED_ELSEWHERE = {
     'arange': 'creation: phiml has backend=', 'range': 'creation: phiml has backend=',
     'ones_like': 'creation: phiml names the parameter value',
-    'stack': 'tree functions: phiml has allow_varying_labels=',
-    'ccat': 'tree functions: phiml has keyword-only dim_type=, expand_values=, default_name=',
-    'dcat': 'tree functions: phiml has keyword-only dim_type=, expand_values=, default_name=',
-    'icat': 'tree functions: phiml has keyword-only dim_type=, expand_values=, default_name=',
-    'scat': 'tree functions: phiml has keyword-only dim_type=, expand_values=, default_name=',
-    'squeeze': 'tree functions: phiml names the parameter x', 'from_dict': 'phiml has dict_ and convert=',
-    'shape': 'shapes: phiml has allow_unshaped=', 'concat_shapes': 'shapes: phiml names *shapes',
-    'merge_shapes': 'shapes: phiml has allow_varying_labels=',
 }
 
 

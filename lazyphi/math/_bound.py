@@ -145,16 +145,20 @@ class BoundDim:
         return _math.prod(self.obj, self.name)
 
     def __mul__(self, other):
-        """The dot product along this dim with a tensor, a tuple of values along it, or another bound dim."""
+        """The dot product along this dim with a tensor, a tuple of values along it, or another bound dim.
+
+        A dim the object lacks counts as constant along it (as `dot` does), so `x.neurons * w.input` with
+        `input` of size 1 multiplies and sums over `input`.
+        """
         if isinstance(other, BoundDim):
-            return _math.sum(self.obj * _math.rename_dims(other.obj, other.name, self.name), self.name)
+            return _math.dot(self.obj, (self.name,), other.obj, (other.name,))
         if isinstance(other, (tuple, list)):
             other = _math.wrap(list(other), self._shape()[self.name])
         if not isinstance(other, _math.Tensor):
             return NotImplemented
         if self.name not in other.shape:
             raise DimNotFound(f'The dot product along {self.name!r} needs a value with that dim, got {other.shape}')
-        return _math.sum(self.obj * other, self.name)
+        return _math.dot(self.obj, (self.name,), other, (self.name,))
 
     __rmul__ = __matmul__ = __rmatmul__ = __mul__
 

@@ -203,7 +203,9 @@ def equality_by_shape_and_value(rel_tolerance: float = 0., abs_tolerance: float 
     """Inside the block, `a == b` between tensors is whether they have the same dims and `close` values.
 
     Args:
-        rel_tolerance, abs_tolerance, equal_nan: as for `close`.
+        rel_tolerance: relative tolerance, as for `close`.
+        abs_tolerance: absolute tolerance, as for `close`.
+        equal_nan: count NaN as equal to NaN.
     """
     token = EQUALITY_MODE.set(('value', rel_tolerance, abs_tolerance, equal_nan))
     try:

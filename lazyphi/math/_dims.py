@@ -30,7 +30,7 @@ from ._tensor import NUMBER_TYPES, Tensor
 _TREE_FORMS = 'a Tensor, a number, or a tuple, list, dict or dataclass instance holding those'
 
 
-def shape(obj) -> Shape:
+def shape(obj, allow_unshaped: bool = False) -> Shape:
     """The Shape of a Tensor, a shaped object, or a tree of them.
 
     Args:
@@ -39,11 +39,21 @@ def shape(obj) -> Shape:
             are merged (no new dim is added); a dataclass instance, whose data fields' shapes are merged
             unless it has a Shape-valued `shape` attribute; an object with a Shape-valued `shape` attribute
             or a `__shape__()` method; an object listing its data in `__value_attrs__()`; a bound dim `t.x`.
+        allow_unshaped: give the empty shape for any other object instead of raising.
 
     Raises:
         TypeError: `obj` is none of these, such as an array whose axes have no names.
         IncompatibleShapes: the shapes of the elements of a tree disagree on a dim.
     """
+    try:
+        return _shape_of(obj)
+    except TypeError:
+        if allow_unshaped:
+            return EMPTY_SHAPE
+        raise
+
+
+def _shape_of(obj) -> Shape:
     if isinstance(obj, Tensor):
         return obj.shape
     if isinstance(obj, Shape):
@@ -154,28 +164,29 @@ def non_primal(obj) -> Shape:
     return shape(obj).non_primal
 
 
-def merge_shapes(*objs, allow_varying_sizes: bool = False) -> Shape:
+def merge_shapes(*objs, allow_varying_sizes: bool = False, allow_varying_labels: bool = False) -> Shape:
     """Union of the dims of `objs`: Shapes, tensors, or trees of them (see `shape`).
 
     Dims are ordered by type (batch, dual, instance, spatial, channel), within a type by first appearance.
 
     Args:
         allow_varying_sizes: a dim whose sizes differ gets size None instead of raising.
+        allow_varying_labels: a dim whose labels differ gets no labels instead of raising.
 
     Raises:
         IncompatibleShapes: a shared dim differs in size, type or labels.
     """
     return _merge_shapes(*[o if isinstance(o, Shape) else shape(o) for o in objs],
-                         allow_varying_sizes=allow_varying_sizes)
+                         allow_varying_sizes=allow_varying_sizes, allow_varying_labels=allow_varying_labels)
 
 
-def concat_shapes(*objs) -> Shape:
-    """The dims of `objs` (Shapes, tensors, or trees of them) in the order given.
+def concat_shapes(*shapes) -> Shape:
+    """The dims of `shapes` (Shapes, tensors, or trees of them) in the order given.
 
     Raises:
         IncompatibleShapes: a dim name occurs more than once.
     """
-    return _concat_shapes(*[o if isinstance(o, Shape) else shape(o) for o in objs])
+    return _concat_shapes(*[s if isinstance(s, Shape) else shape(s) for s in shapes])
 
 
 def to_dict(value: Shape) -> dict:

@@ -241,19 +241,30 @@ def stacked_shape(shapes: Sequence[Shape], dim: Shape) -> Shape:
     """The shape of parts with `shapes` stacked along `dim`; dims whose sizes differ become non-uniform.
 
     A dim differs when the parts having it disagree on its size; then a part lacking it counts as size 1.
+    Parts whose labels differ along a dim of equal size give that dim without labels.
     """
     try:
         inner = merge_shapes(*shapes)
     except IncompatibleShapes:
-        inner = merge_shapes(*shapes, allow_varying_sizes=True)
-        sizes = []
-        for name, size, labels in zip(inner.names, inner.sizes, inner.labels, strict=True):
-            if size is not None:  # the parts that have this dim agree on it
-                sizes.append(labels if labels is not None else size)
-                continue
-            per_part = tuple(s.get_size(name) if name in s.names else 1 for s in shapes)
-            sizes.append(per_part[0] if len(set(per_part)) == 1 else NonUniform(per_part, (dim.name,)))
-        inner = inner.with_sizes(sizes)
+        names = list(dict.fromkeys(n for s in shapes for n in s.names))
+        sizes, types, labels = [], [], []
+        for name in names:
+            having = [s[name] for s in shapes if name in s.names]
+            kinds = {d.type for d in having}
+            if len(kinds) > 1:
+                raise IncompatibleShapes(f'Cannot stack values along {dim.name!r}: dim {name!r} is '
+                                         f'{" in one and ".join(sorted(kinds))} in another') from None
+            known = {d.size for d in having if d.size is not None}
+            item_labels = {d.item_labels for d in having}
+            if len(known) > 1:
+                per_part = tuple(s.get_size(name) if name in s.names else 1 for s in shapes)
+                sizes.append(NonUniform(per_part, (dim.name,)))
+                labels.append(None)
+            else:
+                sizes.append(known.pop() if known else None)
+                labels.append(item_labels.pop() if len(item_labels) == 1 else None)
+            types.append(kinds.pop())
+        inner = merge_shapes(Shape(tuple(sizes), tuple(names), tuple(types), tuple(labels)))
     return merge_shapes(dim, inner)
 
 

@@ -17,6 +17,7 @@ import math
 from collections.abc import Callable, Sequence
 
 from .._errors import DimNotFound
+from ._creation import tensor
 from ._dims import batch, channel, dual, instance, parse_dim_spec, shape, spatial
 from ._items import normalize_selection
 from ._shape import EMPTY_SHAPE, Shape, concat_shapes, merge_shapes, resolve_dims
@@ -64,7 +65,7 @@ def _as_shape(dims, default_type: str = 'channel', what: str = 'dims') -> Shape:
 
 
 def stack(values, dim, expand_values: bool = False, simplify: bool = False, layout_non_matching: bool = False,
-          **kwargs):
+          allow_varying_labels: bool = True, **kwargs):
     """Stack trees of equal structure along the new dim(s) `dim`.
 
     Tensors and numbers at the same place in each tree are stacked (differing sizes give a non-uniform
@@ -78,6 +79,8 @@ def stack(values, dim, expand_values: bool = False, simplify: bool = False, layo
         expand_values: expand the tensors stacked together to the dims any of them has before stacking.
         simplify: accepted for phiml's signature; lazyphi never needs to simplify a stacked result.
         layout_non_matching: accepted for phiml's signature; trees must match in structure.
+        allow_varying_labels: values whose labels differ along a dim give that dim without labels; if False,
+            that is an `IncompatibleShapes` error.
         **kwargs: passed on to `__stack__` of custom objects.
 
     Raises:
@@ -98,15 +101,23 @@ def stack(values, dim, expand_values: bool = False, simplify: bool = False, layo
                         f"{values!r}")
     if not values:
         raise ValueError(f"stack() needs at least one value to stack along {dim}, but got none")
+    if all(_is_number_sequence(v) for v in values):  # vectors, as shape((1, 2)) says: lengths may differ
+        values = [tensor(list(v)) for v in values]
     if dim.rank > 1:
         return _stack_multi(list(values), dim, expand_values, kwargs)
     dim = as_dim(dim, 'stack() dim')
     if dim.labels[0] is None:
         dim = dim.with_size(len(values))
+    if not allow_varying_labels:
+        merge_shapes(*[shape(v) for v in values])  # raises where labels (or sizes) differ
     with affecting((dim.name,), on_result=True):
         return map_trees(lambda leaves, path: _stack_leaves(leaves, dim, expand_values, kwargs), values,
                          _DATA, lambda leaves, owners: _stack_leaves(leaves, dim, expand_values, {}), 'stack',
                          objects=True)
+
+
+def _is_number_sequence(value) -> bool:
+    return isinstance(value, (tuple, list)) and bool(value) and all(isinstance(v, NUMBER_TYPES) for v in value)
 
 
 def _stack_multi(values: list, dims: Shape, expand_values: bool, kwargs: dict):
@@ -199,9 +210,10 @@ def _concat_leaves(leaves: list, dim: str, kwargs: dict):
     raise _missing(first, 'concat', '__concat__ nor __stack__')
 
 
-def _typed_concat(dim_type: Callable, default_name: str):
-    def concat_of_type(values, dim_type_name: str | None = None, expand_values: bool = False):
-        return tcat(values, dim_type, expand_values, dim_type_name or default_name)
+def _typed_concat(type_of_dim: Callable, name_if_none: str):
+    def concat_of_type(values, *, dim_type: Callable = type_of_dim, expand_values: bool = True,
+                       default_name: str = name_if_none):
+        return tcat(values, dim_type, expand_values, default_name)
     return concat_of_type
 
 
@@ -580,11 +592,11 @@ def flatten(value, flat_dim: Shape = FLAT_DIM, flatten_batch: bool = False, **kw
     return pack_dims(value, full if flatten_batch else full.non_batch, flat_dim, **kwargs)
 
 
-def squeeze(value, dims):
-    """`value` without the dims `dims`, each of which must have size 1."""
-    full = shape(value)
+def squeeze(x, dims):
+    """`x` without the dims `dims`, each of which must have size 1."""
+    full = shape(x)
     names = dims_in(full, dims)
     for n in names:
         if full.get_size(n) != 1:
             raise ValueError(f"squeeze(): dim {n!r} of {full} has size {full.get_size(n)}, not 1")
-    return slice_(value, {n: 0 for n in names}) if names else value
+    return slice_(x, {n: 0 for n in names}) if names else x

@@ -58,14 +58,14 @@ def to_dict(value: Tensor | Shape) -> dict:
             'data': value.backend.numpy(value.native(value.shape.names)).tolist()}
 
 
-def from_dict(data: dict, convert: bool = False) -> Tensor | Shape:
-    """The tensor or Shape `data` describes (see `to_dict`); `convert` puts a tensor on the default backend."""
-    shape = shape_from_dict(data)
-    if 'data' not in data:
+def from_dict(dict_: dict, convert: bool = False) -> Tensor | Shape:
+    """The tensor or Shape `dict_` describes (see `to_dict`); `convert` puts a tensor on the default backend."""
+    shape = shape_from_dict(dict_)
+    if 'data' not in dict_:
         return shape
-    if data.get('layout'):
-        return Layout(data['data'], shape)
-    array = np.asarray(data['data'], dtype=np.dtype(data['dtype']))
+    if dict_.get('layout'):
+        return Layout(dict_['data'], shape)
+    array = np.asarray(dict_['data'], dtype=np.dtype(dict_['dtype']))
     result = Dense(read_only_native(array), shape, NUMPY)
     return to_backend(result, default_backend()) if convert else result
 

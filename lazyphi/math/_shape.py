@@ -71,13 +71,32 @@ class Shape(ShapeSelection):
 
     @property
     def volume(self) -> int | None:
-        """Number of elements, or None if any size is unknown or non-uniform."""
+        """Number of elements, or None if a size is unknown.
+
+        A non-uniform shape counts the elements of each slice along the dims its sizes vary along; without
+        those dims (a non-uniform size whose `along` dims are not in this shape) the count is None.
+        """
         volume = 1
         for size in self.sizes:
-            if size is None or isinstance(size, NonUniform):
+            if size is None:
                 return None
+            if isinstance(size, NonUniform):
+                return self._non_uniform_volume()
             volume *= size
         return volume
+
+    def _non_uniform_volume(self) -> int | None:
+        along = self.non_uniform_shape
+        if along.rank == 0 or not all(isinstance(s, int) for s in along.sizes):
+            return None
+        total = 0
+        for index in itertools.product(*[range(s) for s in along.sizes]):
+            part = self.after_gather(dict(zip(along.names, index, strict=True)))
+            count = part.volume
+            if count is None:
+                return None
+            total += count
+        return total
 
     def _single(self, what: str) -> int:
         if len(self.names) != 1:
@@ -548,7 +567,7 @@ EMPTY_SHAPE = Shape((), (), (), ())
 # --- merging ---
 
 
-def merge_shapes(*objs, allow_varying_sizes: bool = False) -> Shape:
+def merge_shapes(*objs, allow_varying_sizes: bool = False, allow_varying_labels: bool = False) -> Shape:
     """Union of the dims of all `objs` (Shapes or objects `shape_of` accepts).
 
     Dims are ordered by type (batch, dual, instance, spatial, channel), and within a type by
@@ -557,7 +576,9 @@ def merge_shapes(*objs, allow_varying_sizes: bool = False) -> Shape:
 
     Args:
         allow_varying_sizes: if True, a dim whose sizes differ gets size None (unknown) and no
-            labels instead of raising. Conflicting types, or labels at equal size, still raise.
+            labels instead of raising.
+        allow_varying_labels: if True, a dim whose labels differ (at equal size) gets no labels
+            instead of raising. Conflicting types always raise.
 
     Raises:
         IncompatibleShapes: a shared dim differs in size, type or labels.
@@ -580,12 +601,12 @@ def merge_shapes(*objs, allow_varying_sizes: bool = False) -> Shape:
             return a
         if _holds(b, a):
             return b
-        return _merge((a, b), allow_varying_sizes)
+        return _merge((a, b), allow_varying_sizes, allow_varying_labels)
     shapes = [s for s in map(shape_of, objs) if s.names]
     for candidate in shapes:
         if all(s is candidate or _holds(candidate, s) for s in shapes):
             return candidate
-    return _merge(shapes, allow_varying_sizes) if shapes else EMPTY_SHAPE
+    return _merge(shapes, allow_varying_sizes, allow_varying_labels) if shapes else EMPTY_SHAPE
 
 
 def _holds(a: Shape, b: Shape) -> bool:
@@ -601,10 +622,11 @@ def _holds(a: Shape, b: Shape) -> bool:
     return True
 
 
-def _merge(shapes: Sequence[Shape], allow_varying_sizes: bool) -> Shape:
+def _merge(shapes: Sequence[Shape], allow_varying_sizes: bool, allow_varying_labels: bool = False) -> Shape:
     first = shapes[0]
     sizes, names, types, labels = list(first.sizes), list(first.names), list(first.types), list(first.labels)
     varying: set[str] = set()  # dims whose sizes differed; they stay None
+    unlabelled: set[str] = set()  # dims whose labels differed (allowed): they stay without labels
     for k in range(1, len(shapes)):
         shape = shapes[k]
         for i, n in enumerate(shape.names):
@@ -627,11 +649,15 @@ def _merge(shapes: Sequence[Shape], allow_varying_sizes: bool) -> Shape:
                                           f"has size {sizes[j]} in one and {s} in the other")
                 sizes[j] = labels[j] = None
                 varying.add(n)
-            elif lab is not None:
+            elif lab is not None and n not in unlabelled:
                 if labels[j] is not None:
-                    raise _merge_conflict(shapes, k, n, sizes[j], labels[j],
-                                          f"has labels {labels[j]} in one and {lab} in the other")
-                labels[j] = lab
+                    if not allow_varying_labels:
+                        raise _merge_conflict(shapes, k, n, sizes[j], labels[j],
+                                              f"has labels {labels[j]} in one and {lab} in the other")
+                    labels[j] = None
+                    unlabelled.add(n)
+                else:
+                    labels[j] = lab
     return _canonical(sizes, names, tuple(types), labels)
 
 

@@ -118,7 +118,11 @@ def expand_tensor(value, *dims) -> Tensor:
     for name, size in zip(add.names, add.sizes, strict=True):
         if size is None:
             raise ValueError(f'expand() needs sizes for the new dims; {name!r} has none in {add}')
-    return expand_to(value, merge_shapes(value.shape, add))
+    full = merge_shapes(value.shape, add)  # a dim the value has must agree in size (and labels, where both have)
+    labelled = [n for n in value.shape.names if value.shape.get_labels(n) != full.get_labels(n)]
+    if labelled:  # labels given for dims the value has: the value takes them
+        value = rename_tensor_dims(value, labelled, full.only(labelled, reorder=True))
+    return expand_to(value, full)
 
 
 def rename_tensor_dims(value, dims, names) -> Tensor:
