@@ -117,7 +117,7 @@ def overlapping(calls: list) -> bool:
 @pytest.fixture(scope='module')
 def cluster():
     distributed = pytest.importorskip('distributed')
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=':0',
                                   silence_logs=logging.ERROR) as c, distributed.Client(c) as client:
         yield client
 

@@ -105,7 +105,7 @@ def _backend_text(t) -> str:
 def _values_in_memory(t) -> np.ndarray | None:
     """The values as NumPy if they are in memory and not too many to look at, else None."""
     volume = t.shape.volume
-    if not t.available or volume is None or volume > PREVIEW_LIMIT:
+    if not t.available or not t.shape.is_uniform or volume is None or volume > PREVIEW_LIMIT:
         return None
     return np.asarray(t.numpy())
 
@@ -133,7 +133,8 @@ def _volume_text(shape: Shape) -> str:
     volume = shape.volume
     if volume is None:
         return 'size unknown' if shape.is_uniform else 'non-uniform'
-    return f'{volume:,} element{"" if volume == 1 else "s"}'
+    elements = f'{volume:,} element{"" if volume == 1 else "s"}'
+    return elements if shape.is_uniform else f'non-uniform, {elements}'
 
 
 def _rows_table(rows: list) -> str:
