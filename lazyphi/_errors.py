@@ -26,6 +26,13 @@ class LabelNotFound(_ReadableKeyError):
     """An item label named by the caller is not among a dim's labels."""
 
 
+class UnsupportedDType(_ReadableKeyError, ValueError):
+    """A `DType` that no backend holds, such as a floating-point format of 8 bits.
+
+    Also a `ValueError`: the data type is a bad value; a `KeyError` as in the reference library.
+    """
+
+
 class ManifestDamaged(OSError):
     """The manifest (`lazyphi.json`) of a disk-cache group is missing, unreadable or invalid."""
 

@@ -27,6 +27,7 @@ from lazyphi.backend import (
     ComputeDevice,
     DType,
     NoBackendFound,
+    UnsupportedDType,
     choose_backend,
     combine_types,
     context_backend,
@@ -679,7 +680,7 @@ def test_object_backend_stores_and_compares_objects():
 # --- data types ---
 
 def test_dtype_basics():
-    assert repr(DType(float, 32)) == 'float32' and repr(DType(int, 8, signed=False)) == 'uint8'
+    assert repr(DType(float, 32)) == 'float32' and repr(DType(int, 8, unsigned=True)) == 'uint8'
     assert repr(DType(bool)) == 'bool' and repr(DType(str)) == 'str' and DType(object).bits == 64
     assert DType(complex, 128).itemsize == 16 and DType(complex, 128).precision == 64
     assert DType(float, 16).precision == 16 and DType(int, 64).precision is None and DType(str).itemsize is None
@@ -692,7 +693,7 @@ def test_dtype_as_dtype():
     assert DType.as_dtype(float) == DType(float, 32) and DType.as_dtype(int) == DType(int, 32)
     with precision(64):
         assert DType.as_dtype(float) == DType(float, 64) and DType.as_dtype(complex) == DType(complex, 128)
-    assert DType.as_dtype('float16') == DType(float, 16) and DType.as_dtype(np.uint16) == DType(int, 16, False)
+    assert DType.as_dtype('float16') == DType(float, 16) and DType.as_dtype(np.uint16) == DType(int, 16, True)
     assert DType.as_dtype(np.dtype('int64')) == DType(int, 64) and DType.as_dtype(bool) == DType(bool)
     assert DType.as_dtype(DType(int, 8)) == DType(int, 8) and DType.as_dtype('U5') == DType(str)
     assert DType.as_dtype((int, 8)) == DType(int, 8) and DType.as_dtype((complex, 128)) == DType(complex, 128)
@@ -713,7 +714,7 @@ def test_dtype_errors_name_the_value():
     with pytest.raises(ValueError, match=r"DType kind must be one of .* but got <class 'list'>"):
         DType(list)
     with pytest.raises(ValueError, match="Only int DTypes can be unsigned, not float"):
-        DType(float, 32, signed=False)
+        DType(float, 32, unsigned=True)
     with pytest.raises(ValueError, match="Not a data type name: 'float13'"):
         DType.as_dtype('float13')
     with pytest.raises(TypeError, match=r"Cannot interpret 3.5 as a DType"):
@@ -731,6 +732,48 @@ def test_dtype_errors_name_the_value():
         from_numpy_dtype(np.dtype('datetime64'))
 
 
+def test_dtype_bit_layouts():
+    """DType takes the reference's seven fields; the standard layouts are filled in and compare equal."""
+    assert DType(float, 32, False, 8, 23, False, False) == DType(float, 32)
+    assert DType(int, 16, True, 0, 16, True, True) == DType(int, 16, unsigned=True)
+    assert DType(bool) == DType(bool, 8, True, 0, 1, True, True) and DType(bool).unsigned
+    assert (DType(float, 64).exponent_bits, DType(float, 64).mantissa_bits) == (11, 52)
+    assert (DType(complex, 64).exponent_bits, DType(complex, 64).mantissa_bits) == (8, 23)
+    assert DType(int, 8).unsigned is False and DType(int, 8, True) == from_numpy_dtype(np.dtype('uint8'))
+    e4m3 = DType(float, 8, False, 4, 3, True, False)
+    assert repr(e4m3) == 'float8_e4m3fn' and not e4m3.is_standard and DType(float, 16).is_standard
+    assert e4m3 != DType(float, 8, False, 5, 2, False, False) and len({e4m3, DType(float, 16)}) == 2
+    assert DType(float, 3, False, 1, 2, True, True).itemsize == 3 / 8 and DType.as_dtype((float, 8, False, 4, 3, True,
+                                                                                            False)) == e4m3
+    assert dataclasses.replace(e4m3, bits=16) == DType(float, 16)  # replace takes the new size's layout
+    assert pickle.loads(pickle.dumps(e4m3)) == e4m3
+
+
+def test_dtype_layout_errors_name_the_value():
+    with pytest.raises(TypeError, match=r"give all of exponent_bits.*or none"):
+        DType(float, 8, False, 4)
+    with pytest.raises(ValueError, match=r"only float and complex DTypes take a bit layout of their own"):
+        DType(int, 8, False, 1, 7, True, True)
+    with pytest.raises(ValueError, match=r"bits must be a positive int"):
+        DType(float, 0, False, 0, 0, True, True)
+    with pytest.raises(ValueError, match=r"mantissa_bits must be an int >= 0, got -1"):
+        DType(float, 8, False, 4, -1, True, True)
+    with pytest.raises(TypeError, match=r"finite_only must be a bool, got 'yes'"):
+        DType(float, 8, False, 4, 3, 'yes', True)
+    with pytest.raises(ValueError, match=r"bool DTypes are unsigned, got unsigned=False"):
+        DType(bool, 8, False)
+    with pytest.raises(UnsupportedDType, match=r"No backend has a data type float8_e4m3fn"):
+        to_numpy_dtype(DType(float, 8, False, 4, 3, True, False))
+
+
+def test_cast_to_a_dtype_no_backend_has(backend):
+    """The reference raises a KeyError here; UnsupportedDType is that and a ValueError."""
+    x = backend.as_tensor(np.ones(3, np.float32))
+    for error in (KeyError, ValueError):
+        with pytest.raises(error, match='float3_e1m2fnuz'):
+            backend.cast(x, DType(float, 3, False, 1, 2, True, True))
+
+
 @pytest.mark.parametrize('name', ['bool', 'int8', 'int16', 'int32', 'int64', 'uint8', 'uint64', 'float16',
                                   'float32', 'float64', 'complex64', 'complex128', 'object'])
 def test_numpy_dtype_round_trip(name):
@@ -746,8 +789,8 @@ def test_numpy_dtype_round_trip(name):
     ((DType(float, 32), DType(int, 64)), 64, DType(float, 64)),
     ((DType(float, 64), DType(complex, 64)), None, DType(complex, 128)),
     ((DType(float, 64), DType(complex, 128)), 16, DType(complex, 64)),
-    ((DType(int, 8), DType(int, 8, False)), None, DType(int, 16)),
-    ((DType(int, 8, False), DType(int, 16, False)), None, DType(int, 16, False)),
+    ((DType(int, 8), DType(int, 8, True)), None, DType(int, 16)),
+    ((DType(int, 8, True), DType(int, 16, True)), None, DType(int, 16, True)),
     ((DType(str), DType(str)), None, DType(str)),
     ((DType(str), DType(int, 32)), None, DType(object)),
 ])

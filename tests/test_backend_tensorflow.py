@@ -145,7 +145,7 @@ def test_floats_take_the_current_precision():
         assert TF.as_tensor(np.ones(2, np.complex64)).dtype == tf.complex128
         assert TF.fft(tf.ones(4), [0]).dtype == tf.complex64  # the input's precision, not the current one
         assert TF.fft(tf.ones(4, tf.int32), [0]).dtype == tf.complex128
-    assert TF.cast(2.7, DType(int, 64)).dtype == tf.int64 and TF.dtype(tf.ones(2, tf.uint8)) == DType(int, 8, False)
+    assert TF.cast(2.7, DType(int, 64)).dtype == tf.int64 and TF.dtype(tf.ones(2, tf.uint8)) == DType(int, 8, True)
 
 
 def test_random_values_honour_dtype_and_seed():

@@ -106,7 +106,7 @@ def test_files_written_by_lazyphi_read_back_by_zarr_and_the_other_way(tmp_path, 
     np.testing.assert_array_equal(_whole(theirs, (2, 2, 0))[:1, :1], by_zarr[6:, 4:])
 
 
-@pytest.mark.parametrize('dtype', [DType(bool), DType(int, 8), DType(int, 16, signed=False), DType(int, 64),
+@pytest.mark.parametrize('dtype', [DType(bool), DType(int, 8), DType(int, 16, unsigned=True), DType(int, 64),
                                    DType(float, 16), DType(float, 64), DType(complex, 64), DType(complex, 128)])
 @pytest.mark.parametrize('compressor', [None, 'zstd'])
 @pytest.mark.parametrize('sizes, chunks, names', [((7, 5), (3, 5), ('a', 'x')), ((), (), None),

@@ -5,7 +5,7 @@ sub-modules `torch`, `jax` and `tensorflow`, imported only when a value of that 
 by `choose_backend()` or the library is named in `set_global_default_backend()`.
 """
 
-from .._errors import NoBackendFound
+from .._errors import NoBackendFound, UnsupportedDType
 from ._backend import Backend
 from ._device import ComputeDevice
 from ._dtype import DType, combine_types, to_numpy_dtype
@@ -58,4 +58,5 @@ __all__ = [
     'set_global_default_backend',
     'set_global_precision',
     'to_numpy_dtype',
+    'UnsupportedDType',
 ]

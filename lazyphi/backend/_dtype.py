@@ -4,6 +4,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .._errors import UnsupportedDType
 from ._precision import get_precision
 
 _VALID_BITS: dict[type, tuple] = {
@@ -16,30 +17,54 @@ _VALID_BITS: dict[type, tuple] = {
 }
 _KIND_NAMES = {bool: 'bool', int: 'int', float: 'float', complex: 'complex', object: 'object', str: 'str'}
 _NUMPY_KINDS = {'b': bool, 'i': int, 'u': int, 'f': float, 'c': complex, 'O': object, 'U': str, 'S': str, 'T': str}
+# (exponent bits, mantissa bits, finite only, unsigned zero) of the types the backends hold, by (kind, bits, unsigned)
+_IEEE = {16: (5, 10), 32: (8, 23), 64: (11, 52)}
+_LAYOUTS: dict[tuple, tuple] = {
+    (bool, 8, True): (0, 1, True, True),
+    (object, 64, True): (0, 64, False, False),
+    (str, None, False): (0, 0, True, True),
+    **{(int, bits, unsigned): (0, bits, True, True) for bits in (8, 16, 32, 64) for unsigned in (False, True)},
+    **{(float, bits, False): (*_IEEE[bits], False, False) for bits in (16, 32, 64)},
+    **{(complex, bits, False): (*_IEEE[bits // 2], False, False) for bits in (64, 128)},
+}
+_UNSIGNED_KINDS = (bool, object)  # their values have no sign: unsigned by default, as in the reference
 
 
 @dataclass(frozen=True, slots=True, init=False)
 class DType:
     """The kind and size of the elements of a tensor, independent of any backend.
 
-    Examples: `DType(float, 32)`, `DType(int, 64)`, `DType(int, 8, signed=False)`, `DType(bool)`,
-    `DType(complex, precision=32)` (complex64).
+    Examples: `DType(float, 32)`, `DType(int, 64)`, `DType(int, 8, unsigned=True)`, `DType(bool)`,
+    `DType(complex, precision=32)` (complex64). A floating-point format no backend offers can be described by
+    its bit layout, `DType(float, 8, False, 4, 3, True, False)` (float8_e4m3fn); operations refuse it with
+    `UnsupportedDType`.
 
     Args:
         kind: One of the Python types `bool`, `int`, `float`, `complex`, `object`, `str`.
         bits: Size of one element in bits. Defaults to 8 for `bool`, 64 for `object`, 32 for `int`,
             the current precision for `float` and twice that for `complex`. Strings have no fixed size (`None`).
-        signed: Only for `int`: whether negative values can be represented.
+        unsigned: Whether the type lacks negative values: `int` types may be unsigned; `bool` and `object` are.
+        exponent_bits, mantissa_bits, finite_only, unsigned_zero: The bit layout of a floating-point number (for
+            complex types, of one part): bits of the exponent and of the mantissa, whether it has no infinities
+            or NaN, and whether zero has no sign. Give all four or none; by default those of the standard type
+            (IEEE 754 for `float` and `complex`; integers have `mantissa_bits == bits`).
         precision: Instead of `bits`, for `float` and `complex` only: the bits of one floating-point
             component (complex types have at least 32 bits per component).
     """
 
     kind: type
     bits: int | None
-    signed: bool
+    unsigned: bool
+    # the bit layout is not passed on by dataclasses.replace: replace(d, bits=64) takes the layout of the new size
+    exponent_bits: int = field(init=False)
+    mantissa_bits: int = field(init=False)
+    finite_only: bool = field(init=False)
+    unsigned_zero: bool = field(init=False)
     _numpy: np.dtype | None = field(default=None, init=False, repr=False, compare=False, hash=False)
 
-    def __init__(self, kind: type, bits: int | None = None, signed: bool = True, *, precision: int | None = None):
+    def __init__(self, kind: type, bits: int | None = None, unsigned: bool | None = None,
+                 exponent_bits: int | None = None, mantissa_bits: int | None = None, finite_only: bool | None = None,
+                 unsigned_zero: bool | None = None, *, precision: int | None = None):
         if kind not in _VALID_BITS:
             raise ValueError(f"DType kind must be one of {list(_KIND_NAMES.values())} but got {kind!r}")
         if precision is not None:
@@ -52,24 +77,37 @@ class DType:
         if bits is None:
             default = {bool: 8, object: 64, int: 32, float: get_precision(), complex: max(64, 2 * get_precision())}
             bits = default.get(kind)
-        if bits not in _VALID_BITS[kind]:
-            raise ValueError(f"{_KIND_NAMES[kind]} DTypes support bits {_VALID_BITS[kind]}, not {bits!r}")
-        if not signed and kind is not int:
-            raise ValueError(f"Only int DTypes can be unsigned, not {_KIND_NAMES[kind]}")
-        object.__setattr__(self, 'kind', kind)
-        object.__setattr__(self, 'bits', bits)
-        object.__setattr__(self, 'signed', signed)
-        object.__setattr__(self, '_numpy', None)
+        unsigned = kind in _UNSIGNED_KINDS if unsigned is None else unsigned
+        layout = (exponent_bits, mantissa_bits, finite_only, unsigned_zero)
+        if all(v is None for v in layout):
+            layout = _standard_layout(kind, bits, unsigned)
+        else:
+            _check_layout(kind, bits, unsigned, layout)
+        for name, value in zip(('kind', 'bits', 'unsigned', 'exponent_bits', 'mantissa_bits', 'finite_only',
+                                'unsigned_zero', '_numpy'), (kind, bits, unsigned, *layout, None), strict=True):
+            object.__setattr__(self, name, value)
 
     def __repr__(self) -> str:
         if self.kind in (bool, object, str):
             return _KIND_NAMES[self.kind]
-        return f"{'' if self.signed else 'u'}{_KIND_NAMES[self.kind]}{self.bits}"
+        name = f"{'u' if self.unsigned else ''}{_KIND_NAMES[self.kind]}{self.bits}"
+        if self.is_standard:
+            return name
+        return (f"{name}_e{self.exponent_bits}m{self.mantissa_bits}{'fn' if self.finite_only else ''}"
+                f"{'uz' if self.unsigned_zero else ''}")
 
     @property
-    def itemsize(self) -> int | None:
-        """Bytes per element, `None` for strings."""
-        return None if self.bits is None else self.bits // 8
+    def is_standard(self) -> bool:
+        """Whether the backends hold this type: the standard bit layout of a size they offer."""
+        return _LAYOUTS.get((self.kind, self.bits, self.unsigned)) == (
+            self.exponent_bits, self.mantissa_bits, self.finite_only, self.unsigned_zero)
+
+    @property
+    def itemsize(self) -> int | float | None:
+        """Bytes per element (a fraction for sizes that are no multiple of 8 bits), `None` for strings."""
+        if self.bits is None:
+            return None
+        return self.bits // 8 if self.bits % 8 == 0 else self.bits / 8
 
     @property
     def precision(self) -> int | None:
@@ -82,8 +120,8 @@ class DType:
 
     @staticmethod
     def as_dtype(value: 'DType | type | tuple | np.dtype | str | None') -> 'DType | None':
-        """Converts a `DType`, a Python type, a `(kind, bits)` tuple, a NumPy dtype or type, or a name like
-        `'float32'` to a `DType`; `None` stays `None`.
+        """Converts a `DType`, a Python type, a `(kind, bits)` tuple (or one of more of `DType`'s arguments), a NumPy
+        dtype or type, or a name like `'float32'` to a `DType`; `None` stays `None`.
 
         The Python types `float` and `complex` resolve to the current precision (see `get_precision()`),
         `int` to 32 bits.
@@ -100,7 +138,7 @@ class DType:
                              "any length, or a NumPy name such as 'U8'")
         if isinstance(value, type) and value in _VALID_BITS:
             return DType(value)
-        if isinstance(value, tuple) and len(value) == 2 and value[0] in _VALID_BITS:
+        if isinstance(value, tuple) and 2 <= len(value) <= 7 and value[0] in _VALID_BITS:
             return DType(*value)
         if isinstance(value, np.dtype | str) or (isinstance(value, type) and issubclass(value, np.generic)):
             try:
@@ -110,6 +148,42 @@ class DType:
             return from_numpy_dtype(np_dtype)
         raise TypeError(f"Cannot interpret {value!r} as a DType. Pass a DType, a Python type such as float, "
                         f"a NumPy dtype or a name like 'float32'.")
+
+
+def _standard_layout(kind: type, bits: int | None, unsigned: bool) -> tuple:
+    """The bit layout of the standard type of `kind`, `bits` and sign; a ValueError naming what is accepted if
+    there is none."""
+    layout = _LAYOUTS.get((kind, bits, unsigned))
+    if layout is not None:
+        return layout
+    name = _KIND_NAMES[kind]
+    if bits not in _VALID_BITS[kind]:
+        raise ValueError(f"{name} DTypes support bits {_VALID_BITS[kind]}, not {bits!r}")
+    if kind in _UNSIGNED_KINDS:
+        raise ValueError(f"{name} DTypes are unsigned, got unsigned={unsigned!r}")
+    raise ValueError(f"Only int DTypes can be unsigned, not {name}")
+
+
+def _check_layout(kind: type, bits, unsigned: bool, layout: tuple) -> None:
+    """Checks an explicitly given bit layout (exponent bits, mantissa bits, finite only, unsigned zero)."""
+    exponent_bits, mantissa_bits, finite_only, unsigned_zero = layout
+    given = f"DType({_KIND_NAMES[kind]}, {bits!r}, {unsigned!r}, {', '.join(map(repr, layout))})"
+    if any(v is None for v in layout):
+        raise TypeError(f"{given}: give all of exponent_bits, mantissa_bits, finite_only and unsigned_zero, or none")
+    if kind not in (float, complex):
+        if layout != _standard_layout(kind, bits, unsigned):
+            raise ValueError(f"{given}: only float and complex DTypes take a bit layout of their own; "
+                             f"{_KIND_NAMES[kind]} has {_standard_layout(kind, bits, unsigned)}")
+        return
+    if isinstance(bits, bool) or not isinstance(bits, int) or bits <= 0:
+        raise ValueError(f"{given}: bits must be a positive int")
+    for name, value in (('exponent_bits', exponent_bits), ('mantissa_bits', mantissa_bits)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{given}: {name} must be an int >= 0, got {value!r}")
+    for name, value in (('unsigned', unsigned), ('finite_only', finite_only), ('unsigned_zero', unsigned_zero)):
+        if not isinstance(value, bool):
+            raise TypeError(f"{given}: {name} must be a bool, got {value!r}")
+
 
 
 _FROM_NUMPY: dict[np.dtype, DType] = {}
@@ -126,7 +200,7 @@ def from_numpy_dtype(np_dtype: np.dtype | type) -> DType:
         if kind is str or kind is object:
             result = DType(kind)
         else:
-            result = DType(kind, normalized.itemsize * 8, signed=normalized.kind != 'u')
+            result = DType(kind, normalized.itemsize * 8, unsigned=True if normalized.kind == 'u' else None)
         _FROM_NUMPY[np_dtype] = result
     return result
 
@@ -135,10 +209,17 @@ _TO_NUMPY: dict[tuple, np.dtype] = {}
 
 
 def to_numpy_dtype(dtype: DType) -> np.dtype:
-    """Returns the NumPy dtype equivalent to `dtype`. The result is stored on `dtype`, so repeated calls are cheap."""
+    """Returns the NumPy dtype equivalent to `dtype`. The result is stored on `dtype`, so repeated calls are cheap.
+
+    Raises:
+        UnsupportedDType: for a bit layout NumPy has no type for (see `DType.is_standard`).
+    """
     np_dtype = dtype._numpy
     if np_dtype is None:
-        key = (dtype.kind, dtype.bits, dtype.signed)
+        if not dtype.is_standard:
+            raise UnsupportedDType(f"No backend has a data type {dtype!r}: they hold bool, int8-64, uint8-64, "
+                                   f"float16-64, complex64-128, str and object with their standard bit layouts")
+        key = (dtype.kind, dtype.bits, dtype.unsigned)
         np_dtype = _TO_NUMPY.get(key)
         if np_dtype is None:
             if dtype.kind is bool:
@@ -148,7 +229,7 @@ def to_numpy_dtype(dtype: DType) -> np.dtype:
             elif dtype.kind is str:
                 np_dtype = np.dtype(str)
             else:
-                np_dtype = np.dtype(f"{'' if dtype.signed else 'u'}{_KIND_NAMES[dtype.kind]}{dtype.bits}")
+                np_dtype = np.dtype(f"{'u' if dtype.unsigned else ''}{_KIND_NAMES[dtype.kind]}{dtype.bits}")
             _TO_NUMPY[key] = np_dtype
         object.__setattr__(dtype, '_numpy', np_dtype)
     return np_dtype
@@ -176,10 +257,10 @@ def combine_types(*dtypes: DType, fp_precision: int | None = None) -> DType:
     if float in kinds:
         return DType(float, fp_precision or max(d.bits for d in dtypes if d.kind is float))
     if int in kinds:
-        signed_bits = [d.bits for d in dtypes if d.kind is int and d.signed]
-        unsigned_bits = [d.bits for d in dtypes if d.kind is int and not d.signed]
+        signed_bits = [d.bits for d in dtypes if d.kind is int and not d.unsigned]
+        unsigned_bits = [d.bits for d in dtypes if d.kind is int and d.unsigned]
         if not signed_bits:
-            return DType(int, max(unsigned_bits), signed=False)
+            return DType(int, max(unsigned_bits), unsigned=True)
         # a signed type can only hold all unsigned values if it is twice as wide
         return DType(int, max(signed_bits + [min(64, 2 * b) for b in unsigned_bits]))
     return DType(bool)

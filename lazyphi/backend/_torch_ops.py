@@ -15,6 +15,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .._errors import UnsupportedDType
 from ._dtype import DType, inexact_type
 from ._numpy import NUMPY
 from ._precision import get_precision
@@ -25,8 +26,8 @@ _INT32 = DType(int, 32)
 _TO_TORCH = {
     DType(bool): torch.bool,
     DType(int, 8): torch.int8, DType(int, 16): torch.int16, DType(int, 32): torch.int32, DType(int, 64): torch.int64,
-    DType(int, 8, False): torch.uint8, DType(int, 16, False): torch.uint16, DType(int, 32, False): torch.uint32,
-    DType(int, 64, False): torch.uint64,
+    DType(int, 8, True): torch.uint8, DType(int, 16, True): torch.uint16, DType(int, 32, True): torch.uint32,
+    DType(int, 64, True): torch.uint64,
     DType(float, 16): torch.float16, DType(float, 32): torch.float32, DType(float, 64): torch.float64,
     DType(complex, 64): torch.complex64, DType(complex, 128): torch.complex128,
 }
@@ -50,7 +51,7 @@ def _torch_dtype(dtype: DType | None) -> torch.dtype:
     try:
         return _TO_TORCH[dtype]
     except KeyError:
-        raise ValueError(f"PyTorch has no data type for {dtype}. Supported: {list(_TO_TORCH)}") from None
+        raise UnsupportedDType(f"PyTorch has no data type for {dtype!r}. Supported: {list(_TO_TORCH)}") from None
 
 
 def _dtype(x: Any) -> DType:
