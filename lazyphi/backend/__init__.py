@@ -41,6 +41,7 @@ __all__ = [
     'DType',
     'NoBackendFound',
     'Profile',
+    'UnsupportedDType',
     'backend_by_name',
     'choose_backend',
     'combine_types',
@@ -58,5 +59,4 @@ __all__ = [
     'set_global_default_backend',
     'set_global_precision',
     'to_numpy_dtype',
-    'UnsupportedDType',
 ]
