@@ -371,6 +371,17 @@ def test_random_values_honour_dtype_and_precision():
         NUMPY.random_uniform((3,), 0, 1, DType(str))
 
 
+@pytest.mark.parametrize('bits', [64, 128])
+def test_complex_random_values_lie_in_the_rectangle_of_the_bounds(backend, bits):
+    """Real parts between the real parts of the bounds, imaginary parts between their imaginary parts."""
+    real = backend.numpy(backend.random_uniform((200,), -1, 0, DType(complex, bits)))
+    assert real.dtype == np.dtype(f'complex{bits}') and np.all(real.imag == 0)
+    assert np.all((real.real >= -1) & (real.real < 0)) and np.ptp(real.real) > 0
+    box = backend.numpy(backend.random_uniform((200,), 1j, 2 + 3j, DType(complex, bits)))
+    assert np.all((box.real >= 0) & (box.real < 2)) and np.all((box.imag >= 1) & (box.imag < 3))
+    assert np.ptp(box.real) > 0 and np.ptp(box.imag) > 0
+
+
 def test_fft_keeps_precision():
     assert NUMPY.fft(f32(4, 4), (0, 1)).dtype == np.complex64
     assert NUMPY.fft(np.ones(4), (0,)).dtype == np.complex128

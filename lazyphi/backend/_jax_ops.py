@@ -131,14 +131,17 @@ _keys = _KeySequence()
 
 
 def _random_uniform(shape: Sequence[int], low: Any, high: Any, dtype: DType | None = None) -> jax.Array:
-    """Values drawn uniformly from `[low, high)`; real and imaginary parts separately for complex types."""
+    """Values drawn uniformly from `[low, high)`; for complex types the real parts from `[low.real, high.real)`
+    and the imaginary parts from `[low.imag, high.imag)`, so real bounds give real values."""
     dtype = DType(float, get_precision()) if dtype is None else DType.as_dtype(dtype)
     shape = tuple(shape)
     if dtype.kind is float:
         values = jax.random.uniform(_keys.next(), shape, to_numpy_dtype(dtype), low, high)
     elif dtype.kind is complex:
         part = to_numpy_dtype(DType(float, dtype.precision))
-        real, imag = (jax.random.uniform(key, shape, part, low, high) for key in _keys.next(2))
+        low, high = jnp.asarray(low, complex), jnp.asarray(high, complex)
+        real, imag = (jax.random.uniform(key, shape, part, a, b) for key, a, b in
+                      zip(_keys.next(2), (low.real, low.imag), (high.real, high.imag), strict=True))
         values = lax.complex(real, imag)
     elif dtype.kind is int:
         values = jax.random.randint(_keys.next(), shape, low, high, to_numpy_dtype(dtype))

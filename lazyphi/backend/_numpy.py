@@ -109,13 +109,16 @@ def _seed(seed: int | None) -> None:
 
 
 def _random_uniform(shape: Sequence[int], low: Any, high: Any, dtype: DType | None = None) -> np.ndarray:
-    """Values drawn uniformly from `[low, high)`; real and imaginary parts separately for complex types."""
+    """Values drawn uniformly from `[low, high)`; for complex types the real parts from `[low.real, high.real)`
+    and the imaginary parts from `[low.imag, high.imag)`, so real bounds give real values."""
     dtype = DType(float, get_precision()) if dtype is None else DType.as_dtype(dtype)
     np_dtype = to_numpy_dtype(dtype)
     if dtype.kind is float:
         return _rng.uniform(low, high, shape).astype(np_dtype, copy=False)
     if dtype.kind is complex:
-        return (_rng.uniform(low, high, shape) + 1j * _rng.uniform(low, high, shape)).astype(np_dtype, copy=False)
+        low, high = np.asarray(low, complex), np.asarray(high, complex)
+        real, imag = (_rng.uniform(a, b, shape) for a, b in ((low.real, high.real), (low.imag, high.imag)))
+        return (real + 1j * imag).astype(np_dtype, copy=False)
     if dtype.kind is int:
         return _rng.integers(low, high, shape, dtype=np_dtype)
     if dtype.kind is bool:

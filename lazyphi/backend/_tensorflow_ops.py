@@ -232,14 +232,17 @@ _GENERATORS = _Generators()
 
 @on_default_device
 def _random_uniform(shape: Sequence[int], low: Any, high: Any, dtype: DType | None = None) -> Any:
-    """Values drawn uniformly from `[low, high)`; real and imaginary parts separately for complex types."""
+    """Values drawn uniformly from `[low, high)`; for complex types the real parts from `[low.real, high.real)`
+    and the imaginary parts from `[low.imag, high.imag)`, so real bounds give real values."""
     dtype = DType(float, get_precision()) if dtype is None else DType.as_dtype(dtype)
     generator, target = _GENERATORS.on_default_device(), tf_dtype(dtype)
     if dtype.kind is float:
         return generator.uniform(shape, low, high, target)
     if dtype.kind is complex:
         part = target.real_dtype
-        return tf.complex(generator.uniform(shape, low, high, part), generator.uniform(shape, low, high, part))
+        low, high = tf.cast(low, target), tf.cast(high, target)
+        return tf.complex(generator.uniform(shape, tf.math.real(low), tf.math.real(high), part),
+                          generator.uniform(shape, tf.math.imag(low), tf.math.imag(high), part))
     if dtype.kind is int:
         drawn = target if target in (tf.int32, tf.int64) else tf.int64
         return tf.cast(generator.uniform(shape, low, high, drawn), target)

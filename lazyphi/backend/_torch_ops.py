@@ -164,14 +164,16 @@ def _seed(seed: int | None) -> None:
 
 
 def _random_uniform(shape: Sequence[int], low: Any, high: Any, dtype: DType | None = None) -> torch.Tensor:
-    """Values drawn uniformly from `[low, high)`; real and imaginary parts separately for complex types."""
+    """Values drawn uniformly from `[low, high)`; for complex types the real parts from `[low.real, high.real)`
+    and the imaginary parts from `[low.imag, high.imag)`, so real bounds give real values."""
     dtype = DType(float, get_precision()) if dtype is None else DType.as_dtype(dtype)
     shape = tuple(shape)
     if dtype.kind is float:
         return torch.rand(shape, dtype=_torch_dtype(dtype), device=_default_device) * (high - low) + low
     if dtype.kind is complex:
         part = DType(float, dtype.bits // 2)
-        real, imag = (_random_uniform(shape, low, high, part) for _ in range(2))
+        low, high = (torch.as_tensor(v, dtype=_torch_dtype(dtype), device=_default_device) for v in (low, high))
+        real, imag = (_random_uniform(shape, a, b, part) for a, b in ((low.real, high.real), (low.imag, high.imag)))
         return torch.complex(real, imag)
     if dtype.kind is int:
         return torch.randint(low, high, shape, dtype=_torch_dtype(dtype), device=_default_device)
