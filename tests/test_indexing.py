@@ -89,12 +89,73 @@ def test_bool_masks_select_along_their_dim():
         t[wrap(np.ones((4, 2), bool), spatial('x'), channel('c'))]
 
 
-def test_index_tensors_of_other_dtypes_or_without_labels_are_refused():
+@settings(max_examples=30, deadline=None)
+@given(st.data())
+def test_a_mask_with_batch_dims_selects_per_batch_entry(data):
+    """The mask's other dims act as batch dims: each entry keeps its own selection, so sizes may differ
+    (a non-uniform result); `t.x[mask]`, `t[mask]` (its one non-batch dim) and `boolean_mask` agree."""
+    b, x = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 5))
+    source = values(b, x, 2)
+    t = wrap(source, batch('b'), spatial('x'), channel('c'))
+    mask_np = np.asarray(data.draw(st.lists(st.lists(st.booleans(), min_size=x, max_size=x), min_size=b,
+                                            max_size=b)))
+    mask = wrap(mask_np, batch('b'), spatial('x'))
+    selected = t.x[mask]
+    for i in range(b):
+        np.testing.assert_array_equal(selected.b[i].numpy('x,c'), source[i][mask_np[i]])
+    math.assert_close(selected, t[mask], math.boolean_mask(t, 'x', mask))
+    expanded = wrap(values(x), spatial('x'))[mask]  # values without the batch dim get it from the mask
+    for i in range(b):
+        np.testing.assert_array_equal(expanded.b[i].numpy('x'), values(x)[mask_np[i]])
+
+
+def test_non_uniform_index_tensors_apply_part_by_part():
+    data = wrap([[0, 1, 0, 2, 0, 1], [-1, 0, 1, 0, 2, 1]], batch('b'), spatial('seq'))
+    zeros = math.nonzero(data == 0)  # (b, nonzero: 3 and 2 entries, vector: seq)
+    assert not zeros.shape.is_uniform
+    math.assert_close(data[zeros], 0)  # labelled components: a gather per batch entry
+    math.assert_close(data[{'seq': zeros.vector['seq']}], 0)  # one dim: replaced by the index's dims
+    kept = zeros[data[zeros + 1] < 2]  # a non-uniform mask, giving other sizes
+    np.testing.assert_array_equal(kept.b[0].numpy('nonzero,vector'), [[0], [4]])
+    np.testing.assert_array_equal(kept.b[1].numpy('nonzero,vector'), [[1]])
+
+
+def test_index_tensors_of_other_dtypes_are_refused():
     t = wrap(values(3), spatial('x'))
     with pytest.raises(TypeError, match='integers'):
         t.x[wrap([0.5, 1.5], instance('i'))]
-    with pytest.raises(ValueError, match='labels of its channel dim'):
-        t[wrap([[0], [1]], instance('i'), channel('c'))]
+    with pytest.raises(TypeError, match='integers'):
+        t[wrap([0.5, 1.5], instance('i'))]
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.data())
+def test_an_unlabelled_int_index_gathers_along_the_spatial_or_else_instance_dims(data):
+    """As phiml's gather: without channel labels, `t[index]` indexes the spatial dims, or else the instance dims,
+    one component of the index's channel dim per dim (or the index itself for one dim)."""
+    kind = data.draw(st.sampled_from([spatial, instance]))
+    x, n, c = data.draw(st.integers(1, 4)), data.draw(st.integers(1, 4)), data.draw(st.integers(1, 3))
+    source = values(2, x, c)
+    t = wrap(source, batch('b'), kind('x'), channel('c'))
+    picks = np.random.default_rng(data.draw(st.integers(0, 99))).integers(0, x, n)
+    with_channel = data.draw(st.booleans())
+    index = wrap(picks[:, None], instance('p'), channel('idx')) if with_channel else wrap(picks, instance('p'))
+    picked = t[index]
+    assert picked.shape == batch(b=2) & instance(p=n) & channel(c=c)
+    np.testing.assert_array_equal(picked.numpy('b,p,c'), source[:, picks])
+    math.assert_close(picked, math.gather(t, index))
+
+
+def test_an_unlabelled_int_index_needs_one_kind_of_dims_to_index():
+    index = wrap([0, 1], instance('p'))
+    with pytest.raises(ValueError, match='spatial and instance dims'):
+        wrap(values(2, 3), instance('i'), spatial('x'))[index]
+    with pytest.raises(ValueError, match='no spatial or instance dims'):
+        wrap(values(2, 3), batch('b'), channel('c'))[index]
+    grid = wrap(values(2, 3), spatial('y'), spatial('x'))
+    with pytest.raises(IncompatibleShapes, match='2 dims are indexed'):
+        grid[index]  # two spatial dims need a component each
+    np.testing.assert_array_equal(grid[wrap([[1, 2], [0, 0]], instance('p'), channel('v'))].numpy('p'), [5, 0])
 
 
 def test_gather_on_every_kind_matches_dense():

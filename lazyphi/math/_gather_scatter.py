@@ -18,6 +18,7 @@ from ..backend import NUMPY, DType, combine_types
 from ._dims import channel, instance, non_batch, spatial
 from ._elementwise import CLIP, FLOAT_FUNCTIONS, ROUND, cast_tensor, where
 from ._indexing import gather_by_tensor
+from ._items import index_list_dim, indexed_dims
 from ._kinds import expand_to
 from ._reductions import REDUCTIONS
 from ._shape import NonUniform, Shape, ShapeDtype, concat_shapes, merge_shapes, resolve_dims
@@ -38,34 +39,6 @@ INT64 = DType(int, 64)
 NONZERO_DIM = instance('nonzero')
 VECTOR_DIM = channel('vector')
 BINS = spatial(bins=30)
-
-
-def _index_dim(indices: Tensor, pref_index_dim: str) -> Shape:
-    """The channel dim of `indices` that lists the indexed dims (empty if there is none)."""
-    index_dim = indices.shape.channel
-    if index_dim.rank >= 2:
-        if pref_index_dim not in index_dim.names:
-            raise ValueError(f'indices {indices.shape} have several channel dims; pref_index_dim={pref_index_dim!r} '
-                             f'must name the one listing the indexed dims')
-        index_dim = index_dim.only(pref_index_dim)
-    return index_dim
-
-
-def _indexed_dims(values_shape: Shape, index_dim: Shape, dims, what: str) -> tuple:
-    """The dims of the values that the index components refer to: `dims`, the index labels, or the values'
-    spatial or instance dims."""
-    if dims is not None:
-        return resolve_dims(dims, values_shape)
-    if index_dim and index_dim.labels[0] is not None:
-        return index_dim.labels[0]
-    spatial_dims, instance_dims = values_shape.spatial, values_shape.instance
-    if spatial_dims and instance_dims:
-        raise ValueError(f'{what}(): the values {values_shape} have spatial and instance dims; say which are indexed '
-                         f'with dims= or by labelling the index dim of the indices')
-    found = (spatial_dims or instance_dims).names
-    if not found:
-        raise ValueError(f'{what}(): the values {values_shape} have no spatial or instance dims to index; pass dims=')
-    return found
 
 
 def _components(indices: Tensor, index_dim: Shape, count: int, what: str) -> list:
@@ -102,8 +75,8 @@ def gather(values, indices: Tensor, dims=None, pref_index_dim: str = 'index'):
         indices = cast_tensor(indices, INT64)
     elif indices.dtype.kind is not int:
         raise TypeError(f'gather(): indices must hold integers, got {indices.dtype}')
-    index_dim = _index_dim(indices, pref_index_dim)
-    names = _indexed_dims(values.shape, index_dim, dims, 'gather')
+    index_dim = index_list_dim(indices.shape, pref_index_dim)
+    names = indexed_dims(values.shape, index_dim, dims, 'gather()')
     present = [i for i, n in enumerate(names) if n in values.shape.names]
     if not present:
         return expand_tensor(values, indices.shape.without(index_dim))
@@ -130,6 +103,31 @@ def _per_slice(fn: Callable, values: Tensor, other: Tensor, dims: tuple) -> Tens
     parts = [fn(values[{dim: i}], other[{dim: i}]) if len(dims) == 1 else
              _per_slice(fn, values[{dim: i}], other[{dim: i}], dims[1:]) for i in range(size)]
     return stack_tensors(parts, other.shape[dim])
+
+
+def index_by_tensor(t: Tensor, dims, index: Tensor) -> Tensor:
+    """`t[{dims: index}]` for an index tensor with dims; `t[index]` names `dims` as `_items._index_dims` picks them.
+
+    A bool tensor keeps the entries along its one dim `dims` where it is true (`boolean_mask`; its other dims act
+    as batch dims). An int tensor along one dim (a str) replaces that dim by all dims of the index; for a tuple of
+    dims it is `gather(t, index, dims)`: one component of the index per dim. Non-uniform index tensors are
+    applied part by part.
+    """
+    kind = index.dtype.kind
+    if kind is bool:
+        if not isinstance(dims, str):
+            raise ValueError(f'A bool mask used as t[mask] selects along one dim, but the mask {index.shape} has the '
+                             f'non-batch dims {dims}; name the dim, t.dim[mask], or use boolean_mask(x, dim, mask)')
+        return boolean_mask(t, dims, index)
+    if kind is not int:
+        raise TypeError(f'A tensor used as an index must hold integers (positions) or bools (a mask), got '
+                        f'{index.dtype} {index.shape}')
+    if not isinstance(dims, str):
+        return gather(t, index, dims)
+    varying = _varying_dims(index)
+    if varying:
+        return _per_slice(lambda v, i: index_by_tensor(v, dims, i), t, index, varying)
+    return gather_by_tensor(t, dims, index)
 
 
 # --- masks and non-zero positions ----------------------------------------------------------
@@ -325,8 +323,8 @@ def scatter(base_grid, indices, values, mode='update', outside_handling: str = '
         fill = _DEFAULTS[mode] if default is None else default
         base_grid = expand_to(as_tensor(fill), base_grid)
     base_grid = as_tensor(base_grid)
-    index_dim = _index_dim(indices, pref_index_dim)
-    indexed = _indexed_dims(base_grid.shape, index_dim, None, 'scatter')
+    index_dim = index_list_dim(indices.shape, pref_index_dim)
+    indexed = indexed_dims(base_grid.shape, index_dim, None, 'scatter()')
     batch_dims = resolve_dims(treat_as_batch, merge_shapes(indices.shape, values.shape, allow_varying_sizes=True)) \
         if treat_as_batch is not None else ()
     updates = tuple(n for n in merge_shapes(indices.shape, values.shape).instance.names

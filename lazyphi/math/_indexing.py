@@ -1,9 +1,8 @@
-"""Selecting by index tensors: `t[{'x': indices}]`, `t[vec(y=1, x=2)]`, `t[mask]`.
+"""Gathering by index tensors: the `GATHER_TENSOR` operation behind `t[{'x': indices}]`, `t[vec(y=1, x=2)]`, gather.
 
-An int index tensor along a dim replaces the dim by the index's dims (the `GATHER_TENSOR` category); dims the
-index shares with the tensor pick entries element by element, so indexing several dims one after another with
-components sharing their dims picks points. A bool mask keeps the entries where it is true; its values decide
-the result's size, so it reads them.
+An int index tensor along a dim replaces the dim by the index's dims; dims the index shares with the tensor pick
+entries element by element, so indexing several dims one after another with components sharing their dims picks
+points. `index_by_tensor` (`_gather_scatter.py`) chooses between this, gather and boolean masks for `t[...]`.
 """
 
 from __future__ import annotations
@@ -11,9 +10,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 
-import numpy as np
-
-from .._errors import DimNotFound, IncompatibleShapes
+from .._errors import DimNotFound
 from ..backend import convert
 from ._shape import Shape, concat_shapes, merge_shapes
 from ._tensor import GATHER_TENSOR, RENAME_OP, Dense, Op, Tensor, aligned_native, common_backend, dispatch
@@ -93,34 +90,3 @@ def _unused_name(name: str, *shapes: Shape) -> str:
     while any(name in s.names for s in shapes):
         name += '_'
     return name
-
-
-def index_by_tensor(t: Tensor, dims, index: Tensor) -> Tensor:
-    """`t[{dims: index}]` for an index tensor with dims: an int tensor gathers (`dims` a tuple: one component
-    of the index's channel dim per dim, `t[vec(y=1, x=2)]`), a bool tensor keeps the entries where it is true."""
-    kind = index.dtype.kind
-    if kind is bool:
-        return _boolean_mask(t, dims, index)
-    if kind is not int:
-        raise TypeError(f'A tensor used as an index must hold integers (positions) or bools (a mask), got '
-                        f'{index.dtype} {index.shape}')
-    if isinstance(dims, str):
-        return _gather(t, dims, index)
-    channel = index.shape.channel
-    result = t
-    for i, dim in enumerate(dims):
-        if dim in t.shape.names:
-            result = _gather(result, dim, index[{channel.names[0]: i}])
-    return result
-
-
-def _boolean_mask(t: Tensor, dims, mask: Tensor) -> Tensor:
-    dim = dims if isinstance(dims, str) else None
-    if dim is None or mask.shape.names != (dim,):
-        raise ValueError(f'A bool tensor used as an index must have the one dim it selects along, got {mask.shape} '
-                         f'for a tensor of shape {t.shape}; for masks with more dims use boolean_mask()')
-    if mask.shape.get_size(dim) != t.shape.get_size(dim):
-        raise IncompatibleShapes(f'The mask has {mask.shape.get_size(dim)} entries along {dim!r} but the tensor '
-                                 f'{t.shape.get_size(dim)}')
-    positions = np.flatnonzero(mask.backend.numpy(mask.native()))
-    return t[{dim: tuple(int(i) for i in positions)}]

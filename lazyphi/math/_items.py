@@ -9,7 +9,7 @@ from __future__ import annotations
 import operator
 
 from .._errors import LabelNotFound
-from ._shape import Shape
+from ._shape import Shape, resolve_dims
 
 _FORMS = ("a dict {dim: index}, t.dim[index], a label string like 'x' or 'y,x', an int, slice or list of ints "
           "for a tensor with one channel dim (or one non-batch dim), or an index tensor")
@@ -71,17 +71,45 @@ def _positional(dims: Shape, selections: tuple, item) -> dict:
 
 
 def _index_dims(shape: Shape, index) -> str | tuple:
-    """The dims an index tensor used as `t[index]` selects: a bool mask its own non-batch dims; an int index
-    tensor the dims its channel dim lists as labels (`t[vec(y=1, x=2)]`)."""
+    """The dims an index tensor used as `t[index]` selects, as phiml picks them.
+
+    A bool mask: its non-batch dims (the others act as batch dims), as a str for one dim. An int index tensor: a
+    tuple, as `gather` picks them (`indexed_dims`): the labels of its channel dim (`t[vec(y=1, x=2)]`), else the
+    spatial dims of `shape`, else its instance dims.
+    """
     if index.dtype.kind is bool:
         dims = index.shape.non_batch or index.shape
         return dims.names[0] if dims.rank == 1 else dims.names
-    channel = index.shape.channel
-    if channel.rank == 1 and channel.labels[0] is not None:
-        return channel.labels[0][0] if channel.size == 1 else channel.labels[0]
-    raise ValueError(f'An int index tensor used as t[index] must name the dims it indexes as the labels of its '
-                     f'channel dim, e.g. t[vec(y=1, x=2)]; got {index.shape}. To index one dim, use '
-                     f't[{{dim: index}}] or t.dim[index].')
+    return tuple(indexed_dims(shape, index_list_dim(index.shape), None, 't[index]'))
+
+
+def index_list_dim(index_shape: Shape, pref_index_dim: str = 'index') -> Shape:
+    """The channel dim of an index tensor's shape that lists one component per indexed dim (empty if none)."""
+    index_dim = index_shape.channel
+    if index_dim.rank >= 2:
+        if pref_index_dim not in index_dim.names:
+            raise ValueError(f'indices {index_shape} have several channel dims; pref_index_dim={pref_index_dim!r} '
+                             f'must name the one listing the indexed dims')
+        index_dim = index_dim.only(pref_index_dim)
+    return index_dim
+
+
+def indexed_dims(values_shape: Shape, index_dim: Shape, dims, what: str) -> tuple:
+    """The dims of the values that the components of an index refer to: `dims`, the labels of `index_dim`, or
+    the values' spatial dims, else their instance dims."""
+    if dims is not None:
+        return resolve_dims(dims, values_shape)
+    if index_dim and index_dim.labels[0] is not None:
+        return index_dim.labels[0]
+    spatial_dims, instance_dims = values_shape.spatial, values_shape.instance
+    if spatial_dims and instance_dims:
+        raise ValueError(f'{what}: the values {values_shape} have spatial and instance dims; say which are indexed '
+                         f'with dims= or by labelling the index dim of the indices (vec(y=1, x=2))')
+    found = (spatial_dims or instance_dims).names
+    if not found:
+        raise ValueError(f'{what}: the values {values_shape} have no spatial or instance dims to index; pass dims= '
+                         f'(t[{{dim: index}}] for t[index])')
+    return found
 
 
 def _label_list(labels: str) -> list:

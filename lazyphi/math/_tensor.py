@@ -312,8 +312,9 @@ class Tensor:
         """Select along dims: `t[{'x': 0, 'y': slice(1, 3)}]`, labels `t['x,y']`, index tensors, bool masks.
 
         See `lazyphi.math._items.selection_items` for every accepted form. An int index tensor along a dim
-        (`t[{'x': idx}]`) replaces the dim by the index tensor's dims; a labelled one indexes several dims at
-        once (`t[vec(y=1, x=2)]`); a bool tensor keeps the entries where it is true.
+        (`t[{'x': idx}]`) replaces the dim by the index tensor's dims; as `t[idx]` it is `gather(t, idx)`: its
+        channel labels name the dims it indexes (`t[vec(y=1, x=2)]`), else it indexes the spatial (or instance)
+        dims. A bool tensor keeps the entries where it is true, along its one non-batch dim (`boolean_mask`).
         """
         shape = self.shape
         items = item if type(item) is dict and all(type(d) is str for d in item) else selection_items(shape, item)
@@ -329,7 +330,7 @@ class Tensor:
                 selection[dim] = normalize_dim_selection(shape, dim, sel)
         result = dispatch(GATHER_OP, (self,), (selection,)) if selection else self
         for dims, index in by_tensor:
-            result = _math._indexing.index_by_tensor(result, dims, index)
+            result = _math._gather_scatter.index_by_tensor(result, dims, index)
         return result
 
     def __setitem__(self, key, value):
