@@ -17,10 +17,7 @@ with warnings.catch_warnings():
     phiml_math = pytest.importorskip('phiml.math')
 
 # functions whose parameters still differ, owned by other parts of lazyphi (each entry fails when fixed)
-OWNED_ELSEWHERE = {
-    'arange': 'creation: phiml has backend=', 'range': 'creation: phiml has backend=',
-    'ones_like': 'creation: phiml names the parameter value',
-}
+OWNED_ELSEWHERE: dict[str, str] = {}
 
 
 def _shared_functions() -> list:

@@ -12,6 +12,7 @@ from ..backend import OBJECTS, Backend, DType, choose_backend, default_backend, 
 from ..backend import convert as convert_native
 from ._convert import to_backend
 from ._dims import channel, instance, parse_dim_spec, shape, spatial
+from ._elementwise import FLOOR, IMAG, REAL, cast_tensor, where
 from ._foreign import tensor_source
 from ._kinds import Stacked, expand_to
 from ._layout import Layout, layout
@@ -172,9 +173,9 @@ def compatible_tensor(value, like: Tensor):
 
     A Shape gives its sizes (one spatial dim: that size; else along `like`'s channel dim, labelled by the
     names). A tuple or list with tensors in it is stacked along `like`'s vector (or only channel) dim. Data
-    with one axis lies along `like`'s channel dim (or its `vector` dim); with as many axes as `like` has
-    channel dims, along those; for a tensor with a single dim, along that dim. Strings and None become
-    layouts. Anything else is NotImplemented.
+    with as many axes as `like` has channel dims lies along those; with one axis along its `vector` dim; with
+    as many axes as `like` has dims, along its dims in the order of its shape (`t + [[1, 2], [3, 4]]` for a
+    `t` of shape (b=2, x=2): rows along b). Strings and None become layouts. Anything else is NotImplemented.
     """
     if isinstance(value, Shape):
         if value.spatial.rank == 1:
@@ -204,11 +205,12 @@ def compatible_tensor(value, like: Tensor):
         return wrap(value, channel_dims.with_sizes([None] * ndim))
     if ndim == 1 and 'vector' in channel_dims.names:
         return wrap(value, channel_dims['vector'].with_size(None))
-    if ndim == 1 and like.shape.rank == 1:
-        return wrap(value, like.shape.with_size(None))
+    if ndim == like.shape.rank:
+        return wrap(value, like.shape.with_sizes([None] * ndim))
     raise IncompatibleShapes(f'Cannot combine a tensor of shape {like.shape} with data of {ndim} axes of sizes '
-                             f'{backend.staticshape(value)}: data is matched to the channel dims, or to the one dim '
-                             f'of a tensor with one dim; wrap it with dim names first, e.g. wrap(data, spatial("x"))')
+                             f'{backend.staticshape(value)}: data is matched to the channel dims, or to the one '
+                             f'vector dim, or to all dims of the tensor in the order of its shape; wrap it with dim '
+                             f'names first, e.g. wrap(data, spatial("x"))')
 
 
 def _only_channel(like: Tensor, value) -> Shape:
@@ -264,7 +266,7 @@ def vec(name: str | Shape = 'vector', *sequence, tuple_dim: Shape = TUPLE_DIM, l
 
     Args:
         name: the dim's name, or a spec such as 'b:b' or '~vector' (a plain name is a channel dim), or a Shape.
-        *sequence: values given in order; their str forms label the dim where they are distinct.
+        *sequence: values given in order; their str forms label the dim where they are distinct and not empty.
         tuple_dim: the dim of a component given as a tuple, `vec(x=(0, 1), y=0)`.
         list_dim: the dim of a component given as a list, `vec(x=[0, 1], y=0)`.
         **components: values by label; tensors are stacked (and broadcast) along the dim.
@@ -278,7 +280,8 @@ def vec(name: str | Shape = 'vector', *sequence, tuple_dim: Shape = TUPLE_DIM, l
                             f'{list(components)}')
         values = sequence[0] if len(sequence) == 1 and isinstance(sequence[0], (tuple, list)) else sequence
         labels = [str(v) for v in values]
-        dim = dim.with_size(tuple(labels) if len(set(labels)) == len(labels) else len(labels))
+        distinct = len(set(labels)) == len(labels) and all(labels)
+        dim = dim.with_size(tuple(labels) if distinct else len(labels))
         return stack_tensors(list(values), dim)
     if not components:
         raise ValueError('vec() needs at least one component, e.g. vec(x=1, y=2) or vec("c", 1, 2)')
@@ -325,16 +328,30 @@ def zeros_like(obj) -> Tensor:
     return _filled(0, obj.shape, obj.dtype)
 
 
-def ones_like(obj) -> Tensor:
-    """Ones with the shape and dtype of `obj`."""
-    obj = obj if isinstance(obj, Tensor) else scalar(obj)
-    return _filled(1, obj.shape, obj.dtype)
+def ones_like(value) -> Tensor:
+    """Ones with the shape and dtype of `value`."""
+    value = value if isinstance(value, Tensor) else scalar(value)
+    return _filled(1, value.shape, value.dtype)
 
 
-def arange(dim: Shape, start_or_stop: int | None = None, stop: int | None = None, step: int = 1) -> Tensor:
-    """Integers along `dim`: `arange(spatial(x=4))` or `arange(spatial('x'), 2, 10, 2)`."""
+def arange(dim: Shape, start_or_stop=None, stop=None, step=1, backend: Backend | None = None) -> Tensor:
+    """Integers along `dim`: `arange(spatial(x=4))` or `arange(spatial('x'), 2, 10, 2)`.
+
+    Args:
+        dim: the dim of the values; its size is the stop when no bounds are given.
+        start_or_stop: the start if `stop` is given too, else the stop (the start is 0).
+        stop: the end, excluded.
+        step: the distance between values.
+        backend: where the values are made; the default backend if None.
+
+    The bounds may be int tensors with other dims: each of their elements gives one range along `dim`, so the
+    result has those dims too, and a non-uniform size along `dim` where the ranges differ in length
+    (`arange(instance('i'), wrap([1, 2], spatial('x')))`). The bounds' values are read to know the sizes.
+    """
     dim = as_dim(dim)
     if start_or_stop is None:
+        if stop is not None:
+            raise ValueError(f'arange(): give start_or_stop with stop={stop!r}')
         if dim.size is None:
             raise ValueError(f'arange() needs a stop value or a dim with a size; got {dim}')
         start, stop = 0, dim.size
@@ -342,49 +359,105 @@ def arange(dim: Shape, start_or_stop: int | None = None, stop: int | None = None
         start, stop = 0, start_or_stop
     else:
         start = start_or_stop
-    backend = default_backend()
+    backend = backend or default_backend()
+    if not all(isinstance(bound, NUMBER_TYPES) for bound in (start, stop, step)):
+        bounds = [wrap(bound) for bound in (start, stop, step)]
+        for name, bound in zip(('start', 'stop', 'step'), bounds, strict=True):
+            if bound.dtype.kind is not int:
+                raise TypeError(f'arange(): bounds given as tensors must hold integers; {name} holds {bound.dtype}')
+        return _batched_ranges(dim, *bounds, backend)
     native = backend.range(start, stop, step, DType(int, 64))
-    return tensor(native, dim.with_size(None) if dim.labels[0] is None else dim)
+    return wrap(native, dim.with_size(None) if dim.labels[0] is None else dim)
+
+
+def _batched_ranges(dim: Shape, start: Tensor, stop: Tensor, step: Tensor, backend: Backend) -> Tensor:
+    """One range along `dim` per element of the bounds' other dims, stacked along those dims."""
+    batch = merge_shapes(start.shape, stop.shape, step.shape)
+    if dim.name in batch.names:
+        raise IncompatibleShapes(f'arange(): the bounds must not have the dim {dim.name!r} of the range; their '
+                                 f'dims are {batch}')
+    if not batch:
+        return arange(dim.with_size(None), int(start), int(stop), int(step), backend)
+    outer = next(n for n, size in zip(batch.names, batch.sizes, strict=True) if isinstance(size, int))
+    parts = [_batched_ranges(dim, start[{outer: i}], stop[{outer: i}], step[{outer: i}], backend)
+             for i in range(batch.get_size(outer))]
+    return stack_tensors(parts, batch[outer])
 
 
 def linspace(start, stop, dim: Shape) -> Tensor:
-    """`dim.size` evenly spaced values from `start` to `stop`, both included; start and stop may be tensors."""
-    dim = as_dim(dim)
-    if dim.size is None:
-        raise ValueError(f'linspace() needs a dim with a size, e.g. spatial(x=10); got {dim}')
-    if isinstance(start, Tensor) or isinstance(stop, Tensor):
-        fraction = linspace(0, 1, dim)
-        return start + (stop - start) * fraction
-    backend = default_backend()
-    native = backend.linspace(start, stop, dim.size)
-    return tensor(native, dim)
+    """`dim.size` evenly spaced values from `start` to `stop`, both included.
+
+    Args:
+        start, stop: numbers, tensors (whose dims the result gets too) or tuples and lists (along `vector`).
+        dim: the dim of the values, with a size; several dims give a grid: the values along each dim, stacked
+            along a channel dim `vector` labelled by their names, where a `vector` dim of `start` and `stop`
+            holds one bound per dim (`linspace((0, 1), (1, 2), spatial(x=4, y=3))`).
+    """
+    dims = parse_dim_spec(dim) if isinstance(dim, str) else dim
+    if not isinstance(dims, Shape) or not dims:
+        raise TypeError(f'linspace() takes the dims of the values as a Shape such as spatial(x=10); got {dim!r}')
+    for name, size in zip(dims.names, dims.sizes, strict=True):
+        if not isinstance(size, int):
+            raise ValueError(f'linspace() needs a dim with a size, e.g. spatial(x=10); got {dims}, where {name!r} '
+                             f'has {size}')
+    if dims.rank > 1:
+        fraction = stack_tensors([expand_to(linspace(0, 1, dims[name]), dims) for name in dims.names],
+                                 DEFAULT_LIST_DIM.with_size(dims.names))
+    elif isinstance(start, NUMBER_TYPES) and isinstance(stop, NUMBER_TYPES):
+        return tensor(default_backend().linspace(start, stop, dims.size), dims)
+    else:
+        fraction = linspace(0, 1, dims)
+    start, stop = (bound if isinstance(bound, NUMBER_TYPES) else wrap(bound) for bound in (start, stop))
+    return start + (stop - start) * fraction
 
 
-def meshgrid(dims=None, stack_dim: Shape = DEFAULT_LIST_DIM, **dimensions) -> Tensor:
+def meshgrid(dims=spatial, stack_dim: Shape | str | None = DEFAULT_LIST_DIM, **dimensions) -> Tensor:
     """Coordinates of a regular grid, stacked along `stack_dim`: `meshgrid(x=4, y=3)` or `meshgrid(spatial(x=4))`.
 
-    Sizes give the integer coordinates 0..size-1; a sequence of values or a 1-D tensor gives those values.
+    Args:
+        dims: the grid's dims as a Shape with sizes, or the type of the dims named by keyword (`spatial`,
+            `instance`, ...).
+        stack_dim: the channel dim of the coordinates, labelled by the dims' names unless it has labels; a str
+            names it. `None` returns the coordinates of a grid of one dim without it.
+        **dimensions: per dim, a size (an int or a 0-d int tensor: the coordinates 0..size-1), or its
+            coordinates as a sequence, a 1-D native or a 1-D tensor.
     """
-    axes = {}
-    if dims is not None:
-        for name, size in zip(shape(dims).names, shape(dims).sizes, strict=True):
-            axes[name] = (shape(dims)[name], size)
-    for name, values in dimensions.items():
-        axes[name] = (None, values)
+    dim_type = spatial
+    axes = []
+    if isinstance(dims, Shape):
+        axes = [arange(dims[name]) for name in dims.names]
+    elif callable(dims):
+        dim_type = dims
+    else:
+        raise TypeError(f'meshgrid(): dims must be a Shape or a dim type such as spatial, got {dims!r}')
+    axes += [_grid_axis(dim_type(name), values) for name, values in dimensions.items()]
     if not axes:
         raise ValueError('meshgrid() needs at least one dim, e.g. meshgrid(x=4, y=3)')
-    coordinates = []
-    for name, (dim, values) in axes.items():
-        dim = dim if dim is not None else parse_dim_spec(f'{name}:s')
-        if isinstance(values, int):
-            coordinates.append(arange(dim.with_size(values)))
-        elif isinstance(values, Tensor):
-            coordinates.append(values)
-        else:
-            coordinates.append(tensor(list(values), dim))
-    grid = merge_shapes(*[c.shape for c in coordinates])
-    labels_dim = stack_dim.with_size(tuple(axes)) if stack_dim.labels[0] is None else stack_dim
-    return stack_tensors([expand_to(c, grid) for c in coordinates], labels_dim)
+    names = tuple(axis.shape.names[0] for axis in axes)
+    if isinstance(stack_dim, str):
+        stack_dim = parse_dim_spec(stack_dim, CHANNEL)
+    if not stack_dim:
+        if len(axes) > 1:
+            raise ValueError(f'meshgrid() of several dims {names} needs a stack_dim for their coordinates')
+        return axes[0]
+    if stack_dim.name in names:
+        raise ValueError(f'meshgrid(): the stack_dim {stack_dim.name!r} is one of the grid dims {names}; name it '
+                         f'otherwise, e.g. stack_dim=channel("vector")')
+    grid = merge_shapes(*[axis.shape for axis in axes])
+    labelled = stack_dim.with_size(names) if stack_dim.labels[0] is None else stack_dim
+    return stack_tensors([expand_to(axis, grid) for axis in axes], labelled)
+
+
+def _grid_axis(dim: Shape, values) -> Tensor:
+    """The coordinates along one dim of a grid: 0..size-1 for a size, else the values given, along `dim`."""
+    if isinstance(values, Tensor) and values.shape.rank == 0 and values.dtype.kind is int:
+        values = int(values)
+    if isinstance(values, (int, np.integer)) and not isinstance(values, bool):
+        return arange(dim.with_size(int(values)))
+    if isinstance(values, Tensor) and values.shape.rank != 1:
+        raise IncompatibleShapes(f'meshgrid(): the coordinates along {dim.name!r} must have one dim, got '
+                                 f'{values.shape}')
+    return tensor(values, dim)
 
 
 def random_normal(*shape, dtype=None) -> Tensor:
@@ -400,11 +473,46 @@ def random_normal(*shape, dtype=None) -> Tensor:
 
 
 def random_uniform(*shape, low=0, high=1, dtype=None) -> Tensor:
-    """Samples of the uniform distribution on [low, high); integer dtypes give integers."""
-    backend = default_backend()
+    """Samples of the uniform distribution on [low, high).
+
+    Args:
+        *shape: the dims of the result (Shapes or specs).
+        low, high: the bounds: numbers, or tensors whose dims the result gets too (each element is drawn
+            between its own bounds, independently of the others).
+        dtype: `float` (the current precision) by default; integer dtypes give integers, complex dtypes values
+            whose real parts lie between the bounds' real parts and imaginary parts between their imaginary
+            parts (real bounds give real values); bool dtypes ignore the bounds.
+    """
     target = DType.as_dtype(dtype) if dtype is not None else DType(float, get_precision())
+    dims = _dims_of(shape)
+    if not (isinstance(low, NUMBER_TYPES) and isinstance(high, NUMBER_TYPES)):
+        return _uniform_between(dims, tensor(low, convert=False), tensor(high, convert=False), target)
+    backend = default_backend()
     return _per_uniform_part(lambda part: Dense(read_only_native(backend.random_uniform(part.sizes, low, high, target)),
-                                                part, backend), _dims_of(shape))
+                                                part, backend), dims)
+
+
+def _uniform_between(dims: Shape, low: Tensor, high: Tensor, target: DType) -> Tensor:
+    """Uniform samples of `target` between bounds given as tensors: unit samples scaled element by element."""
+    dims = merge_shapes(dims, low.shape, high.shape)
+    if target.kind is bool:
+        return random_uniform(dims, dtype=target)
+    if target.kind is complex:
+        unit = random_uniform(dims, high=1 + 1j, dtype=target)
+        real = _scaled(dispatch(REAL, (unit,)), dispatch(REAL, (low,)), dispatch(REAL, (high,)))
+        imag = _scaled(dispatch(IMAG, (unit,)), dispatch(IMAG, (low,)), dispatch(IMAG, (high,)))
+        return cast_tensor(real + imag * 1j, target)
+    if target.kind is float:
+        return cast_tensor(_scaled(random_uniform(dims, dtype=target), low, high), target)
+    if target.kind is not int:
+        raise ValueError(f'random_uniform() draws bool, int, float and complex values, not {target}')
+    span = high - low  # integers: low + floor(unit * span), at most span - 1 where the product rounds up to it
+    offset = dispatch(FLOOR, (random_uniform(dims, dtype=DType(float, 64)) * span,))
+    return cast_tensor(low + where(offset < span, offset, span - 1), target)
+
+
+def _scaled(unit: Tensor, low: Tensor, high: Tensor) -> Tensor:
+    return low + (high - low) * unit
 
 
 randn = random_normal
