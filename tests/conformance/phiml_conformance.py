@@ -52,6 +52,12 @@ def suite_test_ids(root: Path) -> list[str]:
     return list(dict.fromkeys(ids))
 
 
+@pytest.fixture(autouse=True)
+def _in_temporary_directory(tmp_path, monkeypatch):
+    """Run each test in its own empty directory: the suite writes files to relative paths (`files.npz`, `data/`)."""
+    monkeypatch.chdir(tmp_path)
+
+
 def suite_root(path: Path) -> Path:
     """The suite's `tests/` folder: `path` itself or the nearest folder above it of that name."""
     path = path.resolve()
