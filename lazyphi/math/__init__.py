@@ -347,7 +347,6 @@ length = vec_length
 nan = NAN
 pi = PI
 print = print_
-range = arange
 math = sys.modules[__name__]  # `from lazyphi.math import math, Tensor` works as in phiml
 
 __all__ = [
