@@ -44,10 +44,12 @@ class DType:
         bits: Size of one element in bits. Defaults to 8 for `bool`, 64 for `object`, 32 for `int`,
             the current precision for `float` and twice that for `complex`. Strings have no fixed size (`None`).
         unsigned: Whether the type lacks negative values: `int` types may be unsigned; `bool` and `object` are.
-        exponent_bits, mantissa_bits, finite_only, unsigned_zero: The bit layout of a floating-point number (for
-            complex types, of one part): bits of the exponent and of the mantissa, whether it has no infinities
-            or NaN, and whether zero has no sign. Give all four or none; by default those of the standard type
-            (IEEE 754 for `float` and `complex`; integers have `mantissa_bits == bits`).
+        exponent_bits: Bits of the exponent of a floating-point number (for complex types, of one part). The
+            four layout fields are given all together or not at all; by default they describe the standard
+            type (IEEE 754 for `float` and `complex`; integers have `mantissa_bits == bits`).
+        mantissa_bits: Bits of the mantissa.
+        finite_only: Whether the format has no infinities or NaN.
+        unsigned_zero: Whether zero has no sign.
         precision: Instead of `bits`, for `float` and `complex` only: the bits of one floating-point
             component (complex types have at least 32 bits per component).
     """

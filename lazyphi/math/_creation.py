@@ -388,7 +388,8 @@ def linspace(start, stop, dim: Shape) -> Tensor:
     """`dim.size` evenly spaced values from `start` to `stop`, both included.
 
     Args:
-        start, stop: numbers, tensors (whose dims the result gets too) or tuples and lists (along `vector`).
+        start: numbers, tensors (whose dims the result gets too) or tuples and lists (along `vector`).
+        stop: the last value, in the same forms as `start`.
         dim: the dim of the values, with a size; several dims give a grid: the values along each dim, stacked
             along a channel dim `vector` labelled by their names, where a `vector` dim of `start` and `stop`
             holds one bound per dim (`linspace((0, 1), (1, 2), spatial(x=4, y=3))`).
@@ -477,8 +478,9 @@ def random_uniform(*shape, low=0, high=1, dtype=None) -> Tensor:
 
     Args:
         *shape: the dims of the result (Shapes or specs).
-        low, high: the bounds: numbers, or tensors whose dims the result gets too (each element is drawn
+        low: the lower bound: a number, or a tensor whose dims the result gets too (each element is drawn
             between its own bounds, independently of the others).
+        high: the upper bound (excluded), in the same forms as `low`.
         dtype: `float` (the current precision) by default; integer dtypes give integers, complex dtypes values
             whose real parts lie between the bounds' real parts and imaginary parts between their imaginary
             parts (real bounds give real values); bool dtypes ignore the bounds.
