@@ -140,11 +140,21 @@ def test_building_the_graph_computes_nothing():
     p = plan(m, [Model.normalized])
     graph = p.__dask_graph__()
     assert any('normalized' in str(k) for k in graph)
-    fields = [k for k in graph if str(k).startswith('field-data')]
+    fields = [k for k in graph if str(k).startswith('field(data)')]
     assert len(fields) == 1  # one node for a field every block needs
     with dask.config.set(scheduler=refuse), pytest.raises(AssertionError, match='was run'):
         dask.compute(p)
     assert 'normalized' not in m.__dict__
+
+
+def test_dashboard_groups_name_the_properties_their_tasks_compute():
+    from dask.utils import key_split
+    m = Model(DATA)
+    graph = plan(m, [Model.normalized, Model.total], max_workers=2).__dask_graph__()
+    groups = {key_split(k) for k in graph}
+    assert {'plus,total', 'batch_mean', 'normalized', 'assemble(plus,total)', 'assemble(normalized)', 'field(data)',
+            'template(Model)', 'result(normalized,total)'} <= groups, groups  # plus and total: one stage
+    assert not groups & {'host', 'assemble', 'template', 'result', 'field', 'cached'}
 
 
 def test_failure_names_property_and_block():
@@ -318,12 +328,12 @@ def test_large_host_values_reach_each_block_as_its_own_slice():
     big_weights = Weighted(w.data, math.expand(w.weights, spatial(z=16)) * 1.0)  # large, but without the block dim
     assert memory_bytes(big_weights.weights) > PRESLICE_BYTES
     shared = compiled(plan(big_weights, [Weighted.weighted], block_size=4)).graph
-    assert sum('field-weights-' in str(k) for k in shared) == 1
+    assert sum('field(weights)-' in str(k) for k in shared) == 1
     data_nodes = {k: v.value for k, v in nodes.items() if type(v).__name__ == 'DataNode'}
-    pieces = [v for k, v in data_nodes.items() if isinstance(k, tuple) and k[0].startswith('field-data-')]
+    pieces = [v for k, v in data_nodes.items() if isinstance(k, tuple) and k[0].startswith('field(data)-')]
     assert [piece.shape.get_size('example') for piece in pieces] == [4, 4, 4, 4]
-    assert not [k for k in data_nodes if isinstance(k, str) and k.startswith('field-data-')]  # never whole
-    assert [k for k in data_nodes if isinstance(k, str) and k.startswith('field-weights-')]  # small: shared
+    assert not [k for k in data_nodes if isinstance(k, str) and k.startswith('field(data)-')]  # never whole
+    assert [k for k in data_nodes if isinstance(k, str) and k.startswith('field(weights)-')]  # small: shared
     parallel_compute(w, [Weighted.weighted], scheduler='processes', max_workers=2, block_size=4, progress=False)
     math.assert_close(w.weighted, w.data * w.weights)
 

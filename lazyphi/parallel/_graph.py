@@ -130,11 +130,11 @@ def compile_plan(p) -> CompiledPlan:
     settings = TaskSettings(get_precision(), default_backend().name, worker_backend.name if worker_backend else None)
     group = _prepare_disk(p, key) if p.cache_dir is not None else None
     graph = {}
-    template_key = f'template-{token}'
+    template_key = f'template({p.cls.__name__})-{token}'
     graph[template_key] = DataNode(template_key, _template(p))
     template_ref = TaskRef(template_key)
-    host_values = {**{n: (f'field-{n}-{token}', getattr(instance, n)) for n in p.field_names},
-                   **{n: (f'cached-{n}-{token}', instance.__dict__[n]) for n in p.done}}
+    host_values = {**{n: (f'field({n})-{token}', getattr(instance, n)) for n in p.field_names},
+                   **{n: (f'cached({n})-{token}', instance.__dict__[n]) for n in p.done}}
     field_keys = {}  # name -> key of the node holding a host value whole, made when first needed
 
     def whole(n: str) -> TaskRef:
@@ -148,11 +148,13 @@ def compile_plan(p) -> CompiledPlan:
     spread = []  # keys of the tasks that compute: blocks and host stages
     used = set()  # keys of the assembled values that later stages read
     block_outputs = {}  # property name -> (stage, list of block keys)
+    assembles = set()  # keys of the tasks joining a stage's blocks
     for stage in p.stages:
         names = [q.name for q in stage.properties]
+        label = task_label(names)
         fields, cached = tuple(sorted(stage.fields)), tuple(sorted(stage.cached_inputs))
         if stage.host:
-            key = f'host-{stage.index}-{"-".join(names)}-{token}'
+            key = f'{label}-{token}'
             task = _stage_task(stage, settings, group, fields, cached, frozenset())
             inputs = [whole(f) for f in fields] + [_full_ref(c, assembled, whole, used) for c in cached]
             graph[key] = Task(key, run_stage, template_ref, task, None, *inputs)
@@ -168,7 +170,7 @@ def compile_plan(p) -> CompiledPlan:
         full = {n: _full_ref(n, assembled, whole, used) for n in (*fields, *cached)
                 if n not in same_grid and n not in cut}
         task = _stage_task(stage, settings, group, fields, cached, frozenset(full))  # tasks cut their block out
-        name = f'{"-".join(names)}-{token}'
+        name = f'{label}-{token}'
         block_keys = []
         with _gc_paused():  # 100,000s of small objects: the cyclic collector would rescan them all repeatedly
             for block in stage.blocks:
@@ -187,15 +189,27 @@ def compile_plan(p) -> CompiledPlan:
                 graph[key] = Task(key, run_stage, template_ref, task, block_range, *values)
                 block_keys.append(key)
             spread.extend(block_keys)
-            assemble_key = f'assemble-{stage.index}-{token}'
+            assemble_key = f'assemble({label})-{token}'
+            assembles.add(assemble_key)
             graph[assemble_key] = Task(assemble_key, assemble_stage, task, *[TaskRef(k) for k in block_keys])
         for n in names:
             assembled[n] = assemble_key
             block_outputs[n] = (stage, block_keys)
-    result_key = f'result-{token}'
+    result_key = f'result({task_label(p.requested)})-{token}'
     graph[result_key] = Task(result_key, collect_results, tuple(assembled), *[TaskRef(k) for k in assembled.values()])
-    finals = {key for key in assembled.values() if key.startswith('assemble-')} - used
+    finals = {key for key in assembled.values() if key in assembles} - used
     return CompiledPlan(graph, result_key, token, frozenset(spread), frozenset({*finals, result_key}))
+
+
+def task_label(names) -> str:
+    """The name the tasks computing properties `names` show under on Dask's dashboard and progress bars.
+
+    Dask groups tasks by the part of their key before the first '-' followed by a word that is not all letters
+    (`dask.utils.key_split`), so names are joined by ',' and wrapped in parentheses: `mean_power`,
+    `assemble(mean_power)`, `field(signals)` keep the whole property name where `assemble-mean_power` would show
+    as `assemble`.
+    """
+    return ','.join(names)
 
 
 def _stage_task(stage, settings: TaskSettings, group: str | None, fields: tuple, cached: tuple,
