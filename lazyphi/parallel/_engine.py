@@ -13,9 +13,12 @@ import copy
 import ctypes
 import itertools
 import math as pymath
+import multiprocessing
+import multiprocessing.connection
 import os
 import platform
 import sys
+import threading
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -185,6 +188,26 @@ def restore_allocator_thresholds() -> bool:
         return all(libc.mallopt(parameter, value) == 1 for parameter, value in ALLOCATOR_THRESHOLDS.items())
     except (OSError, AttributeError):
         return False
+
+
+def exit_with_parent() -> None:
+    """End this process when the process that started it dies: the initializer of lazyphi's process pool.
+
+    A pool's worker waits for tasks on a queue whose pipe it holds both ends of, so a host killed with
+    SIGKILL (or by the out-of-memory killer) would leave its workers running their tasks and then waiting
+    for ever, holding the host's stdout and stderr open. A daemon thread here waits on the sentinel of the
+    parent process (a pipe the parent alone holds open, which the kernel closes when it dies) and ends
+    this process at once; a block it was writing leaves a temporary file and no record.
+    """
+    parent = multiprocessing.parent_process()
+    if parent is not None:
+        threading.Thread(target=_exit_when_ready, args=(parent.sentinel,), name='lazyphi-parent-watch',
+                         daemon=True).start()
+
+
+def _exit_when_ready(sentinel: int) -> None:
+    multiprocessing.connection.wait([sentinel])
+    os._exit(1)
 
 
 def _where(block: BlockRange | None) -> str:

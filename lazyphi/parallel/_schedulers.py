@@ -17,6 +17,7 @@ from dask.sizeof import sizeof
 from dask.task_spec import Alias, DataNode
 
 from ._clients import SCHEDULER_NAMES, client_of, resolve_scheduler
+from ._engine import exit_with_parent
 from ._progress import LateProgressBar
 
 LOG = logging.getLogger('lazyphi')
@@ -109,13 +110,17 @@ def _progress_on_client(futures: list) -> None:
 
 
 def process_pool(max_workers: int) -> ProcessPoolExecutor:
-    """The spawn-based process pool, created once and reused while `max_workers` stays the same."""
+    """The spawn-based process pool, created once and reused while `max_workers` stays the same.
+
+    Its workers end when this process dies (`exit_with_parent`), even when it is killed with SIGKILL.
+    """
     global _pool, _pool_workers
     with _pool_lock:
         if _pool is None or _pool_workers != max_workers:
             if _pool is not None:
                 _pool.shutdown(wait=False, cancel_futures=True)
-            _pool = ProcessPoolExecutor(max_workers, mp_context=multiprocessing.get_context('spawn'))
+            _pool = ProcessPoolExecutor(max_workers, mp_context=multiprocessing.get_context('spawn'),
+                                        initializer=exit_with_parent)
             _pool_workers = max_workers
         return _pool
 
