@@ -7,14 +7,17 @@
 
 Exit status: 0 on success, 1 when the work failed or was not confirmed, 2 for bad arguments (an unknown
 command, module, factory, factory parameter, property or cache key, or a `--set` value of a type its
-parameter does not want). Importing this module loads neither Dask nor Zarr nor an array
-library beyond what `import lazyphi` loads; each command imports what it needs.
+parameter does not want), 130 after Ctrl-C and 143 after SIGTERM (what SLURM sends at a job's time limit):
+`run` then stops its workers and keeps the blocks already written, so that running it again resumes.
+Importing this module loads neither Dask nor Zarr nor an array library beyond what `import lazyphi` loads;
+each command imports what it needs.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import importlib
 import importlib.metadata
 import importlib.util
@@ -23,7 +26,9 @@ import logging
 import os
 import platform
 import re
+import signal
 import sys
+import threading
 import traceback
 import types
 import typing
@@ -48,6 +53,13 @@ class UsageError(Exception):
     """A bad argument found after parsing (unknown module, factory or cache key): exit status 2."""
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived: raised in the main thread, so the run stops as on Ctrl-C (workers end, written blocks stay)."""
+
+
+TERMINATED = 128 + signal.SIGTERM  # the exit status of a process ended by SIGTERM, as shells report it
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the `lazyphi` command with `argv` (default: `sys.argv[1:]`); return its exit status."""
     parser = _parser()
@@ -63,6 +75,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as err:
         print(f'lazyphi {args.name}: {err}', file=sys.stderr)
         return USAGE
+    except Terminated:  # end now: blocks still running in threads are abandoned, as SIGKILL would
+        print(f'lazyphi {args.name}: terminated (SIGTERM); blocks already written stay in the cache', file=sys.stderr)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(TERMINATED)
     except KeyboardInterrupt:
         print(f'lazyphi {args.name}: interrupted', file=sys.stderr)
         return 130
@@ -232,9 +249,10 @@ def run(args: argparse.Namespace) -> int:
         options['chunk_bytes'] = _bytes(args.chunk_bytes, '--chunk-bytes')
     scheduler, client = _scheduler(args.scheduler)
     try:
-        print(parallel.plan(instance, properties, dims, **options, scheduler=scheduler), flush=True)
-        done = parallel.parallel_compute(instance, properties, dims, **options, scheduler=scheduler,
-                                progress=not args.no_progress)
+        with _stopped_by_sigterm():
+            print(parallel.plan(instance, properties, dims, **options, scheduler=scheduler), flush=True)
+            done = parallel.parallel_compute(instance, properties, dims, **options, scheduler=scheduler,
+                                             progress=not args.no_progress)
     finally:
         if client is not None:
             client.close()
@@ -242,6 +260,26 @@ def run(args: argparse.Namespace) -> int:
         print(f'{name}: {_describe(instance.__dict__.get(name))}')
     print(f'Done in {done.elapsed:.2f} s.')
     return 0
+
+
+@contextlib.contextmanager
+def _stopped_by_sigterm():
+    """While inside, SIGTERM raises `Terminated` in the main thread (elsewhere signals cannot be handled).
+
+    Without it SIGTERM would end this process at once: blocks running in its threads are lost alike, but a
+    cluster would go on with the run's queued tasks until it noticed the client was gone.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminate(signum, frame):
+        raise Terminated()
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _factory(target: str):

@@ -1,5 +1,6 @@
 """Ctrl-C during parallel_compute: the run stops at once, and a new run keeps every block already on disk."""
 
+import contextlib
 import glob
 import os
 import signal
@@ -29,7 +30,7 @@ JOB = textwrap.dedent('''
         def result(self) -> Tensor:
             if self.data.available:  # a block on real data: say which, then take a while
                 open(os.path.join(MARKS, str(int(self.data.example[0].x[0]))), 'w').close()
-                time.sleep(0.4)
+                time.sleep(float(os.environ.get('SLEEP', '0.4')))
             return self.data * 2
 
 
@@ -102,3 +103,59 @@ def test_ctrl_c_stops_the_run_and_the_next_run_resumes(tmp_path, scheduler):
     kept = {2 * c for c in done_chunks}
     assert not recomputed & kept  # no block already on disk ran again
     assert recomputed | kept == set(range(0, 32, 2))  # every other block did
+
+
+def _session(sid: int) -> list:
+    """The processes of session `sid` that have not ended (Linux /proc; a zombie has ended)."""
+    found = []
+    for entry in os.listdir('/proc'):
+        if entry.isdigit():
+            try:
+                with open(f'/proc/{entry}/stat') as f:
+                    fields = f.read().rsplit(')', 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[3]) == sid and fields[0] != 'Z':
+                found.append(int(entry))
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith('linux'), reason='reads sessions from /proc')
+@pytest.mark.parametrize('scheduler', ['threads', 'processes'])
+def test_sigterm_stops_lazyphi_run_leaving_no_process_and_the_next_run_resumes(tmp_path, scheduler):
+    (tmp_path / 'slow_job.py').write_text(JOB)
+    cache_dir, marks = tmp_path / 'cache', tmp_path / 'marks'
+    marks.mkdir()
+    command = [sys.executable, '-m', 'lazyphi', 'run', 'slow_job:make', '--properties', 'result', '--dims', 'example',
+               '--scheduler', scheduler, '--max-workers', '2', '--cache-dir', str(cache_dir), '--no-progress']
+    env = {**os.environ, 'MARKS': str(marks), 'SLEEP': '2'}
+    job = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           start_new_session=True)  # a session of its own: what it leaves behind is found there
+    try:
+        deadline = time.monotonic() + 120
+        while not _records(cache_dir) and time.monotonic() < deadline and job.poll() is None:
+            time.sleep(0.05)
+        job.send_signal(signal.SIGTERM)  # to lazyphi run alone, as `kill -TERM` does
+        terminated = time.monotonic()
+        out, err = job.communicate(timeout=60)
+        assert time.monotonic() - terminated < 10, 'the run went on after SIGTERM'
+        assert job.returncode == 143, err[-2000:]
+        assert 'terminated (SIGTERM)' in err and 'Done in' not in out
+        left = time.monotonic() + 10
+        while _session(job.pid) and time.monotonic() < left:
+            time.sleep(0.05)
+        assert not _session(job.pid), 'processes of lazyphi run outlived it'
+    finally:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(job.pid, signal.SIGKILL)
+    kept = _records(cache_dir)
+    assert kept and len(kept) < 16
+
+    for name in os.listdir(marks):
+        os.remove(marks / name)
+    again = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert len(_records(cache_dir)) == 16
+    recomputed = {int(name) for name in os.listdir(marks)}  # first examples of the blocks run again
+    assert not recomputed & {2 * c for c in kept}  # no chunk already on disk ran again
