@@ -11,8 +11,9 @@ from ..storage import load_cache_as, on_load_into_memory, set_cache_ttl
 from ._plan import Block, Fallback, Plan, PropertyPlan, Stage, missing_dims, plan
 from ._property import INFER, MIXED, ParallelProperty, ParallelPropertyNotComputed, parallel_property
 
+# names whose modules import Dask or Zarr
 _LAZY = {'parallel_compute': 'lazyphi.parallel._compute', 'PropertyFailed': 'lazyphi.parallel._engine',
-         'get_cache_files': 'lazyphi.storage'}  # names whose modules import Dask or Zarr
+         'NoWorkers': 'lazyphi.parallel._cluster', 'get_cache_files': 'lazyphi.storage'}
 
 # math.tensor(dask_array) makes a DaskTensor, which needs Dask: this layer's module, imported on the first one
 register_tensor_source('dask', 'lazyphi.parallel._dask_tensor:from_dask')
@@ -25,7 +26,8 @@ def __getattr__(name: str):
 
 
 __all__ = [
-    'INFER', 'MIXED', 'Block', 'Fallback', 'ParallelProperty', 'ParallelPropertyNotComputed', 'PerElement', 'Plan',
-    'PropertyFailed', 'PropertyPlan', 'Stage', 'Trace', 'TraceAborted', 'Tracer', 'get_cache_files', 'load_cache_as',
-    'missing_dims', 'on_load_into_memory', 'parallel_compute', 'parallel_property', 'plan', 'set_cache_ttl',
+    'INFER', 'MIXED', 'Block', 'Fallback', 'NoWorkers', 'ParallelProperty', 'ParallelPropertyNotComputed',
+    'PerElement', 'Plan', 'PropertyFailed', 'PropertyPlan', 'Stage', 'Trace', 'TraceAborted', 'Tracer',
+    'get_cache_files', 'load_cache_as', 'missing_dims', 'on_load_into_memory', 'parallel_compute',
+    'parallel_property', 'plan', 'set_cache_ttl',
 ]

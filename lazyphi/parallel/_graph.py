@@ -1,7 +1,7 @@
 """A `Plan` as one Dask graph of task-spec nodes: its nodes, its keys, and what Dask calls back.
 
-With `_schedulers.py` and `_compute.py`, the only modules of lazyphi importing Dask; loaded the
-first time `parallel_compute` runs or a plan is handed to Dask (`Plan`'s collection protocol).
+With `_schedulers.py`, `_cluster.py` and `_compute.py`, the modules of lazyphi.parallel importing Dask; loaded
+the first time `parallel_compute` runs or a plan is handed to Dask (`Plan`'s collection protocol).
 The tasks run the functions of `_engine.py`.
 """
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import logging
 import multiprocessing
 import threading
@@ -13,21 +12,20 @@ from concurrent.futures.process import BrokenProcessPool
 import dask.local
 import dask.multiprocessing
 import dask.threaded
-from dask.sizeof import sizeof
-from dask.task_spec import Alias, DataNode
+from dask.callbacks import Callback
+from dask.task_spec import DataNode
 
 from ._clients import SCHEDULER_NAMES, client_of, resolve_scheduler
+from ._cluster import PROGRESS_AFTER, run_on_client
 from ._engine import exit_with_parent
 from ._progress import LateProgressBar
 
 LOG = logging.getLogger('lazyphi')
-PROGRESS_AFTER = 1.0  # seconds before a local progress bar appears
-SCATTER_BYTES = 2 ** 20  # graph data larger than this is scattered to a distributed cluster's workers first
 
 _pool_lock = threading.Lock()
 _pool: ProcessPoolExecutor | None = None
 _pool_workers = 0
-_announced: set = set()
+RERUNS = 3  # how often a run on processes starts again on a new pool after a lost worker
 
 
 def run_graph(graph: dict, keys: list, scheduler, max_workers: int, progress: bool | None,
@@ -42,7 +40,7 @@ def run_graph(graph: dict, keys: list, scheduler, max_workers: int, progress: bo
     scheduler = resolve_scheduler(scheduler)
     client = client_of(scheduler)
     if client is not None:
-        return _run_on_client(client, graph, keys, progress, local)
+        return run_on_client(client, graph, keys, progress, local)
     with LateProgressBar(PROGRESS_AFTER) if progress is not False else contextlib.nullcontext():
         if scheduler is None or scheduler == 'threads':
             return dask.threaded.get(graph, keys, num_workers=max_workers)
@@ -55,58 +53,6 @@ def run_graph(graph: dict, keys: list, scheduler, max_workers: int, progress: bo
     raise ValueError(f'scheduler must be one of {SCHEDULER_NAMES}, a distributed.Client, a Dask scheduler function '
                      f'get(graph, keys), or None (Dask\'s configured scheduler, else the active distributed client, '
                      f'else threads); got {scheduler!r}')
-
-
-def _run_on_client(client, graph: dict, keys: list, progress: bool | None, local: frozenset) -> list:
-    """Run `graph` on a `distributed` client; the tasks in `local` run here on what the cluster computed for them.
-
-    Joining blocks' outputs here fetches each from its worker once, instead of moving them all to one
-    worker first and then here.
-    """
-    if id(client) not in _announced and progress is not False:
-        _announced.add(id(client))
-        print(f'lazyphi: running on {client.scheduler.address if client.scheduler else client}; '
-              f'dashboard: {client.dashboard_link}')
-    if not set(keys) <= local:
-        local = frozenset()
-    remote = {key: node for key, node in graph.items() if key not in local}
-    fetch = list(dict.fromkeys(d for key in local for d in graph[key].dependencies if d not in local)) if local \
-        else keys
-    # Large data goes to the workers straight from here, not through the scheduler inside the graph. Under keys
-    # of its own (the graph's keys repeat when the same plan runs again, while the last run's data may still
-    # be being released), which the graph's nodes alias.
-    large = [key for key, node in remote.items() if isinstance(node, DataNode) and sizeof(node.value) > SCATTER_BYTES]
-    scattered = dict(zip(large, client.scatter([remote[key].value for key in large], hash=False), strict=True)
-                     ) if large else {}
-    remote.update({key: Alias(key, future.key) for key, future in scattered.items()})
-    futures = client.get(remote, fetch, sync=False)
-    try:
-        if progress is not False:
-            _progress_on_client(futures)
-        values = client.gather(futures)
-    except BaseException:  # Ctrl-C or a failed task: stop the rest (blocks already written stay on disk)
-        client.cancel(futures)
-        raise
-    finally:  # release the scattered data even while a traceback holds this frame (cancelling it upsets the scheduler)
-        for future in scattered.values():
-            future.release()
-        scattered.clear()
-    if not local:
-        return values
-    here = {key: DataNode(key, value) for key, value in zip(fetch, values, strict=True)}
-    here.update({key: graph[key] for key in local})
-    return dask.local.get_sync(here, keys)
-
-
-def _progress_on_client(futures: list) -> None:
-    """Distributed's progress bar, once the run has taken `PROGRESS_AFTER` seconds (nothing before)."""
-    import distributed  # loaded: a client exists
-
-    try:
-        distributed.wait(futures, timeout=PROGRESS_AFTER)
-    except TimeoutError:
-        # in a notebook distributed draws a widget, which needs ipywidgets; without it, a text bar
-        distributed.progress(futures, notebook=None if importlib.util.find_spec('ipywidgets') else False)
 
 
 def process_pool(max_workers: int) -> ProcessPoolExecutor:
@@ -143,20 +89,42 @@ def discard_pool(stop_tasks: bool = False) -> None:
 
 
 def _run_on_processes(graph: dict, keys: list, max_workers: int, spread: frozenset) -> list:
-    for attempt in range(2):
-        pool = process_pool(max_workers)
-        try:
-            return dask.multiprocessing.get(graph, keys, pool=_Submitter(pool, spread, max_workers), chunksize=1,
-                                            optimize_graph=False)
-        except BrokenProcessPool:
-            discard_pool()
-            if attempt:
+    """Run `graph` on the process pool; after a lost worker, on a new pool with the blocks already computed kept.
+
+    A worker that dies breaks the whole pool (the executor fails every task handed out), so the blocks
+    running on the other workers are computed again too; those finished are not.
+    """
+    with _Finished(spread) as finished:
+        for attempt in range(RERUNS + 1):
+            pool = process_pool(max_workers)
+            kept = {key: DataNode(key, value) for key, value in finished.results.items()}
+            try:
+                return dask.multiprocessing.get({**graph, **kept} if kept else graph, keys,
+                                                pool=_Submitter(pool, spread, max_workers), chunksize=1,
+                                                optimize_graph=False)
+            except BrokenProcessPool:
+                discard_pool()
+                if attempt == RERUNS:
+                    raise
+                LOG.warning('A worker process was lost; running the blocks not finished (%d of %d) again on a new '
+                            'pool', len(spread) - len(finished.results), len(spread))
+            except BaseException:  # Ctrl-C or a failed task: stop the rest (blocks already written stay on disk)
+                discard_pool(stop_tasks=True)
                 raise
-            LOG.warning('A worker process was lost; running the lost work again once on a new pool')
-        except BaseException:  # Ctrl-C or a failed task: stop the rest (blocks already written stay on disk)
-            discard_pool(stop_tasks=True)
-            raise
     raise AssertionError('unreachable')
+
+
+class _Finished(Callback):
+    """Keeps the outputs of the tasks in `keys` as Dask's scheduler receives them, across runs of one graph."""
+
+    def __init__(self, keys: frozenset):
+        super().__init__()
+        self.keys = keys
+        self.results = {}
+
+    def _posttask(self, key, result, dsk, state, worker_id) -> None:
+        if key in self.keys:
+            self.results[key] = result
 
 
 class _Submitter:

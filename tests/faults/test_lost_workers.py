@@ -13,10 +13,16 @@ import subprocess
 import sys
 import textwrap
 import time
+from dataclasses import dataclass
 
 import pytest
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(sys.platform == 'win32', reason='POSIX signals and sessions')]
+from lazyphi import math
+from lazyphi.dataclasses import cached_property
+from lazyphi.math import Tensor, batch
+from lazyphi.parallel import NoWorkers, _cluster, parallel_compute
+
+pytestmark = pytest.mark.skipif(sys.platform == 'win32', reason='POSIX signals and sessions')
 
 JOB = textwrap.dedent('''
     import os, sys, time
@@ -95,6 +101,7 @@ def _end_session(job: subprocess.Popen) -> None:
     job.wait(timeout=30)
 
 
+@pytest.mark.slow
 def test_process_pool_workers_end_with_their_killed_host(tmp_path):
     script, marks = _write(tmp_path, '''
         if __name__ == '__main__':
@@ -110,3 +117,118 @@ def test_process_pool_workers_end_with_their_killed_host(tmp_path):
         _wait_for(lambda: not any(_alive(pid) for pid in workers), 10, 'the workers to end')
     finally:
         _end_session(job)
+
+
+LOSE_A_WORKER = '''
+    def check(slow):
+        import numpy as np
+        expected = np.zeros(16)
+        expected[:] = np.arange(16)
+        assert slow.total.numpy('example').tolist() == expected.tolist(), slow.total
+
+
+    if __name__ == '__main__':
+        size, scheduler = int(sys.argv[1]), sys.argv[2]
+        if scheduler == 'client':
+            from distributed import Client, LocalCluster
+            scheduler = Client(LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=':0'))
+        slow = make(size)
+        parallel_compute(slow, [Slow.total], scheduler=scheduler, max_workers=2, block_size=2, progress=False)
+        check(slow)
+        print('finished:', ','.join(sorted(os.listdir(MARKS))), flush=True)
+        again = make(size)  # the same computation again, on the same client or pool
+        parallel_compute(again, [Slow.total], scheduler=scheduler, max_workers=2, block_size=2, progress=False)
+        check(again)
+        print('finished again', flush=True)
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('scheduler', ['processes', 'client'])
+@pytest.mark.parametrize('size', [8, 300], ids=['small inputs', 'scattered inputs'])
+def test_a_lost_worker_costs_only_its_blocks(tmp_path, scheduler, size):
+    if scheduler == 'client':
+        pytest.importorskip('distributed')
+    script, marks = _write(tmp_path, LOSE_A_WORKER)
+    job = _start(script, marks, size, scheduler, SLEEP='1')
+    try:
+        _wait_for(lambda: len(_marks(marks)) >= 3, 120, 'a block to start after the first ones finished')
+        _, pid = max(_marks(marks))  # a worker running a block of the second round
+        os.kill(pid, signal.SIGKILL)
+        out, err = job.communicate(timeout=100)
+    finally:
+        _end_session(job)
+    assert job.returncode == 0 and 'finished again' in out, err[-3000:]
+    runs = [int(name.split('-')[0]) for name in out.split('finished:')[1].split()[0].split(',')]
+    assert sorted(set(runs)) == list(range(0, 16, 2))  # 16 elements in blocks of 2: every block ran
+    assert len(runs) <= 8 + 2, runs  # again: at most the two blocks running when the worker died
+    if size == 300 and scheduler == 'client':  # 1.4 MiB per block: sent to the workers before the graph
+        assert 'A worker was lost' in err, err[-3000:]
+
+
+@pytest.mark.slow
+def test_ctrl_c_at_a_terminal_on_a_local_cluster_then_running_again_says_it_has_no_workers(tmp_path):
+    pytest.importorskip('distributed')
+    script, marks = _write(tmp_path, '''
+        if __name__ == '__main__':
+            import signal
+            from distributed import Client, LocalCluster
+            from lazyphi.parallel import NoWorkers
+
+            signal.signal(signal.SIGINT, signal.default_int_handler)  # in case it was inherited ignored
+            client = Client(LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=':0'))
+            try:
+                parallel_compute(make(8), [Slow.total], scheduler=client, block_size=2)
+            except KeyboardInterrupt:
+                print('interrupted', flush=True)
+            started = time.monotonic()
+            try:
+                parallel_compute(make(8), [Slow.total], scheduler=client, block_size=2)
+            except NoWorkers as err:
+                print(f'no workers after {time.monotonic() - started:.1f} s: {err}', flush=True)
+    ''')
+    job = _start(script, marks, SLEEP='2')
+    try:
+        _wait_for(lambda: _marks(marks), 120, 'a block to start')
+        os.killpg(job.pid, signal.SIGINT)  # Ctrl-C at a terminal: the whole foreground process group
+        out, err = job.communicate(timeout=60)
+    finally:
+        _end_session(job)
+    assert 'interrupted' in out, err[-3000:]
+    assert 'no workers after' in out and 'has no workers left' in out, err[-3000:]
+
+
+@dataclass(frozen=True)
+class Tiny:
+    data: Tensor
+
+    @cached_property
+    def doubled(self) -> Tensor:
+        return self.data * 2
+
+
+def _tiny() -> Tiny:
+    return Tiny(math.arange(batch(example=4)) * 1.0)
+
+
+def test_a_scheduler_without_workers_is_reported_after_the_timeout(monkeypatch):
+    distributed = pytest.importorskip('distributed')
+
+    monkeypatch.setattr(_cluster, 'NO_WORKERS_TIMEOUT', 2.0)
+    with distributed.LocalCluster(n_workers=0, processes=False, dashboard_address=':0') as cluster, \
+            distributed.Client(cluster.scheduler_address) as client, \
+            pytest.raises(NoWorkers, match='has no workers after'):  # by address: nothing says workers come
+        parallel_compute(_tiny(), ['doubled'], scheduler=client, max_workers=2, progress=False)
+
+
+def test_an_adaptive_cluster_without_workers_yet_is_waited_for(monkeypatch):
+    distributed = pytest.importorskip('distributed')
+
+    monkeypatch.setattr(_cluster, 'NO_WORKERS_TIMEOUT', 0.0)  # were it not waited for, it would fail at once
+    with distributed.LocalCluster(n_workers=0, processes=False, dashboard_address=':0') as cluster, \
+            distributed.Client(cluster) as client:
+        cluster.adapt(minimum=0, maximum=1, interval='2500ms')  # a worker only after the run's first check
+        assert _cluster.workers_coming(client) is True
+        tiny = _tiny()
+        parallel_compute(tiny, ['doubled'], scheduler=client, max_workers=2, progress=False)
+        math.assert_close(tiny.doubled, tiny.data * 2)

@@ -1,0 +1,274 @@
+"""Running a graph on a `distributed` client: large inputs sent to the workers, recovered when a worker is lost,
+and a run that stops when the cluster has no workers left instead of waiting for ever.
+
+Imports Dask; distributed itself only inside the functions (a client exists when they run).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import logging
+import threading
+import time
+import uuid
+
+import dask.local
+from dask.sizeof import sizeof
+from dask.task_spec import Alias, DataNode
+
+LOG = logging.getLogger('lazyphi')
+PROGRESS_AFTER = 1.0  # seconds before the progress bar appears
+SCATTER_BYTES = 2 ** 20  # graph data larger than this is scattered to the workers first
+NO_WORKERS_TIMEOUT = 120.0  # seconds a run waits for a worker where nothing says one is coming
+RESUBMISSIONS = 3  # how often a run sends lost inputs again before it gives up
+_CLOSED = frozenset({'closing', 'closed', 'failed', 'closing_gracefully'})
+_announced: set = set()
+
+
+class NoWorkers(RuntimeError):
+    """The cluster has had no workers for too long while a run waited on it (none started, or all were lost)."""
+
+
+def run_on_client(client, graph: dict, keys: list, progress: bool | None, local: frozenset) -> list:
+    """Run `graph` on a `distributed` client; the tasks in `local` run here on what the cluster computed for them.
+
+    Joining blocks' outputs here fetches each from its worker once, instead of moving them all to one
+    worker first and then here. Each submission goes under keys of its own (the graph's keys with a
+    suffix): the same plan run again, or after a failure, never meets the states the scheduler and
+    client keep of an earlier run's keys (a failed run's cancelled futures, held by its traceback, made
+    the next run of the same computation fail or hang). Graph data over `SCATTER_BYTES` goes to the
+    workers straight from here, not through the scheduler. Its only copy on the cluster dies with its
+    worker, so when a worker is lost, the lost data is sent again from here and the graph submitted
+    again, reusing the outputs already fetched from the cluster's memory: only the lost blocks run again.
+
+    Raises:
+        NoWorkers: the cluster has had no workers for `NO_WORKERS_TIMEOUT` seconds (at once when its
+            workers are closed processes of this one, as after Ctrl-C on a `LocalCluster`).
+    """
+    import distributed  # loaded: a client exists
+
+    if id(client) not in _announced and progress is not False:
+        _announced.add(id(client))
+        print(f'lazyphi: running on {client.scheduler.address if client.scheduler else client}; '
+              f'dashboard: {client.dashboard_link}')
+    if not set(keys) <= local:
+        local = frozenset()
+    remote = {key: node for key, node in graph.items() if key not in local}
+    fetch = list(dict.fromkeys(d for key in local for d in graph[key].dependencies if d not in local)) if local \
+        else keys
+    large = {key: node.value for key, node in remote.items()
+             if isinstance(node, DataNode) and sizeof(node.value) > SCATTER_BYTES}
+    done = {}  # fetched key -> its future in an earlier submission, finished or running
+    with _Scattered(client, large) as inputs:
+        for submission in range(RESUBMISSIONS + 1):
+            suffix = uuid.uuid4().hex[:12]
+            names = {key: _suffixed(key, suffix) for key in remote}
+            futures = client.get(_renamed(remote, names, inputs.aliases(), done), [names[k] for k in fetch],
+                                 sync=False)
+            watch = _WorkerWatch(client, futures)
+            try:
+                with watch, (_ClientProgress(client, futures) if progress is not False else contextlib.nullcontext()):
+                    values = client.gather(futures)
+                break
+            except distributed.CancelledError:  # cancelled by the watch, or by the scheduler when inputs were lost
+                if watch.gave_up is not None:
+                    raise NoWorkers(watch.gave_up) from None
+                lost = inputs.lost()
+                if not lost or submission == RESUBMISSIONS:
+                    client.cancel(futures)
+                    raise
+                done = _kept(client, dict(zip(fetch, futures, strict=True)))
+                LOG.warning('A worker was lost with %d of the inputs sent to the cluster: sending them again and '
+                            'computing again the %d of %d outputs that depended on them', len(lost),
+                            len(fetch) - len(done), len(fetch))
+                inputs.send(lost)
+            except BaseException:  # Ctrl-C or a failed task: stop the rest (blocks already written stay on disk)
+                client.cancel(futures)
+                raise
+    done.clear()
+    if not local:
+        return values
+    here = {key: DataNode(key, value) for key, value in zip(fetch, values, strict=True)}
+    here.update({key: graph[key] for key in local})
+    return dask.local.get_sync(here, keys)
+
+
+def _kept(client, futures: dict) -> dict:
+    """Of a failed submission's `futures` (by the graph's keys), those the next one reuses: outputs still being
+    computed from inputs that survived, and outputs computed that a worker still holds."""
+    finished = [f for f in futures.values() if f.status == 'finished']
+    held = client.who_has(finished) if finished else {}
+    return {key: f for key, f in futures.items() if f.status == 'pending' or held.get(f.key)}
+
+
+def _suffixed(key, suffix: str):
+    """`key` with `suffix` on its name (a string key, or the first item of a tuple key), which keeps its Dask group."""
+    return (f'{key[0]}-{suffix}', *key[1:]) if isinstance(key, tuple) else f'{key}-{suffix}'
+
+
+def _renamed(graph: dict, names: dict, aliases: dict, done: dict) -> dict:
+    """`graph` under the keys `names`; the nodes in `aliases` (scattered data) and `done` (futures of an earlier
+    submission) become aliases of the keys that hold, or will hold, their values on the cluster."""
+    renamed = {}
+    for key, node in graph.items():
+        target = aliases.get(key) or (done[key].key if key in done else None)
+        name = names[key]
+        renamed[name] = Alias(name, target) if target is not None else node.substitute(names, key=name)
+    return renamed
+
+
+class _Scattered:
+    """Large graph data on the workers, under keys of its own, released at exit.
+
+    `send` scatters values again after their worker was lost.
+    """
+
+    def __init__(self, client, values: dict):
+        self.client = client
+        self.values = values
+        self.futures = {}
+        self.send(list(values))
+
+    def send(self, keys: list) -> None:
+        if keys:
+            futures = self.client.scatter([self.values[k] for k in keys], hash=False)
+            self.futures.update(zip(keys, futures, strict=True))
+
+    def aliases(self) -> dict:
+        """The graph's key of each value -> the key it is scattered under."""
+        return {key: future.key for key, future in self.futures.items()}
+
+    def lost(self) -> list:
+        """The keys whose data the cluster no longer has (its worker died)."""
+        return [key for key, future in self.futures.items() if future.status != 'finished']
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        # released even while a traceback holds the caller's frame (cancelling scattered data upsets the scheduler)
+        for future in self.futures.values():
+            future.release()
+        self.futures.clear()
+
+
+class _WorkerWatch:
+    """While a run waits, checks each second that the cluster has workers; cancels the run when it has had none
+    for too long, and says why in `gave_up`.
+
+    Where the client's cluster object lives in this process, it tells whether workers are coming: an
+    adaptive cluster or jobs not yet started (wait as long as it takes), or only closed workers (as after
+    Ctrl-C killed a `LocalCluster`'s processes: give up at once). Otherwise nothing tells, and the run
+    waits `NO_WORKERS_TIMEOUT` seconds.
+    """
+
+    def __init__(self, client, futures: list):
+        self.client = client
+        self.futures = futures
+        self.gave_up: str | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name='lazyphi-worker-watch', daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.futures = None  # a resubmission must not find these futures' states (cancelled) still referenced
+
+    def _watch(self) -> None:
+        since = None
+        while not self._stop.wait(1.0):
+            try:
+                workers = len(self.client.nthreads())
+            except Exception as err:  # a closing client: the run fails on its own
+                LOG.debug('Cannot ask the scheduler for its workers: %s', err)
+                return
+            if workers:
+                since = None
+                continue
+            since = since or time.monotonic()
+            coming = workers_coming(self.client)
+            waited = time.monotonic() - since
+            if coming is False or (coming is None and waited >= NO_WORKERS_TIMEOUT):
+                why = ('left: its workers were closed (Ctrl-C at a terminal closes those of a LocalCluster)'
+                       if coming is False else f'after {waited:.0f} s of waiting')
+                self.gave_up = (f'the Dask cluster at {self.client.scheduler.address} has no workers {why}; start '
+                                f'or scale it again and rerun (blocks already written to cache_dir stay there)')
+                with contextlib.suppress(Exception):
+                    self.client.cancel(self.futures)
+                return
+
+
+def workers_coming(client) -> bool | None:
+    """Whether the client's cluster will get workers: True (adaptive, or workers starting), False (only closed
+    ones), None (no cluster object here to ask: a scheduler at an address)."""
+    cluster = getattr(client, 'cluster', None)
+    if cluster is None:
+        return None
+    adaptive = getattr(cluster, '_adaptive', None)
+    if adaptive is not None and getattr(adaptive, 'state', None) in ('starting', 'running'):
+        return True
+    workers = getattr(cluster, 'workers', None)
+    if not isinstance(workers, dict):
+        return None
+    return any(_status(w) not in _CLOSED for w in workers.values())
+
+
+def _status(worker) -> str:
+    status = getattr(worker, 'status', None)
+    return getattr(status, 'name', str(status))
+
+
+class _ClientProgress:
+    """Distributed's progress display for a run, once it has taken `PROGRESS_AFTER` seconds (nothing before).
+
+    In a Jupyter kernel with ipywidgets, a widget with a bar per task group, displayed here; elsewhere a text bar.
+    Either listens to the scheduler on the client's event loop, never in this thread: `distributed.progress`
+    blocks in its text bar (and waits for ever where the run's tasks were cancelled before it started), and
+    leaves its widget undisplayed, to be updated by the notebook's event loop, which a running cell blocks.
+    """
+
+    def __init__(self, client, futures: list):
+        self.client = client
+        self.futures = futures
+        self.running = None
+
+    def __enter__(self):
+        import distributed  # loaded: a client exists
+
+        try:
+            distributed.wait(self.futures, timeout=PROGRESS_AFTER)
+        except TimeoutError:
+            # not for a run already cancelled: distributed's bar would wait for its tasks on the scheduler for ever
+            if all(f.status in ('pending', 'finished') for f in self.futures):
+                self.running = asyncio.run_coroutine_threadsafe(self._listen(), self.client.loop.asyncio_loop)
+        return self
+
+    async def _listen(self):
+        await self._bar().listen()
+
+    def _bar(self):
+        from distributed.diagnostics.progressbar import MultiProgressWidget, TextProgressBar
+        from distributed.utils import is_kernel
+
+        address = self.client.scheduler.address
+        if is_kernel() and importlib.util.find_spec('ipywidgets') is not None:
+            from IPython.display import display
+
+            bar = MultiProgressWidget(self.futures, scheduler=address, complete=True, group_by='prefix')
+            display(bar.widget)
+            return bar
+        return TextProgressBar(self.futures, scheduler=address, complete=True, start=False, loop=self.client.loop)
+
+    def __exit__(self, *exc) -> None:
+        if self.running is not None:
+            try:  # the bar's last update (100 %, or the error) comes right after the run's end
+                self.running.result(timeout=1.0)
+            except Exception:  # still waiting on the scheduler (a cancelled run): stop listening
+                self.running.cancel()
+        self.futures = None
