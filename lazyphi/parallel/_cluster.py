@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib.util
 import logging
 import threading
 import time
@@ -257,7 +256,7 @@ class _ClientProgress:
         from distributed.utils import is_kernel
 
         address = self.client.scheduler.address
-        if is_kernel() and importlib.util.find_spec('ipywidgets') is not None:
+        if is_kernel() and _has_widgets():
             from IPython.display import display
 
             bar = MultiProgressWidget(self.futures, scheduler=address, complete=True, group_by='prefix')
@@ -272,3 +271,12 @@ class _ClientProgress:
             except Exception:  # still waiting on the scheduler (a cancelled run): stop listening
                 self.running.cancel()
         self.futures = None
+
+
+def _has_widgets() -> bool:
+    """Whether ipywidgets can be imported (distributed's widget needs it; without it, the text bar)."""
+    try:
+        import ipywidgets  # noqa: F401
+    except ImportError:
+        return False
+    return True
