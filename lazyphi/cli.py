@@ -258,7 +258,7 @@ def run(args: argparse.Namespace) -> int:
             client.close()
     for name in properties:
         print(f'{name}: {_describe(instance.__dict__.get(name))}')
-    print(f'Done in {done.elapsed:.2f} s.')
+    print(f'Done in {done.elapsed:.2f} s{f"; {done.reuse}" if done.reuse else ""}.')
     return 0
 
 

@@ -157,6 +157,15 @@ def test_dashboard_groups_name_the_properties_their_tasks_compute():
     assert not groups & {'host', 'assemble', 'template', 'result', 'field', 'cached'}
 
 
+def test_a_resumed_run_says_how_many_blocks_it_reused(tmp_path):
+    first = parallel_compute(Model(DATA), [Model.spectrum], scheduler='sync', cache_dir=str(tmp_path), progress=False)
+    assert first.reused == 0 and first.resumable == len(first.stages[0].blocks) > 1
+    assert f'reused 0 of {first.resumable} blocks from the cache; computed {first.resumable}' in str(first)
+    again = parallel_compute(Model(DATA), [Model.spectrum], scheduler='sync', cache_dir=str(tmp_path), progress=False)
+    assert again.reuse == f'reused {again.resumable} of {again.resumable} blocks from the cache; computed 0'
+    assert 'ran in' in str(again) and plan(Model(DATA), [Model.spectrum]).reuse is None  # not run: nothing to say
+
+
 def test_failure_names_property_and_block():
     @dataclass(frozen=True)
     class Failing:

@@ -3,6 +3,7 @@
 import contextlib
 import glob
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -157,5 +158,8 @@ def test_sigterm_stops_lazyphi_run_leaving_no_process_and_the_next_run_resumes(t
     again = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr[-3000:]
     assert len(_records(cache_dir)) == 16
+    reused, total, computed = map(int, re.search(r'reused (\d+) of (\d+) blocks from the cache; computed (\d+)',
+                                                 again.stdout).groups())
+    assert reused >= 1 and computed >= 1 and reused + computed == total, again.stdout
     recomputed = {int(name) for name in os.listdir(marks)}  # first examples of the blocks run again
     assert not recomputed & {2 * c for c in kept}  # no chunk already on disk ran again

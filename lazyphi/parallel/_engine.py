@@ -106,8 +106,7 @@ def run_stage(template, stage: StageTask, block: BlockRange | None, *values) -> 
     if not _ALLOCATOR_CHECKED:
         restore_allocator_thresholds()
     with stage.settings.applied():
-        if all(q.disk is not None for q in stage.properties) and all(
-                _on_disk(q.disk, q.name, block) for q in stage.properties):  # a resumed run: read, don't compute
+        if block_on_disk(stage, block):  # a resumed run: read, don't compute
             return {q.name: _disk_result(q, block) for q in stage.properties}
         instance = copy.copy(template)
         inputs = {}  # name -> value of every field and cached value the properties of the stage may read
@@ -151,6 +150,12 @@ def _written_range(group: str, name: str, block: BlockRange | None) -> BlockRang
         return block
     spec = array_spec(group, name)
     return BlockRange(spec.block_dim, 0, spec.shape.get_size(spec.block_dim))
+
+
+def block_on_disk(stage: StageTask, block: BlockRange | None) -> bool:
+    """Whether every output of the stage goes to disk and is complete there for `block` (None: a host stage)."""
+    return all(q.disk is not None for q in stage.properties) and all(
+        _on_disk(q.disk, q.name, block) for q in stage.properties)
 
 
 def _on_disk(group: str, name: str, block: BlockRange | None) -> bool:

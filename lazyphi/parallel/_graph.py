@@ -25,8 +25,18 @@ from ..dataclasses import cached_property_names
 from ..math import Tensor, config_fields
 from ..math import shape as tree_shape
 from ..math.kinds import class_attribute, memory_bytes
-from ..storage import ArraySpec, prepare_result, worker_load_backend
-from ._engine import BlockRange, PropertyTask, StageTask, TaskSettings, assemble_stage, collect_results, pick, run_stage
+from ..storage import ArraySpec, complete_chunks, prepare_result, worker_load_backend
+from ._engine import (
+    BlockRange,
+    PropertyTask,
+    StageTask,
+    TaskSettings,
+    assemble_stage,
+    block_on_disk,
+    collect_results,
+    pick,
+    run_stage,
+)
 from ._schedulers import run_graph
 
 FORMAT_VERSION = 1
@@ -37,10 +47,11 @@ class CompiledPlan:
     """The Dask graph of one plan: a plain mapping of task-spec nodes, the key of its result, its block tasks."""
 
     def __init__(self, graph: dict, result_key, token: str, block_keys: frozenset = frozenset(),
-                 final_keys: frozenset = frozenset()):
+                 final_keys: frozenset = frozenset(), stage_tasks: tuple = ()):
         self.graph = graph
         self.result_key = result_key
         self.token = token
+        self.stage_tasks = stage_tasks  # (stage, its StageTask) of every stage
         self.block_keys = block_keys  # the tasks that compute, worth spreading over worker processes
         self.final_keys = final_keys  # the tasks after the last computing ones: joining and collecting results
 
@@ -149,6 +160,7 @@ def compile_plan(p) -> CompiledPlan:
     used = set()  # keys of the assembled values that later stages read
     block_outputs = {}  # property name -> (stage, list of block keys)
     assembles = set()  # keys of the tasks joining a stage's blocks
+    stage_tasks = []
     for stage in p.stages:
         names = [q.name for q in stage.properties]
         label = task_label(names)
@@ -156,6 +168,7 @@ def compile_plan(p) -> CompiledPlan:
         if stage.host:
             key = f'{label}-{token}'
             task = _stage_task(stage, settings, group, fields, cached, frozenset())
+            stage_tasks.append((stage, task))
             inputs = [whole(f) for f in fields] + [_full_ref(c, assembled, whole, used) for c in cached]
             graph[key] = Task(key, run_stage, template_ref, task, None, *inputs)
             spread.append(key)
@@ -170,6 +183,7 @@ def compile_plan(p) -> CompiledPlan:
         full = {n: _full_ref(n, assembled, whole, used) for n in (*fields, *cached)
                 if n not in same_grid and n not in cut}
         task = _stage_task(stage, settings, group, fields, cached, frozenset(full))  # tasks cut their block out
+        stage_tasks.append((stage, task))
         name = f'{label}-{token}'
         block_keys = []
         with _gc_paused():  # 100,000s of small objects: the cyclic collector would rescan them all repeatedly
@@ -198,7 +212,25 @@ def compile_plan(p) -> CompiledPlan:
     result_key = f'result({task_label(p.requested)})-{token}'
     graph[result_key] = Task(result_key, collect_results, tuple(assembled), *[TaskRef(k) for k in assembled.values()])
     finals = {key for key in assembled.values() if key in assembles} - used
-    return CompiledPlan(graph, result_key, token, frozenset(spread), frozenset({*finals, result_key}))
+    return CompiledPlan(graph, result_key, token, frozenset(spread), frozenset({*finals, result_key}),
+                        tuple(stage_tasks))
+
+
+def blocks_on_disk(compiled_plan: CompiledPlan) -> tuple[int, int]:
+    """(blocks whose outputs are all complete on disk, blocks of the stages writing all their outputs to disk).
+
+    What a run will read instead of computing, checked here before it starts (a host stage counts as one
+    block); its tasks check again as they run.
+    """
+    found = total = 0
+    for stage, task in compiled_plan.stage_tasks:
+        if not task.properties or any(q.disk is None for q in task.properties):
+            continue
+        blocks = [None] if stage.host else [BlockRange(stage.block_dim, b.start, b.stop) for b in stage.blocks]
+        total += len(blocks)
+        if all(complete_chunks(q.disk, q.name) for q in task.properties):  # else none is: a fresh result
+            found += sum(block_on_disk(task, block) for block in blocks)
+    return found, total
 
 
 def task_label(names) -> str:

@@ -133,6 +133,8 @@ class Plan:
     code: tuple = ()  # code_token of the class when planned
     compressor: str | None = None  # codec of the arrays a new disk-cache result is created with
     elapsed: float | None = None  # seconds the run took, once it ran
+    reused: int = 0  # blocks found complete in the disk cache when the run started, read instead of computed
+    resumable: int = 0  # blocks of the stages writing all their outputs to the disk cache
     compiled: object = field(default=None, repr=False)  # the Dask graph, built on first use
     receipt: object = field(default=None, repr=False)  # how results find the instance (see _graph.receipt)
 
@@ -191,7 +193,17 @@ class Plan:
                 lines += [f'      fallback: {f}' for f in p.fallbacks]
                 if p.per_element_reason:
                     lines.append(f'      per element: {p.per_element_reason}')
+        if self.elapsed is not None:
+            lines.append(f'  ran in {self.elapsed:.2f} s' + (f'; {self.reuse}' if self.reuse else ''))
         return '\n'.join(lines)
+
+    @property
+    def reuse(self) -> str | None:
+        """'reused 12 of 16 blocks from the cache; computed 4' once a run with a disk cache ran, else None."""
+        if self.elapsed is None or not self.resumable:
+            return None
+        return (f'reused {self.reused} of {self.resumable} block{"" if self.resumable == 1 else "s"} from the '
+                f'cache; computed {self.resumable - self.reused}')
 
     __repr__ = __str__
 
