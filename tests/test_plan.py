@@ -151,6 +151,34 @@ def test_blocks_cover_the_dim_and_are_whole_chunks_where_a_stage_writes_to_disk(
     assert len(written.blocks) >= 3
 
 
+@pytest.fixture(scope='module')
+def cluster_client():
+    distributed = pytest.importorskip('distributed')
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=':0') as c, \
+            distributed.Client(c) as client:
+        yield client
+
+
+@pytest.mark.parametrize('kind', ['sync', 'threads', 'processes', 'cluster'])
+def test_a_stage_writing_to_disk_gets_a_block_per_chunk_on_every_scheduler(kind, request):
+    scheduler = request.getfixturevalue('cluster_client') if kind == 'cluster' else kind
+    workers = {'sync': 1, 'cluster': 2}.get(kind, os.cpu_count())
+    (written,) = plan(Tutorial(DATA), [Tutorial.plus], scheduler=scheduler, cache_dir='unused').stages
+    assert [b.size for b in written.blocks] == [written.chunk_size] * 16  # 64 elements: 16 chunks of 4, one a block
+    (memory,) = plan(Tutorial(DATA), [Tutorial.plus], scheduler=scheduler).stages
+    assert len(memory.blocks) == min(64, 2 * workers)  # nothing to resume from: two blocks per worker
+
+
+def test_blocks_of_a_stage_writing_to_disk_do_not_depend_on_the_workers_and_block_size_overrides():
+    for workers in (1, 2, 64):
+        (stage,) = plan(Tutorial(DATA), [Tutorial.plus], max_workers=workers, cache_dir='unused').stages
+        assert [b.size for b in stage.blocks] == [4] * 16
+    (given,) = plan(Tutorial(DATA), [Tutorial.plus], block_size=10, cache_dir='unused').stages
+    assert [b.size for b in given.blocks] == [8] * 8  # block_size, in whole chunks
+    (given,) = plan(Tutorial(DATA), [Tutorial.plus], block_size=10).stages
+    assert [b.size for b in given.blocks] == [10] * 6 + [4]  # any range when nothing is written
+
+
 @settings(max_examples=60, deadline=None)
 @given(n=st.integers(1, 80), workers=st.integers(1, 16), disk=st.booleans())
 def test_a_stage_with_at_least_as_many_elements_as_workers_gives_each_worker_a_block(n, workers, disk):

@@ -41,7 +41,7 @@ from ._property import INFER, MIXED
 # the smaller one resumes and reads slices at a finer grain
 CHUNK_BYTES = 16 * 2 ** 20
 MIN_CHUNKS = 16  # a parallel dim with at least this many elements is cut into at least this many chunks
-BLOCKS_PER_WORKER = 2
+BLOCKS_PER_WORKER = 2  # of a stage that writes nothing to disk; one that does gets a block per chunk
 BLOCK_BYTES = 256 * 2 ** 20  # largest output of one block, so that workers' memory stays bounded
 
 
@@ -545,10 +545,11 @@ def _cut_blocks(stage: Stage, instance, workers: int, block_size, memory_limit, 
 
     The chunk grid comes from the data alone, so that another run (other workers) finds the same chunks:
     chunks of about `CHUNK_BYTES` of output, but at least `MIN_CHUNKS` of them (every element its own
-    chunk on a dim shorter than that), or of about `chunk_bytes` when given. Blocks of a stage that
-    writes to disk are whole chunks (no two tasks write one chunk); other blocks are any range of
-    elements. Two blocks per worker, unless a block's outputs would exceed `BLOCK_BYTES` (or the memory
-    limit shared by the workers): then more, smaller ones.
+    chunk on a dim shorter than that), or of about `chunk_bytes` when given. A stage that writes to
+    disk gets a block per chunk: the chunk is what a run resumes from, so a job killed or preempted loses
+    at most the chunk each worker was writing (two blocks per worker lost up to half of a run). Other
+    stages get two blocks per worker, of any range of elements. Either way, a block's outputs stay within
+    `BLOCK_BYTES` (and the memory limit shared by the workers): else more, smaller blocks.
     """
     dim = max(stage.split_dims.names, key=lambda n: (stage.split_dims.get_size(n), n))
     n = stage.split_dims.get_size(dim)
@@ -559,14 +560,14 @@ def _cut_blocks(stage: Stage, instance, workers: int, block_size, memory_limit, 
         chunk = max(1, min(chunk_bytes // per_element, n))
     if block_size is not None:
         chunk = min(chunk, block_size)
-    unit = chunk if any(p.disk for p in stage.properties) else 1  # what blocks are made of
+    disk = any(p.disk for p in stage.properties)
     if block_size is not None:
-        per_block = max(unit, block_size // unit * unit)
+        per_block = max(chunk, block_size // chunk * chunk) if disk else block_size
+    elif disk:
+        per_block = chunk  # whole chunks: no two tasks write one chunk
     else:
-        units = pymath.ceil(n / unit)
-        per_block = pymath.ceil(units / min(units, workers * BLOCKS_PER_WORKER)) * unit
         budget = BLOCK_BYTES if memory_limit is None else min(BLOCK_BYTES, memory_limit / workers)
-        per_block = min(per_block, max(unit, int(budget // (per_element * unit)) * unit))
+        per_block = min(pymath.ceil(n / min(n, workers * BLOCKS_PER_WORKER)), max(1, int(budget // per_element)))
     stage.block_dim = dim
     stage.chunk_size = chunk
     stage.blocks = [Block(i, start, min(start + per_block, n)) for i, start in enumerate(range(0, n, per_block))]
