@@ -128,10 +128,14 @@ def test_bad_chunk_size_or_codec_names_the_value_and_what_is_accepted(option, ba
         plan(Pipeline(DATA), [Pipeline.shifted], cache_dir='unused', **{option: bad})
 
 
-def test_memory_limit_sends_the_largest_outputs_to_disk_first():
-    p = plan(Pipeline(DATA), [Pipeline.centred], cache_dir='unused', memory_limit=8 * 8 * 4 + 1)
-    on_disk = {q.name for s in p.stages for q in s.properties if q.disk}
-    assert on_disk == {'shifted', 'centred'}  # the small centre fits the limit
+def test_memory_limit_sends_the_largest_outputs_to_disk_first_counting_the_blocks_being_computed():
+    # 32 examples of 8x8 float32: blocks of one 2-example chunk hold 512 B; the host's centre 256 B
+    fits = plan(Pipeline(DATA), [Pipeline.centred], max_workers=2, cache_dir='unused', memory_limit=256 + 2 * 512)
+    assert {q.name for q in fits.properties.values() if not q.in_memory} == {'shifted', 'centred'}
+    assert fits.memory_bound == 256 + 2 * 512  # the small centre fits beside two running blocks
+    tight = plan(Pipeline(DATA), [Pipeline.centred], max_workers=2, cache_dir='unused', memory_limit=256 + 2 * 512 - 1)
+    assert not any(q.in_memory for q in tight.properties.values())
+    assert tight.memory_bound == 2 * 512 and not tight.notes
 
 
 def test_different_computations_share_a_cache_dir_without_overwriting(tmp_path):

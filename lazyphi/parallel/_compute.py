@@ -33,13 +33,18 @@ def parallel_compute(instance, properties: Sequence, parallel_dims=batch, max_wo
         parallel_dims: the dims to split the work along (a dim filter: `batch`, 'example', a Shape, ...).
         max_workers: tasks run at once; None: what the scheduler offers (a client's worker threads,
             the CPUs for local threads and processes, one for 'sync').
-        memory_limit: bytes of property outputs to hold in memory; outputs beyond it, largest
-            first, go to `cache_dir`. Needs `cache_dir`; 1 sends everything to disk.
+        memory_limit: bytes of property outputs the run may hold in memory at once: those kept in
+            memory plus those of the blocks being computed (one block per worker, before it is written
+            or handed over); outputs beyond it, largest first, go to `cache_dir` and come back
+            disk-backed (`Plan.memory_bound` says what the run holds at most). Not counted: inputs,
+            temporaries inside a property, outputs of unknown shape. Needs `cache_dir`; 1 sends
+            everything to disk.
         cache_dir: directory of the disk cache (a shared file system for a cluster). With it every
             requested output is written there, and running again resumes from what is written.
         keep_intermediate: keep the values of properties computed only as inputs of `properties`.
         scheduler: see above.
-        block_size: elements per block along the split dim, instead of two blocks per worker.
+        block_size: elements per block along the split dim (whole chunks where a stage writes to disk),
+            instead of one block per chunk where a stage writes to disk and two blocks per worker elsewhere.
         progress: show a progress bar (None: after a second, for runs that take that long).
         chunk_bytes: target bytes of one disk-cache chunk; None: about 16 MiB, and at least 16 chunks along
             the dim blocks are cut along (one element each on a shorter one). It is part of a result's key.

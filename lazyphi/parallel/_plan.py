@@ -128,6 +128,8 @@ class Plan:
     memory_limit: float | None = None
     cache_dir: str | None = None
     keep_intermediate: bool = False
+    # with memory_limit: bytes of outputs held in memory at most, those kept plus those of the blocks running
+    memory_bound: int | None = None
     instance: object = field(default=None, repr=False)
     field_names: tuple = ()  # the instance's data fields, found once per plan
     code: tuple = ()  # code_token of the class when planned
@@ -177,6 +179,9 @@ class Plan:
         lines += [f'  note: {n}' for n in self.notes]
         if self.done:
             lines.append(f'  already cached: {", ".join(self.done)}')
+        if self.memory_bound is not None:
+            lines.append(f'  outputs in memory: at most {_bytes_text(self.memory_bound)} (memory_limit '
+                         f'{_bytes_text(self.memory_limit)})')
         for s in self.stages:
             where = 'host' if s.host else f'split along {s.split_dims}'
             chunks = f' (chunks of {s.chunk_size})' if any(p.disk for p in s.properties) else ''
@@ -318,20 +323,26 @@ def plan(instance, properties: Sequence, parallel_dims=batch, max_workers: int |
     for name, read in reads.items():
         if name not in done:
             plans[name] = _plan_property(instance, cls, name, read, dims, instance_shape, plans, code)
-    if cache_dir is not None:
-        _choose_disk_outputs(plans, names, memory_limit, notes)
-    stages = _stages(instance, list(plans.values()), dims, workers, block_size, memory_limit, chunk_bytes)
+    props = list(plans.values())
+    bound = None
+    if cache_dir is None:
+        stages = _stages(instance, props, dims, workers, block_size, memory_limit, chunk_bytes)
+    else:
+        storable = _storable_outputs(plans, names, memory_limit, notes)
+        if memory_limit is None:
+            stages = _stages(instance, props, dims, workers, block_size, memory_limit, chunk_bytes)
+        else:
+            stages, bound = _fit_memory_limit(instance, props, storable, dims, workers, block_size, memory_limit,
+                                              chunk_bytes, notes)
     return Plan(cls, names, dims, stages, done, notes, workers, block_size, memory_limit, cache_dir,
-                keep_intermediate, instance, field_names, code=code, compressor=compressor)
+                keep_intermediate, bound, instance, field_names, code=code, compressor=compressor)
 
 
-def _choose_disk_outputs(plans: dict, requested: tuple, memory_limit, notes: list) -> None:
-    """Mark which outputs are written to Zarr, and which of those come back disk-backed instead of in memory.
+def _storable_outputs(plans: dict, requested: tuple, memory_limit, notes: list) -> dict:
+    """Mark every requested output that can go to disk as written to Zarr (so that running again resumes).
 
-    Every requested output is written, so that running again resumes. Outputs beyond `memory_limit`
-    (all outputs held in memory at once), largest first, are written too and come back disk-backed;
-    the others stay in memory, written or not. Only single-Tensor outputs of known shape can go to
-    disk; the others stay in memory (noted).
+    Only single-Tensor outputs of known shape can go to disk; the others stay in memory (noted).
+    Returns {name: PropertyPlan} of the outputs that can.
     """
     storable = {n: p for n, p in plans.items() if isinstance(p.output, ShapeDtype) and p.output.shape.rank}
     for n in plans:
@@ -340,15 +351,69 @@ def _choose_disk_outputs(plans: dict, requested: tuple, memory_limit, notes: lis
     for n in requested:
         if n in storable:
             storable[n].disk = True
-    if memory_limit is None:
-        return
-    sizes = {n: memory_bytes(p.output) for n, p in storable.items()}
-    in_memory = sum(sizes.values())
-    for n in sorted(sizes, key=lambda k: -sizes[k]):
-        if in_memory <= memory_limit:
-            break
-        storable[n].disk, storable[n].in_memory = True, False
-        in_memory -= sizes[n]
+    return storable
+
+
+def _fit_memory_limit(instance, props: list, storable: dict, dims: Shape, workers: int, block_size, memory_limit,
+                      chunk_bytes, notes: list) -> tuple:
+    """Send outputs to disk, largest first, until the outputs held in memory at once fit `memory_limit`.
+
+    What a run holds (`_memory_bound`): the outputs kept in memory, and the outputs of each block being
+    computed, before they are written or handed over. Outputs sent to disk are written and come back
+    disk-backed (intermediate ones included); the others stay in memory, written or not. Blocks depend
+    on which outputs go to disk, so the stages are cut again for each choice. Where even all outputs on
+    disk leave the blocks alone beyond the limit, a note says so. Returns (stages, bytes held at most).
+    """
+    order = sorted(storable, key=lambda n: -memory_bytes(storable[n].output))
+    written = {n for n in storable if storable[n].disk}
+    for sent in range(len(order) + 1):
+        for i, n in enumerate(order):
+            storable[n].in_memory = i >= sent
+            storable[n].disk = n in written or i < sent
+        stages = _stages(instance, props, dims, workers, block_size, memory_limit, chunk_bytes)
+        bound, running = _memory_bound(stages, workers)
+        if bound <= memory_limit:
+            return stages, bound
+    notes.append(f'memory_limit={_bytes_text(memory_limit)} is less than the blocks being computed hold: '
+                 f'{running}; a block of a stage writing to disk is one chunk at least (chunk_bytes= makes them '
+                 f'smaller)')
+    return stages, bound
+
+
+def _memory_bound(stages: list, workers: int) -> tuple:
+    """Bytes of outputs a run of `stages` holds in memory at most, and what the running blocks hold, in words.
+
+    Those kept in memory (outputs of unknown size are not counted), plus, for each of at most `workers`
+    tasks running at once, the outputs of the largest block (of a host stage: all its outputs).
+    """
+    kept = sum(_output_bytes(p.output) for s in stages for p in s.properties if p.in_memory)
+    largest, tasks = 0, 0
+    for s in stages:
+        if s.host:
+            largest, tasks = max(largest, sum(_output_bytes(p.output) for p in s.properties)), tasks + 1
+        else:
+            n = s.split_dims.get_size(s.block_dim)
+            block = max(b.size for b in s.blocks)
+            per_block = sum(_output_bytes(p.output, s.block_dim, block / n) for p in s.properties)
+            largest, tasks = max(largest, int(per_block)), tasks + len(s.blocks)
+    running = min(workers, tasks)
+    return kept + running * largest, f'{running} task{"s" if running != 1 else ""} x {_bytes_text(largest)}'
+
+
+def _output_bytes(output, dim: str | None = None, fraction: float = 1.0) -> float:
+    """Bytes of an output tree of known leaves (0 when unknown); of leaves along `dim`, only `fraction`."""
+    if output is None:
+        return 0
+    return sum(memory_bytes(leaf) * (fraction if dim in leaf.shape.names else 1)
+               for leaf in leaves(output, ShapeDtype))
+
+
+def _bytes_text(n: float) -> str:
+    """`n` bytes in binary units, like '1.5 MiB'."""
+    for unit in ('B', 'KiB', 'MiB', 'GiB', 'TiB'):
+        if abs(n) < 1024 or unit == 'TiB':
+            return f'{n:.0f} {unit}' if unit == 'B' else f'{n:.1f} {unit}'
+        n /= 1024
 
 
 def missing_dims(parallel_dims, shape: Shape) -> tuple:
