@@ -166,6 +166,20 @@ def test_a_resumed_run_says_how_many_blocks_it_reused(tmp_path):
     assert 'ran in' in str(again) and plan(Model(DATA), [Model.spectrum]).reuse is None  # not run: nothing to say
 
 
+def test_a_run_with_every_block_on_disk_starts_no_worker_process(tmp_path):
+    from lazyphi.parallel import _schedulers
+    first = parallel_compute(Model(DATA), [Model.spectrum], scheduler='processes', max_workers=2,
+                             cache_dir=str(tmp_path), progress=False)
+    assert first.reused == 0 and _schedulers._pool is not None
+    _schedulers.discard_pool()
+    again = Model(DATA)
+    p = parallel_compute(again, [Model.spectrum], scheduler='processes', max_workers=2, cache_dir=str(tmp_path),
+                         progress=False)
+    assert p.reused == p.resumable > 1
+    assert _schedulers._pool is None  # the blocks were read here
+    math.assert_close(again.spectrum, math.fft(DATA))
+
+
 def test_failure_names_property_and_block():
     @dataclass(frozen=True)
     class Failing:

@@ -67,10 +67,14 @@ def parallel_compute(instance, properties: Sequence, parallel_dims=batch, max_wo
     if cache_dir is not None and client is not None:
         check_cache_dir_visible(cache_dir, client)
     graph = compiled(p)
+    on_disk = frozenset()
     if cache_dir is not None:
-        p.reused, p.resumable = blocks_on_disk(graph)
-    results = run_graph(graph.graph, [graph.result_key], scheduler, p.max_workers, progress, graph.block_keys,
-                        graph.final_keys)[0]
+        on_disk, p.resumable = blocks_on_disk(graph)
+        p.reused = len(on_disk)
+    # blocks found complete are only read: on 'processes' they run here, and a run with nothing left to compute
+    # starts no worker process
+    results = run_graph(graph.graph, [graph.result_key], scheduler, p.max_workers, progress,
+                        graph.block_keys - on_disk, graph.final_keys)[0]
     deliver([results], receipt(p))
     p.elapsed = time.perf_counter() - started
     return p

@@ -51,7 +51,7 @@ class CompiledPlan:
         self.graph = graph
         self.result_key = result_key
         self.token = token
-        self.stage_tasks = stage_tasks  # (stage, its StageTask) of every stage
+        self.stage_tasks = stage_tasks  # (stage, its StageTask, the keys of its block tasks) of every stage
         self.block_keys = block_keys  # the tasks that compute, worth spreading over worker processes
         self.final_keys = final_keys  # the tasks after the last computing ones: joining and collecting results
 
@@ -168,7 +168,7 @@ def compile_plan(p) -> CompiledPlan:
         if stage.host:
             key = f'{label}-{token}'
             task = _stage_task(stage, settings, group, fields, cached, frozenset())
-            stage_tasks.append((stage, task))
+            stage_tasks.append((stage, task, (key,)))
             inputs = [whole(f) for f in fields] + [_full_ref(c, assembled, whole, used) for c in cached]
             graph[key] = Task(key, run_stage, template_ref, task, None, *inputs)
             spread.append(key)
@@ -183,7 +183,6 @@ def compile_plan(p) -> CompiledPlan:
         full = {n: _full_ref(n, assembled, whole, used) for n in (*fields, *cached)
                 if n not in same_grid and n not in cut}
         task = _stage_task(stage, settings, group, fields, cached, frozenset(full))  # tasks cut their block out
-        stage_tasks.append((stage, task))
         name = f'{label}-{token}'
         block_keys = []
         with _gc_paused():  # 100,000s of small objects: the cyclic collector would rescan them all repeatedly
@@ -203,6 +202,7 @@ def compile_plan(p) -> CompiledPlan:
                 graph[key] = Task(key, run_stage, template_ref, task, block_range, *values)
                 block_keys.append(key)
             spread.extend(block_keys)
+            stage_tasks.append((stage, task, tuple(block_keys)))
             assemble_key = f'assemble({label})-{token}'
             assembles.add(assemble_key)
             graph[assemble_key] = Task(assemble_key, assemble_stage, task, *[TaskRef(k) for k in block_keys])
@@ -216,21 +216,21 @@ def compile_plan(p) -> CompiledPlan:
                         tuple(stage_tasks))
 
 
-def blocks_on_disk(compiled_plan: CompiledPlan) -> tuple[int, int]:
-    """(blocks whose outputs are all complete on disk, blocks of the stages writing all their outputs to disk).
+def blocks_on_disk(compiled_plan: CompiledPlan) -> tuple[frozenset, int]:
+    """(keys of the block tasks whose outputs are all complete on disk, blocks of the stages writing all to disk).
 
     What a run will read instead of computing, checked here before it starts (a host stage counts as one
     block); its tasks check again as they run.
     """
-    found = total = 0
-    for stage, task in compiled_plan.stage_tasks:
+    found, total = [], 0
+    for stage, task, keys in compiled_plan.stage_tasks:
         if not task.properties or any(q.disk is None for q in task.properties):
             continue
         blocks = [None] if stage.host else [BlockRange(stage.block_dim, b.start, b.stop) for b in stage.blocks]
         total += len(blocks)
         if all(complete_chunks(q.disk, q.name) for q in task.properties):  # else none is: a fresh result
-            found += sum(block_on_disk(task, block) for block in blocks)
-    return found, total
+            found += [key for key, block in zip(keys, blocks, strict=True) if block_on_disk(task, block)]
+    return frozenset(found), total
 
 
 def task_label(names) -> str:

@@ -96,11 +96,10 @@ def _run_on_processes(graph: dict, keys: list, max_workers: int, spread: frozens
     """
     with _Finished(spread) as finished:
         for attempt in range(RERUNS + 1):
-            pool = process_pool(max_workers)
             kept = {key: DataNode(key, value) for key, value in finished.results.items()}
             try:
                 return dask.multiprocessing.get({**graph, **kept} if kept else graph, keys,
-                                                pool=_Submitter(pool, spread, max_workers), chunksize=1,
+                                                pool=_Submitter(spread, max_workers), chunksize=1,
                                                 optimize_graph=False)
             except BrokenProcessPool:
                 discard_pool()
@@ -130,11 +129,11 @@ class _Finished(Callback):
 class _Submitter:
     """An executor for Dask's multiprocessing scheduler: tasks in `spread` go to the process pool, others run here.
 
-    Dask submits batches of tasks; with `chunksize=1` a batch is one task, whose key comes first in it.
+    Dask submits batches of tasks; with `chunksize=1` a batch is one task, whose key comes first in it. The
+    pool is taken (and started, if it is not running) at the first task for it.
     """
 
-    def __init__(self, pool: ProcessPoolExecutor, spread: frozenset, workers: int):
-        self.pool = pool
+    def __init__(self, spread: frozenset, workers: int):
         self.spread = spread
         self._max_workers = workers  # what Dask reads of an executor
 
@@ -146,4 +145,4 @@ class _Submitter:
             except BaseException as err:  # handed to the scheduler, which raises it
                 future.set_exception(err)
             return future
-        return self.pool.submit(fn, batch)
+        return process_pool(self._max_workers).submit(fn, batch)
