@@ -19,7 +19,9 @@ tuned one (`progress=False`), labelled:
 * (d) building the graph (`plan` and `__dask_graph__()`) for 100,000 elements with `block_size=1`
   (target: under 1 s);
 * (e) (a) and (b) on a `distributed.LocalCluster` of 2 single-threaded worker processes, per block of
-  the plan, against the threaded figures per block (target for (a): at most 2x threads per block).
+  the plan, against the threaded figures per block (target for (a): at most 2x threads per block), and
+  (a) beside its peer on the same cluster, `dask.array`'s own `fft2` over as many chunks: the share of the
+  per-block cost that any Dask computation pays there for moving the data.
 
 Every lazyphi call builds a new instance, so that each one plans and computes; one untimed call comes
 first. Figures are medians over the repeats (ratios of the minimums follow in parentheses: on a machine
@@ -421,10 +423,25 @@ def case_distributed(fft: dict, julia: dict, repeats: int) -> None:
                   f'{difference:.2g}' + (f'   target <= 2x: {verdict(ratio <= 2)}' if label.startswith('(a)') else ''))
             print(f'      tuned (progress=False)    {ms(med(found["tuned"]))} {spread(found["tuned"])} -> '
                   f'{ms(med(found["tuned"]) / blocks)} per block')
+            if label.startswith('(a)'):
+                peer = dask_array_fft(client, info['data'].numpy('b,x,y'), blocks, repeats)
+                print(f'      peer: dask.array fft2, {blocks} chunks  {ms(peer)} -> {ms(peer / blocks)} per chunk; '
+                      f'lazyphi / dask.array {t / peer:.2f}x (what moving the data to the workers and back costs '
+                      f'on this cluster)')
         print('    (per block = median call time / blocks of the plan)')
     finally:
         client.close()
         cluster.close()
+
+
+def dask_array_fft(client, data: np.ndarray, chunks: int, repeats: int) -> float:
+    """Median seconds of the same FFTs as a `dask.array` computation on `client`, data split into `chunks`."""
+    import dask.array as da
+
+    def go():
+        x = da.from_array(data, chunks=(-(-data.shape[0] // chunks), *data.shape[1:]))
+        client.compute(da.fft.fft2(x)).result()
+    return med(times(go, repeats))
 
 
 def main() -> None:
