@@ -85,6 +85,23 @@ def test_prepare_creates_group_manifest_arrays_and_record_dirs(tmp_path):
     assert array_specs(manifest) == {'field': spec(), 'mask': spec(dtype=DType(bool))}
 
 
+def test_a_manifest_changed_in_place_right_after_a_read_is_read_again(tmp_path):
+    """Reads reuse the parsed manifest only while the file's bytes are the same: same size, same moment, same inode."""
+    group = prepare_result(str(tmp_path), KEY, Result, {'field': spec()})
+    path = os.path.join(group, 'lazyphi.json')
+    assert read_manifest(group) is read_manifest(group)  # parsed once
+    with open(path, 'rb') as f:
+        text = f.read()
+    assert b'"float32"' in text
+    with open(path, 'r+b') as f:  # the same length: float32 -> float16, in place
+        f.write(text.replace(b'"float32"', b'"float16"'))
+    with pytest.raises(ManifestDamaged, match='checksum'):
+        read_manifest(group)
+    with open(path, 'wb') as f:
+        f.write(text)
+    assert read_manifest(group)['arrays']['field']['dtype'] == 'float32'
+
+
 def test_an_unlabelled_result_has_the_consolidated_metadata_zarr_writes(tmp_path):
     """Without label coordinates the group's `zarr.json` is written directly: as `zarr.consolidate_metadata` does."""
     import shutil

@@ -164,11 +164,25 @@ def checksum_problem(manifest: dict) -> str | None:
 
 
 def read_manifest(group: str) -> dict:
-    """The validated manifest of the result in directory `group`.
+    """The validated manifest of the result in directory `group` (shared with later reads: do not modify it).
 
     Raises:
         FileNotFoundError: `group` does not exist.
         ManifestDamaged: the manifest is missing, not JSON, of another format or inconsistent.
+    """
+    return _parsed(group)[0]
+
+
+# group -> (the manifest file's bytes, the manifest parsed and validated, {array name: ArraySpec} made so far)
+_PARSED: dict[str, tuple[bytes, dict, dict]] = {}
+_PARSED_MAX = 256
+
+
+def _parsed(group: str) -> tuple[dict, dict]:
+    """(manifest, specs made of it) of `group`: parsed and validated again only when the file's bytes changed.
+
+    A run reads each result's manifest once per block and array; the file is read every time (a few
+    microseconds), its parsing and checks (tens) only when its bytes differ from the last read.
     """
     if not os.path.exists(group):
         raise FileNotFoundError(f'No lazyphi result at {group!r}: the directory does not exist')
@@ -177,10 +191,18 @@ def read_manifest(group: str) -> dict:
     path = os.path.join(group, MANIFEST)
     try:
         with open(path, 'rb') as f:
-            manifest = json.loads(f.read())
+            raw = f.read()
     except FileNotFoundError:
         raise ManifestDamaged(f'{group!r} is not a lazyphi result: it has no {MANIFEST}') from None
-    except (OSError, ValueError, RecursionError) as err:
+    except OSError as err:
+        raise ManifestDamaged(f'The manifest {path!r} cannot be read: {err}. Delete the result '
+                              f'(lazyphi.cache.delete_result) and compute it again') from err
+    known = _PARSED.get(group)
+    if known is not None and known[0] == raw:
+        return known[1], known[2]
+    try:
+        manifest = json.loads(raw)
+    except (ValueError, RecursionError) as err:
         raise ManifestDamaged(f'The manifest {path!r} cannot be read: {err}. Delete the result '
                               f'(lazyphi.cache.delete_result) and compute it again') from err
     problem = (_manifest_problem(manifest, os.path.basename(os.path.normpath(group)))
@@ -188,7 +210,10 @@ def read_manifest(group: str) -> dict:
     if problem:
         raise ManifestDamaged(f'The manifest {path!r} is invalid: {problem}. Delete the result '
                               f'(lazyphi.cache.delete_result) and compute it again')
-    return manifest
+    if len(_PARSED) >= _PARSED_MAX:
+        _PARSED.clear()
+    _PARSED[group] = (raw, manifest, {})
+    return manifest, _PARSED[group][2]
 
 
 def _manifest_problem(manifest, key: str) -> str | None:
@@ -275,10 +300,13 @@ def array_specs(manifest: dict) -> dict[str, ArraySpec]:
 
 def array_spec(group: str, name: str) -> ArraySpec:
     """The spec of array `name` of the result in `group`; ValueError naming the arrays there if absent."""
-    arrays = read_manifest(group)['arrays']
-    if name not in arrays:
-        raise ValueError(f'The result {group!r} has no array {name!r}; its arrays are {sorted(arrays)}')
-    return ArraySpec.from_manifest(arrays[name])
+    manifest, specs = _parsed(group)
+    if name not in specs:
+        arrays = manifest['arrays']
+        if name not in arrays:
+            raise ValueError(f'The result {group!r} has no array {name!r}; its arrays are {sorted(arrays)}')
+        specs[name] = ArraySpec.from_manifest(arrays[name])
+    return specs[name]
 
 
 # --- completion records ---------------------------------------------------------------------------
