@@ -11,6 +11,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 
+from dask.utils import key_split
 from distributed import Client, LocalCluster, get_task_stream
 
 from lazyphi import math
@@ -70,8 +71,7 @@ def make_signals(samples: int, size: int) -> Tensor:
 def summarise(task_stream: list, elapsed: float) -> None:
     by_kind = defaultdict(lambda: [0, 0.0, set()])
     for record in task_stream:
-        name = record['key'][0] if isinstance(record['key'], tuple) else record['key']
-        kind = name.split('-', 1)[0] if not isinstance(record['key'], tuple) else name.rsplit('-', 1)[0]
+        kind = key_split(record['key'])  # the task's group, as the dashboard names it
         duration = sum(s['stop'] - s['start'] for s in record['startstops'] if s['action'] == 'compute')
         entry = by_kind[kind]
         entry[0] += 1

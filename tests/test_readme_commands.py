@@ -1,6 +1,7 @@
 """The README's demo command works from a fresh clone (the test command is what CI itself runs)."""
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -22,3 +23,6 @@ def test_demo_command_runs_from_a_fresh_clone(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     assert 'dashboard:' in result.stdout
     assert 'Plan for SignalAnalysis' in result.stdout and 'What ran where' in result.stdout
+    summary = result.stdout.split('What ran where', 1)[1]
+    assert '  relative_power ' in summary and '  mean_power ' in summary  # tasks grouped by the property they compute
+    assert not re.search(r'[0-9a-f]{32}', summary), summary  # ... without the run's token
