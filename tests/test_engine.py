@@ -16,7 +16,7 @@ from lazyphi.backend import DType
 from lazyphi.dataclasses import cached_property
 from lazyphi.math import Tensor, batch, spatial
 from lazyphi.math.kinds import REDUCTIONS
-from lazyphi.parallel import MIXED, PropertyFailed, parallel_compute, parallel_property, plan
+from lazyphi.parallel import MIXED, PropertyFailed, _engine, parallel_compute, parallel_property, plan
 
 DATA = math.random_normal(batch(example=24), spatial(x=8, y=8))
 CALLS = []
@@ -177,6 +177,31 @@ def test_a_run_with_every_block_on_disk_starts_no_worker_process(tmp_path):
                          progress=False)
     assert p.reused == p.resumable > 1
     assert _schedulers._pool is None  # the blocks were read here
+    math.assert_close(again.spectrum, math.fft(DATA))
+
+
+def test_a_resumed_run_sends_no_inputs_of_finished_blocks(tmp_path, monkeypatch):
+    import dask.local
+    from dask.task_spec import DataNode
+
+    from lazyphi.parallel import _graph
+    monkeypatch.setattr(_graph, 'PRESLICE_BYTES', 0)  # every block gets its own slice of the data
+    first = parallel_compute(Model(DATA), [Model.spectrum], scheduler='sync', cache_dir=str(tmp_path), progress=False)
+    blocks = len(first.stages[0].blocks)
+    records = next(tmp_path.glob('*/spectrum.done'))
+    os.remove(records / sorted(os.listdir(records))[-1])  # the last block is to be computed again
+    ran = {}
+
+    def recording(graph, keys):
+        ran.update(graph)
+        return dask.local.get_sync(graph, keys)
+    again = Model(DATA)
+    p = parallel_compute(again, [Model.spectrum], scheduler=recording, cache_dir=str(tmp_path), progress=False)
+    assert p.reused == blocks - 1
+    slices = [k for k, node in ran.items() if isinstance(node, DataNode) and isinstance(node.value, Tensor)]
+    assert len(slices) == 1  # the input of the one block computed again
+    read = [k for k, node in ran.items() if getattr(node, 'func', None) is _engine.read_stage]
+    assert len(read) == blocks - 1
     math.assert_close(again.spectrum, math.fft(DATA))
 
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from ..math import batch
 from ..storage import check_cache_dir_visible
 from ._clients import client_of
-from ._graph import blocks_on_disk, compiled, deliver, receipt
+from ._graph import blocks_on_disk, compiled, deliver, receipt, without_finished_blocks
 from ._plan import Plan, plan
 from ._schedulers import run_graph
 
@@ -71,10 +71,11 @@ def parallel_compute(instance, properties: Sequence, parallel_dims=batch, max_wo
     if cache_dir is not None:
         on_disk, p.resumable = blocks_on_disk(graph)
         p.reused = len(on_disk)
-    # blocks found complete are only read: on 'processes' they run here, and a run with nothing left to compute
-    # starts no worker process
-    results = run_graph(graph.graph, [graph.result_key], scheduler, p.max_workers, progress,
-                        graph.block_keys - on_disk, graph.final_keys)[0]
+    # blocks found complete are only read, without their inputs: on 'processes' they run here, and a run with
+    # nothing left to compute starts no worker process
+    nodes = without_finished_blocks(graph, on_disk) if on_disk else graph.graph
+    results = run_graph(nodes, [graph.result_key], scheduler, p.max_workers, progress, graph.block_keys - on_disk,
+                        graph.final_keys)[0]
     deliver([results], receipt(p))
     p.elapsed = time.perf_counter() - started
     return p

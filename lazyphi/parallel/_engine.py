@@ -107,7 +107,7 @@ def run_stage(template, stage: StageTask, block: BlockRange | None, *values) -> 
         restore_allocator_thresholds()
     with stage.settings.applied():
         if block_on_disk(stage, block):  # a resumed run: read, don't compute
-            return {q.name: _disk_result(q, block) for q in stage.properties}
+            return _disk_results(stage, block)
         instance = copy.copy(template)
         inputs = {}  # name -> value of every field and cached value the properties of the stage may read
         for name, value in zip((*stage.fields, *stage.cached), values, strict=True):
@@ -161,6 +161,16 @@ def block_on_disk(stage: StageTask, block: BlockRange | None) -> bool:
 def _on_disk(group: str, name: str, block: BlockRange | None) -> bool:
     written = _written_range(group, name, block)
     return block_complete(group, name, written.dim, written.start, written.stop)
+
+
+def read_stage(stage: StageTask, block: BlockRange | None) -> dict:
+    """The outputs of a block found complete on disk before the run (a task needing none of the block's inputs)."""
+    with stage.settings.applied():
+        return _disk_results(stage, block)
+
+
+def _disk_results(stage: StageTask, block: BlockRange | None) -> dict:
+    return {q.name: _disk_result(q, block) for q in stage.properties}
 
 
 def _disk_result(q: PropertyTask, block: BlockRange | None) -> Tensor:

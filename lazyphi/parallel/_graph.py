@@ -35,6 +35,7 @@ from ._engine import (
     block_on_disk,
     collect_results,
     pick,
+    read_stage,
     run_stage,
 )
 from ._schedulers import run_graph
@@ -231,6 +232,24 @@ def blocks_on_disk(compiled_plan: CompiledPlan) -> tuple[frozenset, int]:
         if all(complete_chunks(q.disk, q.name) for q in task.properties):  # else none is: a fresh result
             found += [key for key, block in zip(keys, blocks, strict=True) if block_on_disk(task, block)]
     return frozenset(found), total
+
+
+def without_finished_blocks(compiled_plan: CompiledPlan, finished: frozenset) -> dict:
+    """The graph with the block tasks in `finished` reading their outputs from disk, and without the nodes
+    that only they needed (a resumed run sends no inputs of finished blocks to its workers)."""
+    graph = dict(compiled_plan.graph)
+    for stage, task, keys in compiled_plan.stage_tasks:
+        blocks = [None] if stage.host else [BlockRange(stage.block_dim, b.start, b.stop) for b in stage.blocks]
+        for key, block in zip(keys, blocks, strict=True):
+            if key in finished:
+                graph[key] = Task(key, read_stage, task, block)
+    needed, todo = {}, [compiled_plan.result_key]
+    while todo:
+        key = todo.pop()
+        if key not in needed:
+            needed[key] = graph[key]
+            todo.extend(needed[key].dependencies)
+    return needed
 
 
 def task_label(names) -> str:
