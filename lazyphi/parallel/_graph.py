@@ -227,11 +227,16 @@ def blocks_on_disk(compiled_plan: CompiledPlan) -> tuple[frozenset, int]:
     for stage, task, keys in compiled_plan.stage_tasks:
         if not task.properties or any(q.disk is None for q in task.properties):
             continue
-        blocks = [None] if stage.host else [BlockRange(stage.block_dim, b.start, b.stop) for b in stage.blocks]
+        blocks = _block_ranges(stage)
         total += len(blocks)
         if all(complete_chunks(q.disk, q.name) for q in task.properties):  # else none is: a fresh result
             found += [key for key, block in zip(keys, blocks, strict=True) if block_on_disk(task, block)]
     return frozenset(found), total
+
+
+def _block_ranges(stage) -> list:
+    """What each block task of `stage` covers, in the order of its keys (a host stage: one task, None)."""
+    return [None] if stage.host else [BlockRange(stage.block_dim, b.start, b.stop) for b in stage.blocks]
 
 
 def without_finished_blocks(compiled_plan: CompiledPlan, finished: frozenset) -> dict:
@@ -239,8 +244,7 @@ def without_finished_blocks(compiled_plan: CompiledPlan, finished: frozenset) ->
     that only they needed (a resumed run sends no inputs of finished blocks to its workers)."""
     graph = dict(compiled_plan.graph)
     for stage, task, keys in compiled_plan.stage_tasks:
-        blocks = [None] if stage.host else [BlockRange(stage.block_dim, b.start, b.stop) for b in stage.blocks]
-        for key, block in zip(keys, blocks, strict=True):
+        for key, block in zip(keys, _block_ranges(stage), strict=True):
             if key in finished:
                 graph[key] = Task(key, read_stage, task, block)
     needed, todo = {}, [compiled_plan.result_key]

@@ -195,16 +195,14 @@ def _parsed(group: str) -> tuple[dict, dict]:
     except FileNotFoundError:
         raise ManifestDamaged(f'{group!r} is not a lazyphi result: it has no {MANIFEST}') from None
     except OSError as err:
-        raise ManifestDamaged(f'The manifest {path!r} cannot be read: {err}. Delete the result '
-                              f'(lazyphi.cache.delete_result) and compute it again') from err
+        raise _unreadable(path, err) from err
     known = _PARSED.get(group)
     if known is not None and known[0] == raw:
         return known[1], known[2]
     try:
         manifest = json.loads(raw)
     except (ValueError, RecursionError) as err:
-        raise ManifestDamaged(f'The manifest {path!r} cannot be read: {err}. Delete the result '
-                              f'(lazyphi.cache.delete_result) and compute it again') from err
+        raise _unreadable(path, err) from err
     problem = (_manifest_problem(manifest, os.path.basename(os.path.normpath(group)))
                or checksum_problem(manifest))
     if problem:
@@ -214,6 +212,11 @@ def _parsed(group: str) -> tuple[dict, dict]:
         _PARSED.clear()
     _PARSED[group] = (raw, manifest, {})
     return manifest, _PARSED[group][2]
+
+
+def _unreadable(path: str, err: Exception) -> ManifestDamaged:
+    return ManifestDamaged(f'The manifest {path!r} cannot be read: {err}. Delete the result '
+                           f'(lazyphi.cache.delete_result) and compute it again')
 
 
 def _manifest_problem(manifest, key: str) -> str | None:
