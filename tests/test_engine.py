@@ -17,6 +17,7 @@ from lazyphi.dataclasses import cached_property
 from lazyphi.math import Tensor, batch, spatial
 from lazyphi.math.kinds import REDUCTIONS
 from lazyphi.parallel import MIXED, PropertyFailed, _engine, parallel_compute, parallel_property, plan
+from lazyphi.storage import DiskTensor
 
 DATA = math.random_normal(batch(example=24), spatial(x=8, y=8))
 CALLS = []
@@ -177,6 +178,28 @@ def test_a_run_with_every_block_on_disk_starts_no_worker_process(tmp_path):
                          progress=False)
     assert p.reused == p.resumable > 1
     assert _schedulers._pool is None  # the blocks were read here
+    math.assert_close(again.spectrum, math.fft(DATA))
+
+
+@pytest.mark.parametrize('memory_limit', [1, None])
+def test_a_run_with_only_disk_references_left_uses_no_scheduler(tmp_path, memory_limit):
+    import dask.local
+    first = parallel_compute(Model(DATA), [Model.spectrum], scheduler='sync', cache_dir=str(tmp_path),
+                             memory_limit=memory_limit, progress=False)
+    assert first.reused == 0
+    calls = []
+
+    def recording(graph, keys):
+        calls.append(len(graph))
+        return dask.local.get_sync(graph, keys)
+    again = Model(DATA)
+    p = parallel_compute(again, [Model.spectrum], scheduler=recording, cache_dir=str(tmp_path),
+                         memory_limit=memory_limit, progress=False)
+    assert p.reused == p.resumable > 1
+    # outputs kept on disk: only references to make, on the calling thread; outputs kept in memory: the scheduler
+    # loads the blocks
+    assert bool(calls) == (memory_limit is None)
+    assert isinstance(again.spectrum, DiskTensor) == (memory_limit == 1)
     math.assert_close(again.spectrum, math.fft(DATA))
 
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from ..math import batch
 from ..storage import check_cache_dir_visible
 from ._clients import client_of
-from ._graph import blocks_on_disk, compiled, deliver, receipt, without_finished_blocks
+from ._graph import blocks_on_disk, compiled, deliver, only_references_left, receipt, without_finished_blocks
 from ._plan import Plan, plan
 from ._schedulers import run_graph
 
@@ -74,6 +74,8 @@ def parallel_compute(instance, properties: Sequence, parallel_dims=batch, max_wo
     # blocks found complete are only read, without their inputs: on 'processes' they run here, and a run with
     # nothing left to compute starts no worker process
     nodes = without_finished_blocks(graph, on_disk) if on_disk else graph.graph
+    if on_disk and only_references_left(graph, on_disk):  # nothing to compute or load: no scheduler is worth its start
+        scheduler, progress = 'sync', False
     results = run_graph(nodes, [graph.result_key], scheduler, p.max_workers, progress, graph.block_keys - on_disk,
                         graph.final_keys)[0]
     deliver([results], receipt(p))
