@@ -444,6 +444,46 @@ def test_large_inputs_are_scattered_to_a_cluster_not_sent_in_the_graph():
         assert not scattered & set(client.who_has())  # and released after the run
 
 
+@pytest.mark.parametrize('processes, chosen, direct', [(False, None, True), (True, None, True), (True, False, False)])
+def test_inputs_and_results_skip_the_scheduler_on_a_cluster_of_this_machine(processes, chosen, direct):
+    distributed = pytest.importorskip('distributed')
+    w = _big_input()
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=processes, dashboard_address=':0') \
+            as cl, distributed.Client(cl, direct_to_workers=chosen) as client:
+        calls = []
+
+        def recorded(name: str):
+            original = getattr(client, name)
+
+            def recording(*args, **kwargs):
+                calls.append((name, kwargs.get('direct')))
+                return original(*args, **kwargs)
+            return recording
+        client.scatter, client.gather = recorded('scatter'), recorded('gather')
+        weights = math.expand(w.weights, spatial(z=16)) * 1.0  # 1.25 MiB, no block dim: scattered whole
+        again = Weighted(w.data, weights)
+        parallel_compute(again, [Weighted.weighted], scheduler=client, block_size=4, progress=False)
+        math.assert_close(again.weighted, w.data * weights)
+        # a LocalCluster's scheduler listens on a loopback address (or in this process): its workers are reachable
+        assert {name for name, _ in calls} == {'scatter', 'gather'}
+        assert {flag for _, flag in calls} == {direct}
+
+
+def test_a_scheduler_on_another_host_gets_the_data_to_relay_unless_the_client_says_otherwise():
+    from types import SimpleNamespace
+
+    from lazyphi.parallel._cluster import direct_transfers
+
+    def client(address, chosen=None):
+        return SimpleNamespace(direct_to_workers=chosen, scheduler=SimpleNamespace(address=address))
+    assert not direct_transfers(client('tcp://10.1.2.3:8786'))  # Dask's default: workers may be unreachable
+    assert not direct_transfers(client('tcp://login1.cluster:8786'))
+    assert direct_transfers(client('tcp://10.1.2.3:8786', chosen=True))
+    assert direct_transfers(client('tcp://127.0.0.1:8786')) and direct_transfers(client('tcp://[::1]:8786'))
+    assert direct_transfers(client('tcp://localhost:8786')) and direct_transfers(client('inproc://10.0.0.1/1/2'))
+    assert not direct_transfers(client('tcp://127.0.0.1:8786', chosen=False))
+
+
 # --- costs that defaults must not add --------------------------------------------------------------------
 
 def test_the_progress_bar_draws_nothing_for_a_short_run_and_draws_once_a_run_is_long():

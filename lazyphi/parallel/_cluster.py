@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import logging
 import threading
 import time
@@ -37,10 +38,11 @@ def run_on_client(client, graph: dict, keys: list, progress: bool | None, local:
     worker first and then here. Each submission goes under keys of its own (the graph's keys with a
     suffix): the same plan run again, or after a failure, never meets the states the scheduler and
     client keep of an earlier run's keys (a failed run's cancelled futures, held by its traceback, made
-    the next run of the same computation fail or hang). Graph data over `SCATTER_BYTES` goes to the
-    workers straight from here, not through the scheduler. Its only copy on the cluster dies with its
-    worker, so when a worker is lost, the lost data is sent again from here and the graph submitted
-    again, reusing the outputs already fetched from the cluster's memory: only the lost blocks run again.
+    the next run of the same computation fail or hang). Graph data over `SCATTER_BYTES` is scattered to the
+    workers, not sent in the graph; it and the results travel straight between here and the workers where
+    `direct_transfers` says so. The scattered data's only copy on the cluster dies with its worker, so when
+    a worker is lost, the lost data is sent again from here and the graph submitted again, reusing the
+    outputs already fetched from the cluster's memory: only the lost blocks run again.
 
     Raises:
         NoWorkers: the cluster has had no workers for `NO_WORKERS_TIMEOUT` seconds (at once when its
@@ -60,7 +62,8 @@ def run_on_client(client, graph: dict, keys: list, progress: bool | None, local:
     large = {key: node.value for key, node in remote.items()
              if isinstance(node, DataNode) and sizeof(node.value) > SCATTER_BYTES}
     done = {}  # fetched key -> its future in an earlier submission, finished or running
-    with _Scattered(client, large) as inputs:
+    direct = direct_transfers(client)
+    with _Scattered(client, large, direct) as inputs:
         for submission in range(RESUBMISSIONS + 1):
             suffix = uuid.uuid4().hex[:12]
             names = {key: _suffixed(key, suffix) for key in remote}
@@ -69,7 +72,7 @@ def run_on_client(client, graph: dict, keys: list, progress: bool | None, local:
             watch = _WorkerWatch(client, futures)
             try:
                 with watch, (_ClientProgress(client, futures) if progress is not False else contextlib.nullcontext()):
-                    values = client.gather(futures)
+                    values = client.gather(futures, direct=direct)
                 break
             except distributed.CancelledError:  # cancelled by the watch, or by the scheduler when inputs were lost
                 if watch.gave_up is not None:
@@ -92,6 +95,34 @@ def run_on_client(client, graph: dict, keys: list, progress: bool | None, local:
     here = {key: DataNode(key, value) for key, value in zip(fetch, values, strict=True)}
     here.update({key: graph[key] for key in local})
     return dask.local.get_sync(here, keys)
+
+
+def direct_transfers(client) -> bool:
+    """Whether inputs and results travel between here and the workers directly instead of through the scheduler.
+
+    The client's own choice (`Client(direct_to_workers=...)`, or Dask's `distributed.client.direct-to-workers`)
+    where it made one. Otherwise directly when the scheduler listens on this machine only (a loopback address, or
+    in-process, as a `LocalCluster` does), so its workers run here too and are reachable; through the scheduler
+    elsewhere (Dask's default), for a client that can reach the scheduler but not the workers, as on a login node.
+    Relaying costs a hop and the scheduler's time: 16 FFTs of 256x256 on a 2-worker LocalCluster took 48 ms
+    through it and 40 ms directly (`benchmarks/bench_parallel.py`, case (e)).
+    """
+    if client.direct_to_workers is not None:
+        return bool(client.direct_to_workers)
+    from distributed.comm import get_address_host, parse_address
+
+    address = getattr(client.scheduler, 'address', None)
+    if not address:
+        return False
+    if parse_address(address)[0] == 'inproc':
+        return True
+    host = get_address_host(address)
+    if host == 'localhost':
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name
+        return False
 
 
 def _kept(client, futures: dict) -> dict:
@@ -121,18 +152,19 @@ def _renamed(graph: dict, names: dict, aliases: dict, done: dict) -> dict:
 class _Scattered:
     """Large graph data on the workers, under keys of its own, released at exit.
 
-    `send` scatters values again after their worker was lost.
+    `send` scatters values again after their worker was lost; `direct`: straight to the workers (`direct_transfers`).
     """
 
-    def __init__(self, client, values: dict):
+    def __init__(self, client, values: dict, direct: bool):
         self.client = client
         self.values = values
+        self.direct = direct
         self.futures = {}
         self.send(list(values))
 
     def send(self, keys: list) -> None:
         if keys:
-            futures = self.client.scatter([self.values[k] for k in keys], hash=False)
+            futures = self.client.scatter([self.values[k] for k in keys], hash=False, direct=self.direct)
             self.futures.update(zip(keys, futures, strict=True))
 
     def aliases(self) -> dict:
