@@ -425,7 +425,7 @@ def test_large_inputs_are_scattered_to_a_cluster_not_sent_in_the_graph():
         original = client.get
 
         def recording_get(graph, keys, **kwargs):
-            sent.append(graph)
+            sent.append(graph if isinstance(graph, dict) else dict(graph.__dask_graph__()))
             return original(graph, keys, **kwargs)
         client.get = recording_get
         weights = math.expand(w.weights, spatial(z=16)) * 1.0  # 1.25 MiB, no block dim: scattered whole
@@ -455,7 +455,7 @@ def test_small_inputs_travel_on_a_cluster_inside_the_tasks_that_read_them():
         original = client.get
 
         def recording_get(graph, keys, **kwargs):
-            sent.append(graph)
+            sent.append(graph if isinstance(graph, dict) else dict(graph.__dask_graph__()))
             return original(graph, keys, **kwargs)
         client.get = recording_get
         for weights, inside in ((w.weights, True), (shared, False)):
@@ -467,6 +467,26 @@ def test_small_inputs_travel_on_a_cluster_inside_the_tasks_that_read_them():
             nodes = {key_split(key) for key, node in graph.items() if type(node).__name__ == 'DataNode'}
             assert not nodes & {'field(data)', 'template(Weighted)'}  # a slice per block, and the small template
             assert ('field(weights)' in nodes) != inside
+
+
+def test_a_submission_to_a_cluster_hashes_none_of_its_data(monkeypatch):
+    distributed = pytest.importorskip('distributed')
+    from lazyphi.math import _tensor
+    w = _big_input()
+    hashed = []
+    original = _tensor.content_hash
+
+    def recording(native, backend):
+        hashed.append(tuple(native.shape))
+        return original(native, backend)
+    monkeypatch.setattr(_tensor, 'content_hash', recording)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=':0') as cl, \
+            distributed.Client(cl) as client:
+        again = Weighted(w.data, w.weights)
+        parallel_compute(again, [Weighted.weighted], scheduler=client, block_size=4, progress=False)
+        math.assert_close(again.weighted, w.data * w.weights)
+    # the inputs are hashed for the plan's key (once each while they live); the blocks' slices never
+    assert (4, 128, 160) not in hashed and (16, 128, 160) in hashed
 
 
 @pytest.mark.parametrize('processes, chosen, direct', [(False, None, True), (True, None, True), (True, False, False)])

@@ -69,8 +69,8 @@ def run_on_client(client, graph: dict, keys: list, progress: bool | None, local:
         for submission in range(RESUBMISSIONS + 1):
             suffix = uuid.uuid4().hex[:12]
             names = {key: _suffixed(key, suffix) for key in remote}
-            futures = client.get(_renamed(remote, names, inputs.aliases(), done), [names[k] for k in fetch],
-                                 sync=False)
+            futures = client.get(_named(_renamed(remote, names, inputs.aliases(), done), f'lazyphi-{suffix}'),
+                                 [names[k] for k in fetch], sync=False)
             watch = _WorkerWatch(client, futures)
             try:
                 with watch, (_ClientProgress(client, futures) if progress is not False else contextlib.nullcontext()):
@@ -142,6 +142,21 @@ def _inlined(graph: dict, kept: set) -> dict:
         return graph
     return {key: node.substitute(small) if node.dependencies & small.keys() else node
             for key, node in graph.items() if key not in small}
+
+
+def _named(graph: dict, token: str):
+    """`graph` as the expression distributed's client makes of a dict, but named by `token` (unique already).
+
+    Given a dict, the client names it by tokenizing every task, data included: 2 ms of this process's time
+    for a run of 16 FFTs of 256x256 in 4 blocks, which paid 0.7 ms of it to hash the blocks' slices. A plain
+    dict where Dask lacks the expression class or its `_determ_token` argument.
+    """
+    try:
+        from dask._expr import LLGExpr
+
+        return LLGExpr(graph, _determ_token=token)
+    except (ImportError, TypeError):
+        return graph
 
 
 def _kept(client, futures: dict) -> dict:
