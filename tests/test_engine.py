@@ -203,6 +203,20 @@ def test_a_run_with_only_disk_references_left_uses_no_scheduler(tmp_path, memory
     math.assert_close(again.spectrum, math.fft(DATA))
 
 
+def test_a_stage_found_whole_on_disk_is_read_by_one_task(tmp_path):
+    from lazyphi.parallel._graph import blocks_on_disk, compiled, without_finished_blocks
+    first = parallel_compute(Model(DATA), [Model.spectrum], scheduler='sync', cache_dir=str(tmp_path), memory_limit=1,
+                             progress=False)
+    assert len(first.stages[0].blocks) > 1
+    again = Model(DATA)
+    graph = compiled(plan(again, [Model.spectrum], cache_dir=str(tmp_path), memory_limit=1))
+    finished, _ = blocks_on_disk(graph)
+    nodes = without_finished_blocks(graph, finished)
+    reads = [node for node in nodes.values() if getattr(node, 'func', None) is _engine.read_stage]
+    assert len(reads) == 1 and not finished & nodes.keys()  # the whole array at once, no task per block
+    assert dask.get(nodes, graph.result_key)['spectrum'].shape == math.fft(DATA).shape
+
+
 def test_a_resumed_run_sends_no_inputs_of_finished_blocks(tmp_path, monkeypatch):
     import dask.local
     from dask.task_spec import DataNode

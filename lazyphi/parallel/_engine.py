@@ -164,7 +164,8 @@ def _on_disk(group: str, name: str, block: BlockRange | None) -> bool:
 
 
 def read_stage(stage: StageTask, block: BlockRange | None) -> dict:
-    """The outputs of a block found complete on disk before the run (a task needing none of the block's inputs)."""
+    """The outputs of a block found complete on disk before the run (a task needing none of the block's inputs);
+    `block` None: the stage's whole outputs (a host stage, or every block of the stage)."""
     with stage.settings.applied():
         return _disk_results(stage, block)
 

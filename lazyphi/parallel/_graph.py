@@ -52,7 +52,8 @@ class CompiledPlan:
         self.graph = graph
         self.result_key = result_key
         self.token = token
-        self.stage_tasks = stage_tasks  # (stage, its StageTask, the keys of its block tasks) of every stage
+        # (stage, its StageTask, the keys of its block tasks, the key of the task with its whole outputs) per stage
+        self.stage_tasks = stage_tasks
         self.block_keys = block_keys  # the tasks that compute, worth spreading over worker processes
         self.final_keys = final_keys  # the tasks after the last computing ones: joining and collecting results
 
@@ -169,7 +170,7 @@ def compile_plan(p) -> CompiledPlan:
         if stage.host:
             key = f'{label}-{token}'
             task = _stage_task(stage, settings, group, fields, cached, frozenset())
-            stage_tasks.append((stage, task, (key,)))
+            stage_tasks.append((stage, task, (key,), key))
             inputs = [whole(f) for f in fields] + [_full_ref(c, assembled, whole, used) for c in cached]
             graph[key] = Task(key, run_stage, template_ref, task, None, *inputs)
             spread.append(key)
@@ -203,8 +204,8 @@ def compile_plan(p) -> CompiledPlan:
                 graph[key] = Task(key, run_stage, template_ref, task, block_range, *values)
                 block_keys.append(key)
             spread.extend(block_keys)
-            stage_tasks.append((stage, task, tuple(block_keys)))
             assemble_key = f'assemble({label})-{token}'
+            stage_tasks.append((stage, task, tuple(block_keys), assemble_key))
             assembles.add(assemble_key)
             graph[assemble_key] = Task(assemble_key, assemble_stage, task, *[TaskRef(k) for k in block_keys])
         for n in names:
@@ -224,7 +225,7 @@ def blocks_on_disk(compiled_plan: CompiledPlan) -> tuple[frozenset, int]:
     block); its tasks check again as they run.
     """
     found, total = [], 0
-    for stage, task, keys in compiled_plan.stage_tasks:
+    for stage, task, keys, _ in compiled_plan.stage_tasks:
         if not task.properties or any(q.disk is None for q in task.properties):
             continue
         blocks = _block_ranges(stage)
@@ -241,9 +242,17 @@ def _block_ranges(stage) -> list:
 
 def without_finished_blocks(compiled_plan: CompiledPlan, finished: frozenset) -> dict:
     """The graph with the block tasks in `finished` reading their outputs from disk, and without the nodes
-    that only they needed (a resumed run sends no inputs of finished blocks to its workers)."""
+    that only they needed (a resumed run sends no inputs of finished blocks to its workers).
+
+    A stage whose blocks are all finished and whose outputs all stay on disk gets one task making the
+    whole outputs' disk-backed references, in place of joining one per block (a task per block left only
+    where a stage still to compute reads the blocks).
+    """
     graph = dict(compiled_plan.graph)
-    for stage, task, keys in compiled_plan.stage_tasks:
+    for stage, task, keys, joined in compiled_plan.stage_tasks:
+        if joined not in keys and finished.issuperset(keys) and all(
+                q.disk is not None and not q.in_memory for q in task.properties):
+            graph[joined] = Task(joined, read_stage, task, None)
         for key, block in zip(keys, _block_ranges(stage), strict=True):
             if key in finished:
                 graph[key] = Task(key, read_stage, task, block)
@@ -263,7 +272,7 @@ def only_references_left(compiled_plan: CompiledPlan, finished: frozenset) -> bo
     open files' metadata and join references, in far less time than any scheduler takes to start them.
     """
     return compiled_plan.block_keys <= finished and not any(
-        q.in_memory for _, task, _ in compiled_plan.stage_tasks for q in task.properties)
+        q.in_memory for _, task, _, _ in compiled_plan.stage_tasks for q in task.properties)
 
 
 def task_label(names) -> str:
