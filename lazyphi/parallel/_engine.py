@@ -29,7 +29,8 @@ from ..math import Tensor, concat, merge_shapes, stack, unstack
 from ..math import shape as tree_shape
 from ..math import slice as slice_
 from ..math.kinds import REDUCTIONS, Joined, Trace, Tracer, class_attribute, leaves, tree_map
-from ..storage import array_spec, block_complete, disk_tensor, load_cache_as, write_block
+from ..storage import array_spec, block_complete, complete_chunks, disk_tensor, load_cache_as, write_block
+from ..storage._results import block_chunks
 
 
 class PropertyFailed(RuntimeError):
@@ -146,10 +147,7 @@ def run_stage(template, stage: StageTask, block: BlockRange | None, *values) -> 
 
 def _written_range(group: str, name: str, block: BlockRange | None) -> BlockRange:
     """What a task writes: its block, or the whole array for a host stage."""
-    if block is not None:
-        return block
-    spec = array_spec(group, name)
-    return BlockRange(spec.block_dim, 0, spec.shape.get_size(spec.block_dim))
+    return block if block is not None else BlockRange(*_block_bounds(array_spec(group, name), None))
 
 
 def block_on_disk(stage: StageTask, block: BlockRange | None) -> bool:
@@ -161,6 +159,27 @@ def block_on_disk(stage: StageTask, block: BlockRange | None) -> bool:
 def _on_disk(group: str, name: str, block: BlockRange | None) -> bool:
     written = _written_range(group, name, block)
     return block_complete(group, name, written.dim, written.start, written.stop)
+
+
+def blocks_on_disk_of(stage: StageTask, blocks: list) -> list[bool]:
+    """`block_on_disk` for each of `blocks` of one stage, from one listing of each output's completion records."""
+    if not all(q.disk is not None for q in stage.properties):
+        return [False] * len(blocks)
+    outputs = [(q.name, array_spec(q.disk, q.name), complete_chunks(q.disk, q.name)) for q in stage.properties]
+    if not all(recorded for _, _, recorded in outputs):  # nothing written yet: a fresh result
+        return [False] * len(blocks)
+    found = []
+    for block in blocks:
+        found.append(all(recorded.issuperset(block_chunks(spec, name, *_block_bounds(spec, block)))
+                         for name, spec, recorded in outputs))
+    return found
+
+
+def _block_bounds(spec, block: BlockRange | None) -> tuple:
+    """(dim, start, stop) written for `block` (None: the whole array, as a host stage writes it)."""
+    if block is None:
+        return spec.block_dim, 0, spec.shape.get_size(spec.block_dim)
+    return block.dim, block.start, block.stop
 
 
 def read_stage(stage: StageTask, block: BlockRange | None) -> dict:

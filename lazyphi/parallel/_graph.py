@@ -25,14 +25,14 @@ from ..dataclasses import cached_property_names
 from ..math import Tensor, config_fields
 from ..math import shape as tree_shape
 from ..math.kinds import class_attribute, memory_bytes
-from ..storage import ArraySpec, complete_chunks, prepare_result, worker_load_backend
+from ..storage import ArraySpec, prepare_result, worker_load_backend
 from ._engine import (
     BlockRange,
     PropertyTask,
     StageTask,
     TaskSettings,
     assemble_stage,
-    block_on_disk,
+    blocks_on_disk_of,
     collect_results,
     pick,
     read_stage,
@@ -230,8 +230,7 @@ def blocks_on_disk(compiled_plan: CompiledPlan) -> tuple[frozenset, int]:
             continue
         blocks = _block_ranges(stage)
         total += len(blocks)
-        if all(complete_chunks(q.disk, q.name) for q in task.properties):  # else none is: a fresh result
-            found += [key for key, block in zip(keys, blocks, strict=True) if block_on_disk(task, block)]
+        found += [key for key, done in zip(keys, blocks_on_disk_of(task, blocks), strict=True) if done]
     return frozenset(found), total
 
 

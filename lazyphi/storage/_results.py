@@ -371,11 +371,19 @@ def _recorded(group: str, name: str, spec: ArraySpec) -> set[tuple[int, ...]]:
     return found
 
 
+def block_chunks(spec: ArraySpec, name: str, block_dim: str, start: int, stop: int) -> list[tuple[int, ...]]:
+    """Grid indices of the chunks of array `name` (`spec`) holding part of `start:stop` along `block_dim`.
+
+    Raises:
+        ValueError: `block_dim` is not the array's block dim, or the range lies outside the array.
+    """
+    return chunk_indices(spec, *check_range(spec, name, block_dim, start, stop))
+
+
 def block_complete(group: str, name: str, block_dim: str, start: int, stop: int) -> bool:
     """Whether every chunk holding part of `start:stop` along `block_dim` of array `name` is complete."""
     spec = array_spec(group, name)
-    start, stop = check_range(spec, name, block_dim, start, stop)
-    needed = chunk_indices(spec, start, stop)
+    needed = block_chunks(spec, name, block_dim, start, stop)
     if len(needed) <= 8:  # a few stat calls beat listing a directory of many records
         records = records_dir(group, name)
         return all(os.path.exists(os.path.join(records, record_name(i))) for i in needed)
