@@ -29,8 +29,7 @@ from ..math import Tensor, concat, merge_shapes, stack, unstack
 from ..math import shape as tree_shape
 from ..math import slice as slice_
 from ..math.kinds import REDUCTIONS, Joined, Trace, Tracer, class_attribute, leaves, tree_map
-from ..storage import array_spec, block_complete, complete_chunks, disk_tensor, load_cache_as, write_block
-from ..storage._results import block_chunks
+from ..storage import array_spec, block_chunks, block_complete, complete_chunks, disk_tensor, load_cache_as, write_block
 
 
 class PropertyFailed(RuntimeError):

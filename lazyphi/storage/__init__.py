@@ -25,6 +25,7 @@ from ._results import (
     COMPRESSORS,
     ArraySpec,
     array_spec,
+    block_chunks,
     block_complete,
     complete_chunks,
     completion,
@@ -48,7 +49,7 @@ def __getattr__(name: str):
 
 __all__ = [
     'COMPRESSORS', 'MEMORY', 'ArraySpec', 'CacheDirNotShared', 'ChunkDamaged', 'ChunkMissing', 'DiskTensor',
-    'ManifestDamaged', 'UnknownClassWarning', 'array_spec', 'block_complete', 'check_cache_dir',
+    'ManifestDamaged', 'UnknownClassWarning', 'array_spec', 'block_chunks', 'block_complete', 'check_cache_dir',
     'check_cache_dir_visible', 'clear_memory_cache', 'complete_chunks', 'completion', 'current_load_backend',
     'delete_group', 'disk_tensor', 'get_cache_files', 'load', 'load_cache_as', 'on_load_into_memory', 'parse_bytes',
     'prepare_result', 'read_manifest', 'result_groups', 'save', 'set_cache_ttl', 'worker_load_backend', 'write_block',
