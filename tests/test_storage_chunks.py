@@ -4,6 +4,7 @@ the selection reader returns what NumPy's indexing does, chunk layout and codec 
 import itertools
 import json
 import os
+import threading
 
 import numpy as np
 import pytest
@@ -170,10 +171,25 @@ def test_writing_without_fallocate(tmp_path, monkeypatch):
     np.testing.assert_array_equal(array[6:, 4:], DATA[6:, 4:])
 
 
-@pytest.mark.parametrize('piece', [1000, 4096])
-def test_chunks_of_many_pieces_match_zarr_and_are_checked(tmp_path, monkeypatch, piece):
-    """Chunks far larger than a checksummed piece (odd piece sizes too) are Zarr's bytes, checked in every piece."""
+def _whole_checked_by_helper(files: ChunkFiles, index: tuple) -> np.ndarray:
+    """`_whole`, read as a selection is: its checksum checked on the helper thread (`Checksums`)."""
+    out = np.empty(files.chunks, files.dtype)
+    whole = tuple(range(c) for c in files.chunks)
+    checks = _chunks.Checksums()
+    files.read_into(index, whole, out, whole, checks)
+    for _, error in checks.damaged():
+        raise error
+    return out
+
+
+@pytest.mark.parametrize('piece', [1000, 4096, 10000])
+@pytest.mark.parametrize('read', [_whole, _whole_checked_by_helper], ids=['checked-here', 'checked-by-helper'])
+@pytest.mark.parametrize('flipped', [3, -3], ids=['first-piece', 'last-piece'])
+def test_chunks_of_many_pieces_match_zarr_and_are_checked(tmp_path, monkeypatch, piece, read, flipped):
+    """Chunks far larger than a piece checksummed or read at a time (odd sizes too) are Zarr's bytes, checked in
+    every piece, on the reading thread or the helper."""
     monkeypatch.setattr(_chunks, '_PIECE', piece)
+    monkeypatch.setattr(_chunks, '_READ_AHEAD', piece)
     values = np.random.default_rng(1).normal(size=(40, 31, 9))  # chunks of 20 x 31 x 9 float64: 44640 bytes
     _zarr_array(tmp_path / 'zarr', values, (20, 31, 9), [Crc32cCodec()])
     _zarr_array(tmp_path / 'lazyphi', np.zeros_like(values), (20, 31, 9), [Crc32cCodec()])
@@ -182,12 +198,33 @@ def test_chunks_of_many_pieces_match_zarr_and_are_checked(tmp_path, monkeypatch,
         files.write((index, 0, 0), values[index * 20:(index + 1) * 20])
         with open(files.file((index, 0, 0)), 'rb') as a, open(theirs.file((index, 0, 0)), 'rb') as b:
             assert a.read() == b.read()
-    np.testing.assert_array_equal(_whole(files, (1, 0, 0)), values[20:])
-    with open(files.file((1, 0, 0)), 'r+b') as f:  # one byte of the last piece
-        f.seek(files.chunk_bytes - 3)
+    np.testing.assert_array_equal(read(files, (1, 0, 0)), values[20:])
+    np.testing.assert_array_equal(read(theirs, (1, 0, 0)), values[20:])
+    with open(files.file((1, 0, 0)), 'r+b') as f:  # one byte of the first or the last piece
+        f.seek(flipped % files.chunk_bytes)
         f.write(bytes([f.read(1)[0] ^ 1]))
     with pytest.raises(ValueError, match='checksum does not match'):
-        _whole(files, (1, 0, 0))
+        read(files, (1, 0, 0))
+
+
+def test_a_selection_whose_read_fails_leaves_no_check_running(tmp_path, monkeypatch):
+    """A selection read chunk after chunk has its checksums checked on a helper thread; where a later chunk
+    cannot be read, the error names that chunk and the helper has stopped, its checks done."""
+    ended = threading.Event()
+    check_chunks = _chunks._check_chunks
+
+    def recorded(*args):
+        try:
+            return check_chunks(*args)
+        finally:
+            ended.set()
+    monkeypatch.setattr(_chunks, '_check_chunks', recorded)
+    _zarr_array(tmp_path / 'a', DATA, ROWS, [Crc32cCodec()])
+    _records(tmp_path / 'a', ROWS)
+    os.remove(chunk_files(str(tmp_path / 'a')).file((2, 0, 0)))
+    with pytest.raises(ChunkDamaged, match=r'Chunk 2\.0\.0'):
+        read_selection(_info(tmp_path / 'a', ROWS), tuple(range(s) for s in SHAPE))
+    assert ended.is_set()
 
 
 @settings(max_examples=60, deadline=None)

@@ -6,15 +6,19 @@ one file holding the chunk's values in C order, padded to the full chunk shape a
 checksum. For such arrays lazyphi skips Zarr's codec pipeline and event loop: a chunk is written to a
 temporary file (its disk blocks reserved first, as `np.save` does) and renamed into place; a read fetches
 the rows of a chunk (along its first axis) that a selection touches, straight into their place in the
-result where they form one run there, else into a scratch buffer that the selection is copied from. The
-checksum is computed 512 KiB at a time as the bytes pass (`_PIECE`), while they are in the CPU's cache, by
-crc32c-rs where it is installed (`crc32c_function`). A read that covers a whole chunk checks its checksum;
-a read of some rows only reads the whole chunk and checks it the first time this process reads that file
-(same device, inode, size and modification times), and only the rows afterwards. A missing file, a file of
-the wrong size or a wrong checksum raises. The files and metadata stay Zarr's, so any Zarr reader opens the
-arrays (and checks the checksums). Arrays with any other codec (`zstd`) are read and written through Zarr
-(`chunk_reader`, `chunk_writer`), which checks the checksum of each chunk; lazyphi checks first that the
-chunk's file exists (Zarr reads a missing chunk as the fill value).
+result where they form one run there, else into a scratch buffer that the selection is copied from.
+
+The checksum is computed by crc32c-rs where it is installed (`crc32c_function`). A read that covers a whole
+chunk checks its checksum; a read of some rows only reads the whole chunk and checks it the first time this
+process reads that file (same device, inode, size and modification times), and only the rows afterwards.
+Writing, and reading one chunk alone, checksum 512 KiB at a time (`_PIECE`) as the bytes pass, while they
+are in the CPU's cache. Reading a selection reads its chunks back to back, 4 MiB at a time (`_READ_AHEAD`),
+while a helper thread checksums what was read (`Checksums`); the selection is returned, or the first
+damaged chunk raised, once all are checked. A missing file, a file of the wrong size or a wrong checksum
+raises. The files and metadata stay Zarr's, so any Zarr reader opens the arrays (and checks the
+checksums). Arrays with any other codec (`zstd`) are read and written through Zarr (`chunk_reader`,
+`chunk_writer`), which checks the checksum of each chunk; lazyphi checks first that the chunk's file exists
+(Zarr reads a missing chunk as the fill value).
 
 Measured (`benchmarks/bench_cache.py`, AMD EPYC, Linux 6.18): the kernel copies file data into memory
 at a third of its usual speed where the destination lies 1 to 31 bytes past the source modulo a page,
@@ -26,12 +30,14 @@ directory per chunk index (Zarr's default keys `c/3/0/0`) another 15 %, hence ke
 
 from __future__ import annotations
 
+import concurrent.futures
 import ctypes
 import ctypes.util
 import functools
 import json
 import math
 import os
+import queue
 import sys
 import uuid
 from collections.abc import Callable
@@ -61,6 +67,8 @@ CHECKSUM_BYTES = 4  # the CRC-32C Zarr's `crc32c` codec appends to each chunk
 # just before it is written or just after it is read (measured on 256 MiB, AMD EPYC with 1 MiB L2: 512 KiB
 # pieces cost least; 128 KiB ones 10 % more in all, from the calls).
 _PIECE = 512 * 1024
+# Bytes read at a time where `Checksums` checks them on a helper thread (which each piece wakes).
+_READ_AHEAD = 4 * 2**20
 # Files this process read whole and found intact, by (device, inode, size, mtime, ctime): a later read of some
 # rows of the same file reads only those rows. Cleared when it grows past `_VERIFIED_MAX`.
 _VERIFIED: set[tuple] = set()
@@ -92,12 +100,14 @@ class ChunkFiles(NamedTuple):
             return os.path.join(self.path, 'c', *names)
         return os.path.join(self.path, '.'.join(('c', *names)))
 
-    def read_into(self, index: tuple, inner: tuple, out: np.ndarray, outer: tuple) -> None:
+    def read_into(self, index: tuple, inner: tuple, out: np.ndarray, outer: tuple,
+                  checks: Checksums | None = None) -> None:
         """Copy the elements `inner` of chunk `index` into `out[outer]` (a range or int array per axis each).
 
         Reads only the chunk's rows (along its first axis) that hold them, straight into `out` where
         they fill a contiguous part of it, else into a scratch buffer first. With a checksum, the whole
-        chunk is read and checked unless this process has checked the same file before.
+        chunk is read and checked unless this process has checked the same file before: here, or by
+        `checks` on its helper thread, where given (then `out` is not to be used before `checks.damaged()`).
 
         Raises:
             FileNotFoundError: the chunk has no file.
@@ -120,19 +130,24 @@ class ChunkFiles(NamedTuple):
                 rows = range(total_rows)
             offset = rows.start * row_bytes
             target = self._contiguous_target(inner, out, outer, row_bytes)
-            if target is not None and len(target) == len(rows) * row_bytes and not _slow_copy(target, offset):
-                crc = _read_exactly(fd, target, offset, check)
-                if check:
-                    _check_sum(fd, crc, self.chunk_bytes, identity)
-                return
-            scratch = aligned_empty((len(rows), *self.chunks[1:]) if self.chunks else (), self.dtype, offset)
-            crc = _read_exactly(fd, memoryview(scratch).cast('B'), offset, check)
-            if check:
-                _check_sum(fd, crc, self.chunk_bytes, identity)
+            scratch = None
+            if target is None or len(target) != len(rows) * row_bytes or _slow_copy(target, offset):
+                scratch = aligned_empty((len(rows), *self.chunks[1:]) if self.chunks else (), self.dtype, offset)
+                target = memoryview(scratch).cast('B')
+            if not check:
+                _fill(fd, target, offset)
+            elif checks is None:
+                _compare_sum(_read_summed(fd, target, offset), _stored_sum(fd, self.chunk_bytes), identity)
+            else:
+                for start in range(0, len(target), _READ_AHEAD):
+                    _fill(fd, target[start:start + _READ_AHEAD], offset + start)
+                    checks.add(np.frombuffer(target[start:start + _READ_AHEAD], np.uint8))
+                checks.end(index, _stored_sum(fd, self.chunk_bytes), identity)
         finally:
             os.close(fd)
-        shifted = (_shift(inner[0], -rows.start), *inner[1:]) if self.chunks else inner
-        out[orthogonal(outer)] = scratch[orthogonal(shifted)]
+        if scratch is not None:
+            shifted = (_shift(inner[0], -rows.start), *inner[1:]) if self.chunks else inner
+            out[orthogonal(outer)] = scratch[orthogonal(shifted)]
 
     def _contiguous_target(self, inner: tuple, out: np.ndarray, outer: tuple, row_bytes: int) -> memoryview | None:
         """The bytes of `out[outer]` if they are one run that the chunk's rows `inner[0]` fill in file order."""
@@ -233,11 +248,13 @@ def _write_node(store: str, path: str, meta: dict) -> None:
         f.write(json.dumps(meta, indent=2))
 
 
-def chunk_reader(path: str, meta: dict | None = None) -> Callable[[tuple, tuple, np.ndarray, tuple], None]:
-    """`read_into(index, inner, out, outer)` of the array at directory `path`: see `ChunkFiles.read_into`.
+def chunk_reader(path: str, meta: dict | None = None) -> Callable[..., None]:
+    """`read_into(index, inner, out, outer, checks=None)` of the array at directory `path`: see
+    `ChunkFiles.read_into`.
 
     The array's own files where `chunk_files` can read them, else Zarr's decoding of the whole chunk, after
-    checking that the chunk's file exists (Zarr would read a missing one as the fill value).
+    checking that the chunk's file exists (Zarr would read a missing one as the fill value; it checks each
+    chunk's checksum itself, so `checks` is not used).
 
     Args:
         meta: the array's `zarr.json`, parsed (`read_metadata`); read from `path` if None.
@@ -248,7 +265,7 @@ def chunk_reader(path: str, meta: dict | None = None) -> Callable[[tuple, tuple,
         return files.read_into
     read_block = _zarr_array(path, 'r').get_block_selection
 
-    def read_into(index: tuple, inner: tuple, out: np.ndarray, outer: tuple) -> None:
+    def read_into(index: tuple, inner: tuple, out: np.ndarray, outer: tuple, checks: Checksums | None = None) -> None:
         file = chunk_file(path, meta, index)
         if not os.path.isfile(file) or os.path.islink(file):
             raise FileNotFoundError(f'its file {file!r} is missing')
@@ -429,25 +446,91 @@ def _slow_copy(target: memoryview, offset: int) -> bool:
     return 0 < (address - offset) % _PAGE < _SLOW_DISTANCE
 
 
-def _read_exactly(fd: int, target: memoryview, offset: int, summed: bool = False) -> int:
-    """Fill `target` with the file's bytes from `offset`; with `summed`, return their CRC-32C (else 0).
+def _read_summed(fd: int, target: memoryview, offset: int) -> int:
+    """Fill `target` with the file's bytes from `offset` and return their CRC-32C.
+
+    Each `_PIECE` bytes are checksummed just after they are read, while they are in the CPU's cache.
 
     Raises:
         ValueError: the file ends before `target` is full.
     """
-    done, crc = 0, 0
-    values = np.frombuffer(target, np.uint8) if summed else None
-    extend = crc32c_function() if summed else None
-    while done < len(target):
-        end = min(done + _PIECE, len(target)) if summed else len(target)
-        while done < end:
-            count = os.preadv(fd, [target[done:end]], offset + done)
-            if not count:
-                raise ValueError(f'its file ended after {offset + done} bytes')
-            if summed:
-                crc = extend(values[done:done + count], crc)
-            done += count
+    values = np.frombuffer(target, np.uint8)
+    extend = crc32c_function()
+    crc = 0
+    for start in range(0, len(target), _PIECE):
+        _fill(fd, target[start:start + _PIECE], offset + start)
+        crc = extend(values[start:start + _PIECE], crc)
     return crc
+
+
+def _fill(fd: int, target: memoryview, offset: int) -> None:
+    """Fill `target` with the file's bytes from `offset`; ValueError where the file ends before it is full."""
+    done = 0
+    while done < len(target):
+        count = os.preadv(fd, [target[done:]], offset + done)
+        if not count:
+            raise ValueError(f'its file ended after {offset + done} bytes')
+        done += count
+
+
+class Checksums:
+    """The checks of the chunks read whole for one selection, done on a helper thread while the reader reads on.
+
+    Pass it to `ChunkFiles.read_into` for every chunk of the selection, then call `damaged()`. The reading
+    thread never waits for a checksum, except for the last chunk's in `damaged()`, and wakes the helper
+    once per `_READ_AHEAD` bytes.
+    """
+
+    def __init__(self):
+        self._items: queue.SimpleQueue | None = None
+        self._checked: concurrent.futures.Future | None = None
+
+    def add(self, values: np.ndarray) -> None:
+        """The next bytes (1-d uint8, left unchanged until `damaged()` returns) of the chunk being read."""
+        self._put(values)
+
+    def end(self, index: tuple, stored: int | None, identity: tuple) -> None:
+        """The chunk being read, at `index`, ended; its file holds the checksum `stored` (None: none)."""
+        self._put((index, stored, identity))
+
+    def damaged(self) -> list[tuple[tuple, ValueError]]:
+        """(index, error) of each chunk whose checksum disagrees with its bytes, once all are checked."""
+        if self._items is None:
+            return []
+        self._items.put(None)
+        return self._checked.result()
+
+    def _put(self, item) -> None:
+        if self._items is None:
+            self._items = queue.SimpleQueue()
+            self._checked = _helper_pool().submit(_check_chunks, self._items)
+        self._items.put(item)
+
+
+def _check_chunks(items: queue.SimpleQueue) -> list[tuple[tuple, ValueError]]:
+    """Check the chunks described by `items` (see `Checksums`) up to None; (index, error) of the damaged ones."""
+    extend = crc32c_function()
+    crc, damaged = 0, []
+    while (item := items.get()) is not None:
+        if isinstance(item, np.ndarray):
+            crc = extend(item, crc)
+            continue
+        index, stored, identity = item
+        try:
+            _compare_sum(crc, stored, identity)
+        except ValueError as err:
+            damaged.append((index, err))
+        crc = 0
+    return damaged
+
+
+@functools.cache
+def _helper_pool() -> concurrent.futures.ThreadPoolExecutor:
+    """The threads that check the chunks of `Checksums` (a fork's child makes its own)."""
+    return concurrent.futures.ThreadPoolExecutor(max(os.cpu_count() or 1, 2), thread_name_prefix='lazyphi-crc')
+
+
+os.register_at_fork(after_in_child=_helper_pool.cache_clear)
 
 
 def _open_chunk(path: str) -> int:
@@ -455,12 +538,17 @@ def _open_chunk(path: str) -> int:
     return os.open(path, os.O_RDONLY | _NOFOLLOW)
 
 
-def _check_sum(fd: int, crc: int, nbytes: int, identity: tuple) -> None:
-    """Compare `crc` of a chunk's `nbytes` bytes with the checksum its file ends with; remember it if intact."""
+def _stored_sum(fd: int, nbytes: int) -> int | None:
+    """The checksum a chunk's file of `nbytes` data bytes ends with; None where the file ends before it."""
     stored = os.pread(fd, CHECKSUM_BYTES, nbytes)
-    if len(stored) != CHECKSUM_BYTES or int.from_bytes(stored, 'little') != crc:
+    return int.from_bytes(stored, 'little') if len(stored) == CHECKSUM_BYTES else None
+
+
+def _compare_sum(crc: int, stored: int | None, identity: tuple) -> None:
+    """ValueError unless `crc`, computed of a chunk's bytes, is the checksum `stored` in its file; remember it if so."""
+    if stored != crc:
         raise ValueError(f'its checksum does not match its bytes (CRC-32C {crc:08x} computed, '
-                         f'{int.from_bytes(stored, "little"):08x} stored): the file was changed or damaged')
+                         f'{"none" if stored is None else f"{stored:08x}"} stored): the file was changed or damaged')
     if len(_VERIFIED) >= _VERIFIED_MAX:
         _VERIFIED.clear()
     _VERIFIED.add(identity)
@@ -493,8 +581,9 @@ def crc32c_function() -> Callable[[np.ndarray, int], int]:
     `data` is a contiguous NumPy array. crc32c-rs where it is installed and agrees with google-crc32c (Zarr's
     own) on a few inputs of awkward lengths and offsets, else google-crc32c. crc32c-rs folds with carry-less
     multiplications (AVX-512 VPCLMULQDQ where the CPU has them): 80 GiB/s on data in the cache against
-    google-crc32c's 31 GiB/s (measured; AMD EPYC, Zen 5): the checksums add 15 % to reading 256 MiB instead
-    of 45 %, and 3 % to writing it instead of 30 %.
+    google-crc32c's 31 GiB/s (measured; AMD EPYC, Zen 5): checksumming on the reading thread added 15 % to
+    reading 256 MiB instead of 45 % (10 % now that `Checksums` does it on a helper), and 3 % to writing it
+    instead of 30 %.
     """
     try:
         import crc32c_rs

@@ -26,7 +26,7 @@ from .._errors import ChunkDamaged, ChunkMissing, DimNotFound, ManifestDamaged
 from ..backend import NUMPY, Backend, DType, backend_by_name, convert
 from ..math import Shape
 from ..math.kinds import CONCAT, GATHER, RENAME, Dense, Expanded, Op, Stacked, Tensor, read_only_native, tensor_html
-from ._chunks import aligned_empty, chunk_reader, metadata_differences, range_slice, read_metadata
+from ._chunks import Checksums, aligned_empty, chunk_reader, metadata_differences, range_slice, read_metadata
 from ._memory import MEMORY, current_load_backend, notify_loaded
 from ._results import ArraySpec, read_manifest, record_name, records_dir
 
@@ -342,12 +342,19 @@ def read_selection(info: DiskArray, selection: tuple) -> np.ndarray:
     _check_records(info, [_chunk_ids(sel, chunk) for sel, chunk in zip(selection, info.chunks, strict=True)])
     pieces = [_pieces(sel, chunk) for sel, chunk in zip(selection, info.chunks, strict=True)]
     out = aligned_empty(tuple(1 if isinstance(sel, int) else len(sel) for sel in selection), np.dtype(info.dtype))
-    for combination in itertools.product(*pieces):
-        index = tuple(piece[0] for piece in combination)
-        try:
-            read_into(index, tuple(piece[1] for piece in combination), out, tuple(piece[2] for piece in combination))
-        except Exception as err:
-            _raise_damaged(info, index, err)
+    checks = Checksums()
+    try:
+        for combination in itertools.product(*pieces):
+            index = tuple(piece[0] for piece in combination)
+            inner, outer = tuple(piece[1] for piece in combination), tuple(piece[2] for piece in combination)
+            try:
+                read_into(index, inner, out, outer, checks)
+            except Exception as err:
+                _raise_damaged(info, index, err)
+    finally:
+        damaged = checks.damaged()  # also where a read failed: no check is left running on `out`
+    if damaged:
+        _raise_damaged(info, *damaged[0])
     return out.reshape(sizes)
 
 
