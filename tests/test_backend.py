@@ -259,6 +259,9 @@ CASES = {
     'fft': lambda: ((NUMPY.fft(_M, (1, 2)), NUMPY.fft(_I, [0])), (np.fft.fftn(_M, axes=(1, 2)),
                                                                   np.fft.fft(_I, axis=0).astype(np.complex64))),
     'ifft': lambda x=f32(4, 6).astype(np.complex128): (NUMPY.ifft(x, (1,)), np.fft.ifft(x, axis=1)),
+    'svd': lambda: (NUMPY.svd(_M, full_matrices=False), np.linalg.svd(_M, full_matrices=False)),
+    'matrix_solve_least_squares': lambda m=f32(6, 3), r=f32(6, 2): (
+        NUMPY.matrix_solve_least_squares(m[None], r[None])[0][0], np.linalg.lstsq(m, r, rcond=None)[0]),
     # --- element-wise ---
     'clip': lambda: (NUMPY.clip(_X, -0.5, 0.5), np.clip(_X, -0.5, 0.5)),
     'divide_no_nan': lambda y=np.array([0, 2, 0, 4], np.float32): (NUMPY.divide_no_nan(_X, y),
@@ -413,7 +416,7 @@ def test_supports_implemented_operations(feature):
 
 @pytest.mark.parametrize('feature', ['csr_matrix', 'sparse_coo_tensor', 'mul_coo_dense', 'linear_solve',
                                      'conjugate_gradient', 'bi_conjugate_gradient', 'solve_triangular_sparse',
-                                     'matrix_solve_least_squares', 'minimize', 'jacobian', 'hessian', 'jit_compile',
+                                     'minimize', 'jacobian', 'hessian', 'jit_compile',
                                      'custom_gradient', 'variable', Backend.sparse_coo_tensor, NUMPY.csr_matrix])
 def test_supports_is_false_for_left_out_operations(feature):
     assert not NUMPY.supports(feature)

@@ -245,6 +245,9 @@ CASES = {
     'fft': lambda b, t: (b.fft(t(_M), (1, 2)), b.fft(t(_I), [0]), b.fft(t(_M.astype(np.float64)), (0,)),
                          b.fft(t(_Z), (0,)), b.fft(t(_X), ())),
     'ifft': lambda b, t, x=f32(4, 6).astype(np.complex128): (b.ifft(t(x), (1,)), b.ifft(t(_Z), (0,))),
+    'svd': lambda b, t: _svd_products(b, t(_M)),  # the factors' signs differ between libraries
+    'matrix_solve_least_squares': lambda b, t, m=f32(2, 6, 3), r=f32(2, 6, 2):
+        b.matrix_solve_least_squares(t(m), t(r))[0],
     # --- element-wise ---
     'clip': lambda b, t: (b.clip(t(_X), -0.5, 0.5), b.clip(t(_I), 2, 5), b.clip(t(_X), t(_Y), 1.0)),
     'divide_no_nan': lambda b, t, y=np.array([0, 2, 0, 4], np.float32): b.divide_no_nan(t(_X), t(y)),
@@ -321,6 +324,15 @@ def assert_matches(backend: Backend, actual, expected, where: str = 'result'):
         assert actual is expected, f"{where}: expected {expected} but got {actual!r}"
     else:
         assert type(actual) is type(expected) and actual == expected, f"{where}: {actual!r} != {expected!r}"
+
+
+def _svd_products(b, matrix) -> tuple:
+    """Singular values and the factors multiplied back, reduced and full: what every library agrees on."""
+    u, s, vh = b.svd(matrix, full_matrices=False)
+    full_u, full_s, full_vh = b.svd(matrix)
+    k = b.staticshape(full_s)[-1]
+    return s, b.einsum('...ik,...k,...kj->...ij', u, s, vh), \
+        b.einsum('...ik,...k,...kj->...ij', full_u[..., :k], full_s, full_vh[..., :k, :])
 
 
 # --- every operation of NumPy, on every backend ---

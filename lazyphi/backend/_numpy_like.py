@@ -144,6 +144,9 @@ def numpy_like_ops(xp: ModuleType) -> dict[str, Callable]:
         'mul_matrix_batched_vector': mul_matrix_batched_vector,
         'fft': fourier(xp.fft.fftn),
         'ifft': fourier(xp.fft.ifftn),
+        'svd': lambda matrix, full_matrices=True: tuple(xp.linalg.svd(matrix, full_matrices=full_matrices)),
+        # the minimum-norm least-squares solution, by the pseudo-inverse, which batches (`lstsq` does not)
+        'matrix_solve_least_squares': lambda matrix, rhs: (xp.linalg.pinv(matrix) @ rhs, None, None, None),
         # --- element-wise ---
         'add': xp.add,
         'sub': xp.subtract,

@@ -354,6 +354,12 @@ def solve_triangular_dense(matrix: Any, rhs: Any, lower: bool, unit_diagonal: bo
     return tf.linalg.triangular_solve(matrix, rhs[..., None], lower=lower)[..., 0]
 
 
+def svd(matrix: Any, full_matrices: bool = True) -> tuple:
+    """`(u, s, vh)` of `matrix (batch..., m, n)` in NumPy's order; TensorFlow gives `(s, u, v)`, `v` untransposed."""
+    s, u, v = tf.linalg.svd(to_native(matrix), full_matrices=full_matrices)
+    return u, s, tf.linalg.adjoint(v)
+
+
 def conv(value: Any, kernel: Any, zero_padding: bool = True) -> Any:
     """Cross-correlates `value (batch, in, spatial...)` with `kernel (batch or 1, out, in, kernel_spatial...)`.
 

@@ -660,6 +660,8 @@ OPS: dict[str, Callable] = {
     'solve_triangular_dense': _solve_triangular_dense,
     'fft': _fourier(torch.fft.fftn),
     'ifft': _fourier(torch.fft.ifftn),
+    'svd': lambda matrix, full_matrices=True: tuple(torch.linalg.svd(matrix, full_matrices=full_matrices)),
+    'matrix_solve_least_squares': lambda matrix, rhs: tuple(torch.linalg.lstsq(matrix, rhs)),
     # --- element-wise; the operators also take a Python number on either side ---
     'add': operator.add,
     'sub': operator.sub,
