@@ -420,6 +420,8 @@ OPERATIONS = {
     # data-dependent results
     'nonzero': lambda t: math.nonzero(t > 0), 'native': math.native, 'numpy': math.numpy,
     'reshaped_native': lambda t: math.reshaped_native(t, ['example', 'x,y']),
+    'svd': lambda t: math.svd(t, 'x', 'y')[1],
+    'fit_hyperplane': lambda t: math.fit_hyperplane(math.stack([t, t * 2], channel('vector')), t * 3, 'y')[0],
     'reshaped_numpy': lambda t: math.reshaped_numpy(t, ['example', 'x,y']),
     'close': lambda t: math.close(t, t), 'equal': lambda t: math.equal(t, t),
     'always_close': lambda t: t * math.always_close(t, t),
@@ -436,6 +438,7 @@ FALLBACKS = {
     'nonzero': 'materialising the values',  # the number of positions depends on the values
     'native': 'native()', 'numpy': 'numpy()',  # leave lazyphi: the values are needed
     'reshaped_native': 'materialising the values', 'reshaped_numpy': 'materialising the values',
+    'svd': 'materialising the values', 'fit_hyperplane': 'materialising the values',  # through reshaped_native
     'close': 'bool()', 'equal': 'bool()',  # answer a Python bool about the values
     'f': 'f-string',  # formats each value: a conversion to Python data
 }

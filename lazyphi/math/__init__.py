@@ -113,6 +113,7 @@ from ._gather_scatter import (
 )
 from ._kinds import Expanded, Stacked
 from ._layout import Layout, layout
+from ._linalg import fit_hyperplane, svd
 from ._magic_ops import (
     b2i,
     c2b,
@@ -494,6 +495,7 @@ __all__ = [
     'finite_ssum',
     'finite_std',
     'finite_sum',
+    'fit_hyperplane',
     'flatten',
     'floor',
     'from_dict',
@@ -645,6 +647,7 @@ __all__ = [
     'stop_gradient',
     'sum',
     'sum_',
+    'svd',
     'swap_axes',
     'tan',
     'tanh',

@@ -1,0 +1,129 @@
+"""Matrices over named dims: `@`, `svd` and `fit_hyperplane`, on every backend, against NumPy's linear algebra."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lazyphi import math
+from lazyphi.math import IncompatibleShapes, batch, channel, dual, instance, spatial, stack, wrap
+
+RNG = np.random.default_rng(7)
+
+
+# --- @ ---------------------------------------------------------------------------------------------------------
+
+def test_matmul_sums_each_dual_dim_with_its_primal_dim(backend):
+    a, v = RNG.normal(size=(3, 4)), RNG.normal(size=(4, 5))
+    matrix = math.tensor(a, channel('c'), dual('d'))
+    vectors = math.tensor(v, channel('d'), batch('b'))
+    result = matrix @ vectors
+    assert set(result.shape.names) == {'c', 'b'}
+    np.testing.assert_allclose(result.numpy('c,b'), a @ v, rtol=1e-5)
+
+
+def test_matmul_pairs_all_dual_dims_with_the_one_dim_of_a_vector(backend):
+    a, v = RNG.normal(size=(3, 2, 2)), RNG.normal(size=4)
+    matrix = math.tensor(a, channel('c'), dual('x,y'))
+    result = matrix @ math.tensor(v, instance('points'))
+    np.testing.assert_allclose(result.numpy('c'), a.reshape(3, 4) @ v, rtol=1e-5)
+
+
+def test_matmul_without_dual_dims_is_a_dot_product_over_shared_channels_else_a_product(backend):
+    x, y = RNG.normal(size=3), RNG.normal(size=3)
+    assert float(math.tensor(x, channel('v')) @ math.tensor(y, channel('v'))) == pytest.approx(x @ y, rel=1e-5)
+    product = math.tensor(x, channel('v')) @ math.tensor(y, instance('i'))
+    np.testing.assert_allclose(product.numpy('v,i'), np.outer(x, y), rtol=1e-6)
+
+
+def test_matmul_refuses_what_does_not_pair():
+    with pytest.raises(IncompatibleShapes, match='none of the dims'):
+        math.zeros(channel(c=2), dual(d=3)) @ math.zeros(channel(e=2), instance(i=2))
+    with pytest.raises(IncompatibleShapes, match='no dual dims'):
+        math.zeros(spatial(x=2)) @ math.zeros(spatial(x=2))
+    with pytest.raises(TypeError, match='needs two tensors'):
+        math.zeros(dual(d=2)) @ np.zeros(2)
+
+
+# --- svd -------------------------------------------------------------------------------------------------------
+
+def test_svd_as_phiml_prints_it(backend):
+    """phiml's own example: a matrix with a dual dim, its factors multiplied back with `@`."""
+    mat = math.randn(channel(c=3), dual(d=2))
+    lat, s, conv = math.svd(mat)
+    assert lat.shape.names == ('~d', 'singular') and s.shape.names == ('singular',)
+    assert set(conv.shape.names) == {'~singular', 'c'}
+    math.assert_close(mat, conv @ (lat * s), rel_tolerance=1e-5, abs_tolerance=1e-5)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 6), st.integers(1, 6), st.integers(1, 3))
+def test_svd_gives_numpys_singular_values_and_rebuilds_every_matrix(rows, columns, matrices):
+    values = RNG.normal(size=(matrices, rows, columns))
+    x = math.tensor(values, batch('m'), instance('rows'), channel('cols'))
+    latents, singular, features = math.svd(x)
+    k = min(rows, columns)
+    assert latents.shape.get_size('singular') == singular.shape.get_size('singular') == k
+    np.testing.assert_allclose(singular.numpy('m,singular'), np.linalg.svd(values, compute_uv=False), rtol=1e-5,
+                               atol=1e-6)
+    math.assert_close(features @ (latents * singular), x, abs_tolerance=1e-5)
+
+
+def test_svd_truncates_to_the_size_of_the_latent_dim_and_warns_where_too_few_exist(backend):
+    x = math.randn(instance(items=6), channel(features=4))
+    _, singular, features = math.svd(x, latent_dim=channel(singular=2))
+    assert singular.shape.get_size('singular') == 2 and features.shape.get_size('~singular') == 2
+    with pytest.warns(UserWarning, match='asks for 9 singular values but there are 4'):
+        math.svd(x, latent_dim=channel(singular=9))
+
+
+def test_svd_of_rows_of_non_uniform_length_as_phiml_prints_it():
+    matrix = stack([
+        math.random_normal(instance(voxels=3), spatial(x=2, y=2)),
+        math.random_normal(instance(voxels=5), spatial(x=2, y=2)),
+    ], batch('example'))
+    latents, s, v = math.svd(matrix, 'x,y', 'example,voxels', 'singular')
+    assert {'example', 'voxels', 'singular'} <= set(latents.shape.names)
+    assert 'singular' in s.shape and {'~singular', 'x', 'y'} <= set(v.shape.names)
+    for i, voxels in enumerate((3, 5)):  # one decomposition of all 8 rows: each row is rebuilt from its latents
+        part = latents.example[i]
+        assert part.shape.get_size('voxels') == voxels
+        math.assert_close(v @ (part * s), matrix.example[i], abs_tolerance=1e-5)
+
+
+def test_svd_refuses_dims_it_cannot_find():
+    x = math.zeros(instance(i=3), channel(c=2))
+    with pytest.raises(ValueError, match=r'feature_dim=.*selects none'):
+        math.svd(x, feature_dim='z')
+    with pytest.raises(ValueError, match=r'list_dim=.*selects none'):
+        math.svd(x, list_dim='z')
+
+
+# --- fit_hyperplane --------------------------------------------------------------------------------------------
+
+def test_fit_hyperplane_as_phiml_prints_it(backend):
+    x = math.random_normal(instance(batch=20), channel(vector='x0,x1')) + (1, 1)  # noqa: RUF005 (a tensor plus a vector)
+    y = math.stack([0.8 * x[0] - x[1] + 1, -0.8 * x[0]], channel(features='y0,y1'))
+    w, b = math.fit_hyperplane(x, y, 'batch')
+    math.assert_close(w, wrap([(0.8, -1), (-0.8, 0)], channel(y), channel(x)), abs_tolerance=1e-3)
+    math.assert_close(b, wrap((1, 0), channel(y)), abs_tolerance=1e-3)
+
+
+def test_fit_hyperplane_weighs_each_point_as_numpys_weighted_least_squares(backend):
+    points, values, weights = RNG.normal(size=(30, 3)), RNG.normal(size=30), RNG.uniform(0.1, 2, size=30)
+    slope, offset = math.fit_hyperplane(math.tensor(points, instance('p'), channel('v')),
+                                        math.tensor(values, instance('p')), weights=math.tensor(weights, instance('p')))
+    rows = np.concatenate([points, np.ones((30, 1))], 1) * np.sqrt(weights)[:, None]
+    expected = np.linalg.lstsq(rows, values * np.sqrt(weights), rcond=None)[0]
+    np.testing.assert_allclose(slope.numpy('v'), expected[:3], rtol=1e-3, atol=1e-4)
+    assert float(offset) == pytest.approx(expected[3], rel=1e-3, abs=1e-4)
+
+
+def test_fit_hyperplane_refuses_what_is_not_a_set_of_points():
+    x = math.zeros(instance(p=5), channel(v=2))
+    with pytest.raises(ValueError, match='point_dim'):
+        math.fit_hyperplane(x, math.zeros(instance(p=5)), point_dim='q')
+    with pytest.raises(ValueError, match='one channel dim'):
+        math.fit_hyperplane(math.zeros(instance(p=5)), math.zeros(instance(p=5)))
+    with pytest.raises(ValueError, match="components' dim"):
+        math.fit_hyperplane(x, x)
