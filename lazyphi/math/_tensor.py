@@ -377,6 +377,9 @@ class Tensor:
     def __pow__(self, other):
         return _binary(self, other, POW)
 
+    def __rpow__(self, other):
+        return _binary_r(self, other, POW)
+
     def __matmul__(self, other):
         """`self @ other`: the matrix product, summing each dual dim `~d` of `self` with the dim `d` of `other`.
 
@@ -411,9 +414,6 @@ class Tensor:
                                      f'one non-batch, non-dual dim of size {duals.volume} to pair with them all')
         packed = self if duals.rank == 1 else _math.pack_dims(self, duals.names, _math.dual('_matmul'))
         return _math.dot(packed, packed.shape.dual.names, other, candidates.names)
-
-    def __rpow__(self, other):
-        return _binary_r(self, other, POW)
 
     def __eq__(self, other):  # element-wise, as for arrays (see `equality_by_ref` for other meanings)
         mode = EQUALITY_MODE.get()
