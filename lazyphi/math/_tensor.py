@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from .. import math as _math  # the operations Tensor's methods build on; resolved when a method runs
-from .._errors import DimNotFound, IncompatibleShapes
+from .._errors import DimNotFound
 from ..backend import (
     NUMPY,
     Backend,
@@ -381,39 +381,8 @@ class Tensor:
         return _binary_r(self, other, POW)
 
     def __matmul__(self, other):
-        """`self @ other`: the matrix product, summing each dual dim `~d` of `self` with the dim `d` of `other`.
-
-        Where `other` has none of those dims but exactly one non-batch, non-dual dim, all dual dims of `self`
-        (packed in their order) pair with that one. Without dual dims, `self` pairs the channel dims it shares with
-        `other` (a dot product) where it has some, and else multiplies element-wise when it shares no dims but
-        batch ones.
-
-        Raises:
-            TypeError: `other` is not a Tensor.
-            IncompatibleShapes: nothing of `other` pairs with the dual dims of `self`, or paired sizes differ.
-        """
-        if not isinstance(other, Tensor):
-            raise TypeError(f'`@` needs two tensors but got {type(other).__name__} on the right of a tensor '
-                            f'{self.shape}')
-        duals = self.shape.dual
-        if not duals:
-            shared = self.shape.channel.only(other.shape.channel.names)
-            if shared:
-                return _math.dot(self, shared.names, other, shared.names)
-            if self.shape.primal.only(other.shape.names):
-                raise IncompatibleShapes(f'{self.shape} @ {other.shape}: the left tensor has no dual dims to pair '
-                                         f'and shares dims that are not channel dims with the right one')
-            return self * other
-        primal = other.shape.only(duals.as_batch().names, reorder=True)
-        if primal:
-            return _math.dot(self, primal.as_dual().names, other, primal.names)
-        candidates = other.shape.non_batch.non_dual
-        if candidates.rank != 1 or candidates.size != duals.volume:
-            raise IncompatibleShapes(f'{self.shape} @ {other.shape}: the right tensor has none of the dims '
-                                     f'{duals.as_batch().names} that pair with the dual dims of the left one, nor '
-                                     f'one non-batch, non-dual dim of size {duals.volume} to pair with them all')
-        packed = self if duals.rank == 1 else _math.pack_dims(self, duals.names, _math.dual('_matmul'))
-        return _math.dot(packed, packed.shape.dual.names, other, candidates.names)
+        """`self @ other`, the matrix product of named dims: see `lazyphi.math._vectors.matmul`."""
+        return _math._vectors.matmul(self, other)
 
     def __eq__(self, other):  # element-wise, as for arrays (see `equality_by_ref` for other meanings)
         mode = EQUALITY_MODE.get()

@@ -10,12 +10,12 @@ import numpy as np
 
 from .._errors import IncompatibleShapes
 from ..backend import NUMPY, combine_types, convert
-from ._dims import channel, non_batch
+from ._dims import channel, dual, non_batch
 from ._elementwise import FLOAT_FUNCTIONS, IS_FINITE, MAXIMUM, SIGN, where
 from ._ops import abs_square
 from ._reductions import REDUCTIONS
 from ._shape import ShapeDtype, merge_shapes, resolve_dims
-from ._structure import stack_tensors
+from ._structure import pack_tensor_dims, stack_tensors
 from ._tensor import ALONG, NUMBER_TYPES, Dense, Op, Tensor, as_tensor, auto_cast, common_backend, dims_in, dispatch
 from ._tree import tree_map
 
@@ -85,6 +85,42 @@ def dot(x: Tensor, x_dims, y: Tensor, y_dims) -> Tensor:
     if clash:
         raise IncompatibleShapes(f'dot(): y has dims {clash} that x contracts; rename them first')
     return dispatch(DOT, (x, y), (x_names, _dot_result, y_names))
+
+
+def matmul(x: Tensor, y) -> Tensor:
+    """`x @ y` (`Tensor.__matmul__`): the matrix product, summing each dual dim `~d` of `x` with `d` of `y`.
+
+    Where `y` has none of those dims but exactly one non-batch, non-dual dim, all dual dims of `x`
+    (packed in their order) pair with that one. Without dual dims, `x` pairs the channel dims it shares with
+    `y` (a dot product) where it has some, and else multiplies element-wise when it shares no dims but
+    batch ones.
+
+    Raises:
+        TypeError: `y` is not a Tensor.
+        IncompatibleShapes: nothing of `y` pairs with the dual dims of `x`, or paired sizes differ.
+    """
+    if not isinstance(y, Tensor):
+        raise TypeError(f'`@` needs two tensors but got {type(y).__name__} on the right of a tensor '
+                        f'{x.shape}')
+    duals = x.shape.dual
+    if not duals:
+        shared = x.shape.channel.only(y.shape.channel.names)
+        if shared:
+            return dot(x, shared.names, y, shared.names)
+        if x.shape.primal.only(y.shape.names):
+            raise IncompatibleShapes(f'{x.shape} @ {y.shape}: the left tensor has no dual dims to pair '
+                                     f'and shares dims that are not channel dims with the right one')
+        return x * y
+    primal = y.shape.only(duals.as_batch().names, reorder=True)
+    if primal:
+        return dot(x, primal.as_dual().names, y, primal.names)
+    candidates = y.shape.non_batch.non_dual
+    if candidates.rank != 1 or candidates.size != duals.volume:
+        raise IncompatibleShapes(f'{x.shape} @ {y.shape}: the right tensor has none of the dims '
+                                 f'{duals.as_batch().names} that pair with the dual dims of the left one, nor '
+                                 f'one non-batch, non-dual dim of size {duals.volume} to pair with them all')
+    packed = x if duals.rank == 1 else pack_tensor_dims(x, duals.names, dual('_matmul'))
+    return dot(packed, packed.shape.dual.names, y, candidates.names)
 
 
 def _tree_sum(values: list) -> Tensor:
