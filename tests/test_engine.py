@@ -430,18 +430,24 @@ def test_dask_counts_a_tensors_memory():
     assert sizeof(math.ones(spatial(x=8), dtype=DType(int, 64))) == 64
 
 
+def _recorded_submissions(client) -> list:
+    """The list that each graph `client.get` is given from now on is appended to, as a dict of its tasks."""
+    sent = []
+    original = client.get
+
+    def recording_get(graph, keys, **kwargs):
+        sent.append(graph if isinstance(graph, dict) else dict(graph.__dask_graph__()))
+        return original(graph, keys, **kwargs)
+    client.get = recording_get
+    return sent
+
+
 def test_large_inputs_are_scattered_to_a_cluster_not_sent_in_the_graph():
     distributed = pytest.importorskip('distributed')
     w = _big_input()
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=':0') as cl, \
             distributed.Client(cl) as client:
-        sent = []
-        original = client.get
-
-        def recording_get(graph, keys, **kwargs):
-            sent.append(graph if isinstance(graph, dict) else dict(graph.__dask_graph__()))
-            return original(graph, keys, **kwargs)
-        client.get = recording_get
+        sent = _recorded_submissions(client)
         weights = math.expand(w.weights, spatial(z=16)) * 1.0  # 1.25 MiB, no block dim: scattered whole
         for _ in range(2):  # the same plan twice in a row: its graph keys repeat, the scattered data's do not
             again = Weighted(w.data, weights)
@@ -465,13 +471,7 @@ def test_small_inputs_travel_on_a_cluster_inside_the_tasks_that_read_them():
     shared = math.expand(w.weights, spatial(z=4)) * 1.0  # 320 KiB read by each of the 4 blocks: 1.25 MiB of copies
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=':0') as cl, \
             distributed.Client(cl) as client:
-        sent = []
-        original = client.get
-
-        def recording_get(graph, keys, **kwargs):
-            sent.append(graph if isinstance(graph, dict) else dict(graph.__dask_graph__()))
-            return original(graph, keys, **kwargs)
-        client.get = recording_get
+        sent = _recorded_submissions(client)
         for weights, inside in ((w.weights, True), (shared, False)):
             sent.clear()
             again = Weighted(w.data, weights)
