@@ -528,6 +528,47 @@ def test_inputs_and_results_skip_the_scheduler_on_a_cluster_of_this_machine(proc
         assert {flag for _, flag in calls} == {direct}
 
 
+def test_a_runs_keys_are_released_after_the_next_graph_is_sent_or_soon_after_the_run(monkeypatch):
+    """Released at the end of a run, the keys would open the client's 10 ms batching window, and a graph
+    submitted right after would wait in it."""
+    distributed = pytest.importorskip('distributed')
+    from lazyphi.parallel import _cluster
+    monkeypatch.setattr(_cluster, 'RELEASE_AFTER', 60.0)  # longer than this test: only a submission releases
+    w = _big_input()
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=':0') as cl, \
+            distributed.Client(cl) as client:
+        messages = []
+        original = client.scheduler_comm.send
+
+        def recording(message):
+            messages.append(message)
+            return original(message)
+        client.scheduler_comm.send = recording
+        weights = math.expand(w.weights, spatial(z=16)) * 1.0  # 1.25 MiB, no block dim: scattered whole
+        for _ in range(2):
+            again = Weighted(w.data, weights)
+            parallel_compute(again, [Weighted.weighted], scheduler=client, block_size=4, progress=False)
+            math.assert_close(again.weighted, w.data * weights)
+        ended = len(messages)
+        first, second = [i for i, m in enumerate(messages) if m['op'] == 'update-graph']
+
+        def released(since: int, until: int) -> set:
+            return {key for m in messages[since:until] if m['op'] == 'client-releases-keys' for key in m['keys']}
+        assert not released(0, second)
+        # the first run's results and its scattered weights, once the second run's graph was sent
+        assert released(second, ended) > messages[first]['keys']
+        assert len(released(second, ended) - messages[first]['keys']) == 1
+        assert messages[second]['keys'] <= set(client.who_has())  # still held
+
+        monkeypatch.setattr(_cluster, 'RELEASE_AFTER', 0.05)
+        again = Weighted(w.data, weights)
+        parallel_compute(again, [Weighted.weighted], scheduler=client, block_size=4, progress=False)
+        deadline = time.monotonic() + 30
+        while client.who_has() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not client.who_has()  # the last run's too, with no run after it, soon after it ended
+
+
 def test_a_scheduler_on_another_host_gets_the_data_to_relay_unless_the_client_says_otherwise():
     from types import SimpleNamespace
 
