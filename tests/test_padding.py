@@ -130,5 +130,74 @@ def test_convolve_in_2d_with_batch_and_channels():
     box = sum(np.roll(np.roll(np.arange(40.).reshape(2, 5, 4), i, 1), j, 2) for i in (-1, 0, 1) for j in (-1, 0, 1))
     np.testing.assert_allclose(result.out[0].numpy('b,x,y'), box)
     np.testing.assert_allclose(result.out[1].numpy('b,x,y'), 0, atol=1e-9)
-    with pytest.raises(NotImplementedError, match='strides'):
-        math.convolve(values, kernel, strides=2)
+
+
+def _strided_size(size_mode, n: int, k: int, step: int) -> int:
+    return {'same': -(-n // step), 'valid': -(-(n - k + 1) // step), 'full': (n + k - 1) // step}[size_mode]
+
+
+@given(size=st.integers(4, 9), kernel=st.lists(st.integers(-2, 2), min_size=1, max_size=4),
+       step=st.integers(2, 3), size_mode=st.sampled_from(['valid', 'same', 'full']))
+@SETTINGS
+def test_strided_convolve_is_numpys_correlation_of_the_padded_values_every_stride(size, kernel, step, size_mode):
+    values = np.arange(size) ** 2 % 7
+    k = len(kernel)
+    out = _strided_size(size_mode, size, k, step)
+    padding = max(0, step * (out - 1) + k - size)
+    expected = np.correlate(np.pad(values, (padding // 2, padding - padding // 2)), np.asarray(kernel), 'valid')[::step]
+    result = math.convolve(wrap(values, spatial('x')), wrap(kernel, spatial('x')), size_mode, 0, strides=step)
+    np.testing.assert_array_equal(result.numpy('x'), expected[:out])
+
+
+@given(n_in=st.integers(3, 10), k=st.integers(1, 4), step=st.integers(1, 3), extra=st.integers(0, 2),
+       seed=st.integers(0, 99))
+@SETTINGS
+def test_the_transposed_convolution_is_the_adjoint_of_the_strided_one(n_in, k, step, extra, seed):
+    n_out = max(1, -(-(n_in - k) // step) + 1) + extra  # enough outputs that the padding is not negative
+    rng = np.random.default_rng(seed)
+    x, y, kernel = (wrap(rng.normal(size=n), spatial('x')) for n in (n_in, n_out, k))
+    forward = math.convolve(x, kernel, spatial(x=n_out), 0, strides=step)
+    backward = math.convolve(y, kernel, spatial(x=n_in), strides=step, transpose=True)
+    assert forward.shape.get_size('x') == n_out and backward.shape.get_size('x') == n_in
+    np.testing.assert_allclose(float(math.sum(forward * y)), float(math.sum(x * backward)), rtol=1e-4, atol=1e-4)
+
+
+def test_strided_and_transposed_convolution_as_phimls_examples_print_them():
+    for size, out_size in zip([256, 257, 258, 259], [136, 137, 137, 138], strict=True):
+        t = math.convolve(math.srange(x=size), math.srange(x=18), 'full', 0, strides=2)
+        assert t.shape.size == out_size and t.numpy()[:4].tolist() == [17, 98, 235, 420]
+    for size, out_size in zip([256, 257, 258, 259], [136, 136, 137, 137], strict=True):
+        t = math.convolve(math.srange(x=size), math.srange(x=17), 'full', 0, strides=2)
+        assert t.shape.size == out_size and t.numpy()[:4].tolist() == [16, 92, 220, 392]
+    same = math.convolve(math.srange(x=100), math.srange(x=9), 'same', transpose=True)
+    assert same.shape.size == 100 and same.numpy()[:4].tolist() == [10, 20, 35, 56]
+    full = math.convolve(math.srange(x=100), math.srange(x=9), 'full', transpose=True)
+    assert full.shape.size == 92 and full.numpy()[:4].tolist() == [84, 120, 156, 192]
+    for size, out_size in zip([136, 137, 137, 138], [256, 258, 258, 260], strict=True):
+        t = math.convolve(math.srange(x=size), math.srange(x=18), 'full', strides=2, transpose=True)
+        assert t.shape.size == out_size and t.numpy()[:4].tolist() == [168, 204, 240, 285]
+
+
+def test_strides_per_dim_in_2d_with_channels():
+    values = wrap(np.arange(6 * 5.).reshape(6, 5), spatial('x,y')) * wrap([1., -1.], channel(vector='p,q'))
+    kernel = wrap(np.ones((2, 3)), spatial('x,y')) * wrap([1., 1.], dual(vector='p,q'))
+    result = math.convolve(values, kernel, 'valid', strides={'x': 2})
+    assert result.shape.sizes == (3, 3)
+    np.testing.assert_allclose(result.numpy('x,y'), 0)
+    plain = math.convolve(values.vector['p'], math.ones(spatial(x=2, y=3)), 'valid', strides={'x': 2})
+    windows = np.lib.stride_tricks.sliding_window_view(np.arange(30.).reshape(6, 5), (2, 3)).sum(axis=(2, 3))
+    np.testing.assert_allclose(plain.numpy('x,y'), windows[::2])
+
+
+@pytest.mark.parametrize('arguments, message', [
+    ({'strides': 0}, 'positive ints'), ({'strides': 1.5}, 'positive ints'), ({'strides': True}, 'positive ints'),
+    ({'strides': {'z': 2}}, 'not convolved'), ({'size': 'wide'}, "'same', 'valid', 'full'"),
+    ({'size': spatial(y=3)}, "lacks the convolved dim 'x'"), ({'size': 'valid', 'transpose': True}, 'transposed'),
+    ({'extrapolation': 1, 'transpose': True}, 'zeros only'),
+    ({'size': 'valid', 'strides': 2, 'kernel': 9}, 'no output'),
+])
+def test_convolve_names_bad_arguments(arguments, message):
+    arguments = dict(arguments)  # shared by the backends' runs
+    kernel = math.ones(spatial(x=arguments.pop('kernel', 3)))
+    with pytest.raises(ValueError, match=message):
+        math.convolve(wrap(np.arange(5.), spatial('x')), kernel, **arguments)

@@ -400,6 +400,8 @@ OPERATIONS = {
     'pad': lambda t: math.pad(t, {'x': (1, 2)}, math.extrapolation.PERIODIC),
     'shift': lambda t: math.shift(t, (-1, 1))[1], 'slice_off': lambda t: math.slice_off(t, {'x': 0}),
     'convolve': lambda t: math.convolve(t, math.wrap([1, 2, 1], 'x:s'), 'same', math.extrapolation.ZERO_GRADIENT),
+    'convolve strided': lambda t: math.convolve(t, math.wrap([1, 2, 1], 'x:s'), 'full', strides=2),
+    'convolve transposed': lambda t: math.convolve(t, math.wrap([1, 2, 1], 'x:s'), strides={'x': 2}, transpose=True),
     # vectors and losses
     'l1_loss': math.l1_loss, 'l2_loss': math.l2_loss,
     'norm': lambda t: math.norm(t, 'x'), 'vec_length': lambda t: math.vec_length(t, 'x'),

@@ -10,14 +10,15 @@ import itertools
 from collections.abc import Sequence
 
 from .._errors import IncompatibleShapes
+from ._creation import zeros_like
 from ._dims import channel, shape, spatial
 from ._items import normalize_selection
-from ._magic_ops import stack
+from ._magic_ops import pack_dims, stack
 from ._reductions import REDUCTIONS
 from ._shape import Shape, resolve_dims
 from ._structure import rename_tensor_dims, stack_tensors
 from ._tensor import Tensor, as_tensor, dims_in
-from .extrapolation import ZERO_GRADIENT, Extrapolation, as_extrapolation
+from .extrapolation import ZERO, ZERO_GRADIENT, Extrapolation, as_extrapolation
 
 SHIFT_DIM = channel('shift')
 
@@ -231,51 +232,136 @@ def convolve(value: Tensor, kernel: Tensor, size='same', extrapolation=0, dims=s
              transpose: bool = False) -> Tensor:
     """The cross-correlation of `value` with `kernel` along the kernel's spatial dims (no kernel flip).
 
-    Entry i of the result is the sum over kernel positions j of `kernel[j] * value[i + j - c]`, where the
-    centre c is `k // 2` for constant padding and `(k - 1) // 2` for other extrapolations (as phiml).
-    Dual dims of `kernel` are summed against the dims of `value` of the same name without the `~`;
+    Entry i of the result is the sum over kernel positions j of `kernel[j] * value[i * stride + j - c]`. With
+    stride 1 and a size by name, the centre c is `k // 2` for constant padding and `(k - 1) // 2` for other
+    extrapolations (as phiml). Otherwise the padding p that the output size needs, `stride * (out - 1) + k -
+    size` (none if that is negative), is split `p // 2` below and the rest above, as phiml's PyTorch backend
+    does. Dual dims of `kernel` are summed against the dims of `value` of the same name without the `~`;
     other dims of either are batch dims (shared ones matched by name).
 
     Args:
         value: the values.
         kernel: the weights along its spatial dims (those selected by `dims`).
-        size: 'same' (the size of `value`), 'valid' (only where the kernel fits without padding) or
-            'full' (every position where the kernel touches a value).
+        size: the output size along each convolved dim: 'same' (`ceil(size / stride)`), 'valid' (only where the
+            kernel fits without padding, `ceil((size - k + 1) / stride)`), 'full' (`(size + k - 1) // stride`), or
+            a Shape naming the sizes. Transposed: 'same' is `size * stride` and 'full' is
+            `(size + 1) * stride - k`, as in phiml; 'valid' has no transposed form.
         extrapolation: the values beyond the edges (a number, tensor or Extrapolation); None gives 'valid'.
+            A transposed convolution pads with zeros only.
         dims: which spatial dims of the kernel to convolve along.
-        strides: only 1; larger strides are not supported.
-        transpose: only False; transposed convolution is not supported.
+        strides: the step between neighbouring windows: an int for every convolved dim, or `{dim: step}` (other
+            dims 1).
+        transpose: the transposed convolution, the adjoint of the strided one: entry o is the sum of
+            `value[i] * kernel[j]` over all i, j with `i * stride + j = o + c`, where `c` centres the output in
+            the `(size - 1) * stride + k` entries that the kernel reaches.
+
+    Raises:
+        ValueError: an unknown `size`, a stride that is not a positive int or names a dim not convolved, an
+            output of no entries, or `transpose` with an extrapolation other than zero.
     """
     value, kernel = as_tensor(value), as_tensor(kernel)
-    if strides != 1 or transpose:
-        raise NotImplementedError(f'convolve(): strides={strides!r} and transpose={transpose!r} are not supported; '
-                                  f'only strides=1 without transpose')
-    if not isinstance(size, str) or size not in ('same', 'valid', 'full'):
-        raise ValueError(f"convolve(): size must be 'same', 'valid' or 'full', got {size!r}")
+    if not isinstance(size, Shape) and (not isinstance(size, str) or size not in ('same', 'valid', 'full')):
+        raise ValueError(f"convolve(): size must be 'same', 'valid', 'full' or a Shape of output sizes, got {size!r}")
     conv = tuple(n for n in dims_in(kernel.shape, dims) if kernel.shape.get_type(n) == 'spatial')
     missing = [n for n in conv if n not in value.shape.names]
     if missing:
         raise IncompatibleShapes(f'convolve(): the kernel {kernel.shape} runs along {missing}, which the value '
                                  f'{value.shape} lacks')
-    if extrapolation is None:
+    steps = _steps(strides, conv)
+    if transpose:
+        return _convolve_transposed(value, kernel, conv, steps, size, extrapolation)
+    if extrapolation is None and isinstance(size, str):
         size = 'valid'
     mode = as_extrapolation(0 if extrapolation is None else extrapolation)
     constant = type(mode).__name__ == 'ConstantExtrapolation'
-    widths = {}
+    widths, out = {}, {}
     for n in conv:
-        k = kernel.shape.get_size(n)
-        if size == 'same':
-            widths[n] = (k // 2, (k - 1) // 2) if constant else ((k - 1) // 2, k // 2)
-        elif size == 'full':
-            widths[n] = (k - 1, k - 1)
-    padded = mode.pad(value, widths) if widths else value
-    out = {n: padded.shape.get_size(n) - kernel.shape.get_size(n) + 1 for n in conv}
-    contracted = tuple(n for n in kernel.shape.dual.names if n[1:] in value.shape.names)
-    primal = value.shape.only([n[1:] for n in contracted], reorder=True)
+        n_in, k, step = value.shape.get_size(n), kernel.shape.get_size(n), steps[n]
+        if isinstance(size, str) and step == 1:
+            widths[n] = {'valid': (0, 0), 'full': (k - 1, k - 1),
+                         'same': (k // 2, (k - 1) // 2) if constant else ((k - 1) // 2, k // 2)}[size]
+            out[n] = n_in + sum(widths[n]) - k + 1
+        else:
+            out[n] = _output_size(size, n, n_in, k, step)
+            padding = max(0, step * (out[n] - 1) + k - n_in)
+            widths[n] = (padding // 2, padding - padding // 2)
+    _check_sizes(out, value, kernel, size)
+    widths = {n: w for n, w in widths.items() if w != (0, 0)}
+    return _correlate(mode.pad(value, widths) if widths else value, kernel, conv, out, steps)
+
+
+def _steps(strides, conv: tuple) -> dict:
+    """{dim: step} for the convolved dims `conv` from `convolve`'s `strides`."""
+    if isinstance(strides, dict):
+        unknown = [n for n in strides if n not in conv]
+        if unknown:
+            raise ValueError(f'convolve(): strides name {unknown}, which are not convolved; the convolved dims are '
+                             f'{list(conv)}')
+        steps = {n: strides.get(n, 1) for n in conv}
+    else:
+        steps = dict.fromkeys(conv, strides)
+    bad = {n: st for n, st in steps.items() if isinstance(st, bool) or not isinstance(st, int) or st < 1}
+    if bad:
+        raise ValueError(f'convolve(): strides must be positive ints (one for all dims or a dict per dim), got {bad}')
+    return steps
+
+
+def _output_size(size, dim: str, n_in: int, k: int, step: int, transpose: bool = False) -> int:
+    """The output size along `dim` that `convolve`'s `size` gives (see there)."""
+    if isinstance(size, Shape):
+        if dim not in size.names:
+            raise ValueError(f'convolve(): size {size} lacks the convolved dim {dim!r}')
+        return size.get_size(dim)
+    if transpose:
+        if size == 'valid':
+            raise ValueError("convolve(): size='valid' has no transposed form; use 'same', 'full' or a Shape")
+        return n_in * step if size == 'same' else (n_in + 1) * step - k
+    if size == 'same':
+        return -(-n_in // step)
+    if size == 'valid':
+        return -(-(n_in - k + 1) // step)
+    return (n_in + k - 1) // step
+
+
+def _check_sizes(out: dict, value: Tensor, kernel: Tensor, size) -> None:
+    empty = [n for n, o in out.items() if o < 1]
+    if empty:
+        raise ValueError(f'convolve(): size={size!r} leaves no output along {empty} for the value {value.shape} and '
+                         f'the kernel {kernel.shape}')
+
+
+def _convolve_transposed(value: Tensor, kernel: Tensor, conv: tuple, steps: dict, size, extrapolation) -> Tensor:
+    """`convolve(..., transpose=True)`: `value` spread `steps` apart with zeros between, correlated with the
+    flipped kernel, and cut (or padded with zeros) to the output size around the centre of what the kernel
+    reaches."""
+    if extrapolation is not None and as_extrapolation(extrapolation) != ZERO:
+        raise ValueError(f'convolve(): transpose=True pads with zeros only, got extrapolation={extrapolation!r}')
+    out = {n: _output_size(size, n, value.shape.get_size(n), kernel.shape.get_size(n), steps[n], True) for n in conv}
+    _check_sizes(out, value, kernel, size)
+    spread, widths = value, {}
+    for n in conv:
+        k, step = kernel.shape.get_size(n), steps[n]
+        if step > 1:
+            gaps = [zeros_like(spread)] * (step - 1)
+            spread = pack_dims(stack_tensors([spread, *gaps], channel('_gaps')), (n, '_gaps'), spatial(n))
+            spread = spread[{n: slice(0, spread.shape.get_size(n) - step + 1)}]
+        n_spread = spread.shape.get_size(n)
+        lower = k - 1 - (n_spread + k - 1 - out[n]) // 2
+        widths[n] = (lower, out[n] + k - 1 - n_spread - lower)
+    flipped = kernel[{n: slice(None, None, -1) for n in conv}]
+    return _correlate(pad(spread, widths, 0), flipped, conv, out, dict.fromkeys(conv, 1))
+
+
+def _correlate(padded: Tensor, kernel: Tensor, conv: tuple, out: dict, steps: dict) -> Tensor:
+    """The `out` windows of `padded`, `steps` apart, weighted by `kernel` and summed (dual dims of the kernel
+    against the value's dims of the same name)."""
+    contracted = tuple(n for n in kernel.shape.dual.names if n[1:] in padded.shape.names)
+    primal = padded.shape.only([n[1:] for n in contracted], reorder=True)
     weights = rename_tensor_dims(kernel, contracted, primal) if contracted else kernel
     result = None
     for position in itertools.product(*[range(kernel.shape.get_size(n)) for n in conv]):
-        window = padded[{n: slice(j, j + out[n]) for n, j in zip(conv, position, strict=True)}]
+        window = padded[{n: slice(j, j + steps[n] * (out[n] - 1) + 1, steps[n])
+                         for n, j in zip(conv, position, strict=True)}]
         term = window * weights[dict(zip(conv, position, strict=True))]
         result = term if result is None else result + term
     if contracted:
