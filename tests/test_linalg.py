@@ -1,4 +1,4 @@
-"""Matrices over named dims: `@`, `svd` and `fit_hyperplane`, on every backend, against NumPy's linear algebra."""
+"""Matrices over named dims: `@`, `svd`, `fit_hyperplane` and `matrix_from_function`, on every backend."""
 
 import numpy as np
 import pytest
@@ -127,3 +127,57 @@ def test_fit_hyperplane_refuses_what_is_not_a_set_of_points():
         math.fit_hyperplane(math.zeros(instance(p=5)), math.zeros(instance(p=5)))
     with pytest.raises(ValueError, match="components' dim"):
         math.fit_hyperplane(x, x)
+
+
+# --- matrix_from_function ------------------------------------------------------------------------------------
+
+def test_matrix_from_function_as_phimls_example_prints_it(backend):
+    def f(x):
+        return math.rename_dims(x, 'x', 'y')
+    mat, _ = math.matrix_from_function(f, math.zeros(spatial(x=3)))
+    assert dual(mat) == dual(x=3) and spatial(mat) == spatial(y=3)
+    np.testing.assert_array_equal(mat.numpy('y,~x'), np.eye(3))
+
+
+@pytest.mark.parametrize('sparsify_batch', [None, True])
+def test_the_matrix_and_bias_of_an_affine_function_give_its_values_back(backend, sparsify_batch):
+    kernel = math.tensor(RNG.normal(size=3), spatial('x'))
+    weights = math.tensor(RNG.normal(size=(2, 4)), channel('c'), channel('vector'))
+
+    def affine(u, scale, offset=0.):
+        return math.convolve(u, kernel, 'same', 0) @ weights * scale + offset
+
+    u = math.tensor(RNG.normal(size=(2, 6, 4)), batch('b'), spatial('x'), channel('vector'))
+    matrix, bias = math.matrix_from_function(affine, u, 3., offset=math.tensor([1., -1.], channel('c')),
+                                             sparsify_batch=sparsify_batch)
+    assert set(dual(matrix).names) == ({'~b'} if sparsify_batch else set()) | {'~x', '~vector'}
+    assert 'b' in matrix.shape.names
+    expected = affine(u, 3., math.tensor([1., -1.], channel('c')))
+    math.assert_close(matrix @ u + bias, expected, rel_tolerance=1e-4, abs_tolerance=1e-4)
+    # the matrix acts on any input of that shape: it depends on the function only
+    other = math.tensor(RNG.normal(size=(2, 6, 4)), batch('b'), spatial('x'), channel('vector'))
+    math.assert_close(matrix @ other + bias, affine(other, 3., math.tensor([1., -1.], channel('c'))),
+                      rel_tolerance=1e-4, abs_tolerance=1e-4)
+
+
+def test_auxiliary_args_name_the_arguments_passed_on_as_given(backend):
+    def f(coefficients, x):
+        return x * coefficients
+    c = math.tensor([2., 3.], spatial('x'))
+    matrix, bias = math.matrix_from_function(f, c, math.ones(spatial(x=2)), auxiliary_args='coefficients')
+    np.testing.assert_allclose(matrix.numpy('x,~x'), np.diag([2., 3.]))
+    np.testing.assert_allclose(bias.numpy('x'), 0)
+
+
+@pytest.mark.parametrize('call, error, message', [
+    (lambda f, x: math.matrix_from_function(f, x, x, auxiliary_args=''), ValueError, 'exactly one argument'),
+    (lambda f, x: math.matrix_from_function(f, 1.), ValueError, 'must be a Tensor'),
+    (lambda f, x: math.matrix_from_function(f, x, auxiliary_args=['y']), TypeError, 'comma-separated str'),
+    (lambda f, x: math.matrix_from_function(f, x, x, x), TypeError, '3 positional arguments'),
+    (lambda f, x: math.matrix_from_function(f, math.zeros(dual(x=2))), ValueError, 'dual dims already'),
+])
+def test_matrix_from_function_names_bad_arguments(call, error, message):
+    def f(x, y=None):
+        return x * 2
+    with pytest.raises(error, match=message):
+        call(f, math.zeros(spatial(x=2)))

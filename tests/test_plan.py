@@ -424,6 +424,7 @@ OPERATIONS = {
     'reshaped_native': lambda t: math.reshaped_native(t, ['example', 'x,y']),
     'svd': lambda t: math.svd(t, 'x', 'y')[1],
     'fit_hyperplane': lambda t: math.fit_hyperplane(math.stack([t, t * 2], channel('vector')), t * 3, 'y')[0],
+    'matrix_from_function': lambda t: math.matrix_from_function(lambda x: math.sum(x, 'y'), t)[0],
     'reshaped_numpy': lambda t: math.reshaped_numpy(t, ['example', 'x,y']),
     'close': lambda t: math.close(t, t), 'equal': lambda t: math.equal(t, t),
     'always_close': lambda t: t * math.always_close(t, t),

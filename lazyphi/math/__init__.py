@@ -113,7 +113,7 @@ from ._gather_scatter import (
 )
 from ._kinds import Expanded, Stacked
 from ._layout import Layout, layout
-from ._linalg import fit_hyperplane, svd
+from ._linalg import fit_hyperplane, matrix_from_function, svd
 from ._magic_ops import (
     b2i,
     c2b,
@@ -548,6 +548,7 @@ __all__ = [
     'map_i2b',
     'map_s2b',
     'map_types',
+    'matrix_from_function',
     'max',
     'max_',
     'maximum',

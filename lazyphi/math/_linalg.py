@@ -1,4 +1,4 @@
-"""Matrix decompositions and fits over named dims: `svd` and `fit_hyperplane`.
+"""Matrices over named dims: `svd`, `fit_hyperplane` and `matrix_from_function`.
 
 Both lay their tensors out as a batch of matrices, one axis each for the batch, the rows and the columns
 (`reshaped_native`, each axis packing the dims of one group), hand them to the backend (`svd`,
@@ -8,19 +8,21 @@ of non-uniform length too: the rows of all slices form one matrix, whose latent 
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import warnings
 
-from ..backend import convert
+from ..backend import DType, convert, get_precision
 from ._conversion import reshaped_native
-from ._creation import reshaped_tensor
-from ._dims import channel, instance, merge_shapes, non_batch, parse_dim_spec
-from ._magic_ops import expand, stack
-from ._ops import sqrt
+from ._creation import range_tensor, reshaped_tensor, zeros_like
+from ._dims import batch, channel, instance, merge_shapes, non_batch, parse_dim_spec
+from ._magic_ops import expand, rename_dims, stack
+from ._ops import cast, sqrt
 from ._shape import Shape
 from ._tensor import Tensor, as_tensor, dims_in
 
 SINGULAR = channel('singular')  # the latent dim of `svd` by default
+_COLUMN = '_column_of_'  # prefix of the batch dims numbering the basis vectors in `matrix_from_function`
 
 
 def svd(x, feature_dim=channel, list_dim=None, latent_dim=SINGULAR, full_matrices: bool = False):
@@ -134,3 +136,61 @@ def fit_hyperplane(x, y, point_dim=instance, weights=1.):
     solution = backend.matrix_solve_least_squares(matrix, rhs)[0]
     return (reshaped_tensor(solution[:, :-1, 0], [fits, components], convert=False),
             reshaped_tensor(solution[:, -1, 0], [fits], convert=False))
+
+
+def matrix_from_function(f, *args, auxiliary_args: str | None = None, auto_compress: bool = False,
+                         sparsify_batch: bool | None = None, separate_independent: bool = False,
+                         **kwargs) -> tuple[Tensor, Tensor]:
+    """The matrix and bias of `f`, a function affine in one tensor argument: `f(x) = matrix @ x + bias`.
+
+    The matrix is dense: it is `f` applied to the identity (one basis vector per element of `x`, numbered by
+    batch dims of their own, which `f` maps like any batch dim) minus the bias, `f` applied to zeros; the
+    numbering dims then become the dual dims `~d` of the dims `d` of the input. The other dims are those of the
+    output, so `matrix @ x + bias` equals `f(x)`. It takes memory for every pair of input and output elements
+    (phiml builds a sparse matrix).
+
+    Args:
+        f: the function; it is called twice, with keyword arguments.
+        *args: the arguments of `f`, by position; with `**kwargs`, exactly one of those not named in
+            `auxiliary_args` must be a tensor: the one `f` is affine in.
+        auxiliary_args: comma-separated names of the parameters `f` is not affine in, passed on as given;
+            None: all but the first.
+        auto_compress: accepted for phiml's signature; the matrix is dense.
+        sparsify_batch: True: the batch dims of the input become dual dims of the matrix (one matrix over
+            all batch entries); False or None: the matrix keeps them as batch dims (a matrix per entry).
+        separate_independent: accepted for phiml's signature; no effect on a dense matrix.
+        **kwargs: the keyword arguments of `f`.
+
+    Returns:
+        `(matrix, bias)`.
+    """
+    if auxiliary_args is not None and not isinstance(auxiliary_args, str):
+        raise TypeError(f'matrix_from_function(): auxiliary_args must be a comma-separated str or None, got '
+                        f'{auxiliary_args!r}')
+    positional = [p.name for p in inspect.signature(f).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(args) > len(positional):
+        raise TypeError(f'matrix_from_function(): {len(args)} positional arguments for the {len(positional)} '
+                        f'parameters {positional} of {getattr(f, "__name__", f)}')
+    given = {**kwargs, **dict(zip(positional, args, strict=False))}
+    aux = {s.strip() for s in auxiliary_args.split(',') if s.strip()} if isinstance(auxiliary_args, str) \
+        else set(positional[1:])
+    traced = {name: value for name, value in given.items() if name not in aux}
+    if len(traced) != 1 or not isinstance(next(iter(traced.values())), Tensor):
+        raise ValueError(f'matrix_from_function(): exactly one argument outside auxiliary_args must be a Tensor, '
+                         f'the one the function is affine in; got {sorted(traced)}')
+    (name, x), = traced.items()
+    if x.shape.dual:
+        raise ValueError(f'matrix_from_function(): the input {x.shape} has dual dims already; the matrix names its '
+                         f'columns by dual dims')
+    columns = x.shape if sparsify_batch else x.shape.non_batch
+    numbering = batch(**{f'{_COLUMN}{dim}': columns.get_size(dim) for dim in columns.names})
+    identity = None
+    for dim, column in zip(columns.names, numbering.names, strict=True):
+        one = range_tensor(columns.only(dim)) == range_tensor(numbering.only(column))
+        identity = one if identity is None else identity & one
+    dtype = x.dtype if x.dtype.kind in (float, complex) else DType(float, get_precision())
+    basis = expand(cast(identity if identity is not None else True, dtype), x.shape.without(columns))
+    bias = f(**{**given, name: zeros_like(x)})
+    matrix = f(**{**given, name: basis}) - bias
+    return rename_dims(matrix, numbering, columns.as_dual()) if columns else matrix, bias
