@@ -1,9 +1,10 @@
 """Matrices over named dims: `svd`, `fit_hyperplane` and `matrix_from_function`.
 
-Both lay their tensors out as a batch of matrices, one axis each for the batch, the rows and the columns
-(`reshaped_native`, each axis packing the dims of one group), hand them to the backend (`svd`,
+The first two lay their tensors out as a batch of matrices, one axis each for the batch, the rows and the
+columns (`reshaped_native`, each axis packing the dims of one group), hand them to the backend (`svd`,
 `matrix_solve_least_squares`), and name the axes of the results again (`reshaped_tensor`). `svd` takes rows
 of non-uniform length too: the rows of all slices form one matrix, whose latent vectors are split again.
+`matrix_from_function` only calls the function, on the identity and on zeros.
 """
 
 from __future__ import annotations
