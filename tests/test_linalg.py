@@ -139,25 +139,37 @@ def test_matrix_from_function_as_phimls_example_prints_it(backend):
     np.testing.assert_array_equal(mat.numpy('y,~x'), np.eye(3))
 
 
-@pytest.mark.parametrize('sparsify_batch', [None, True])
-def test_the_matrix_and_bias_of_an_affine_function_give_its_values_back(backend, sparsify_batch):
+def test_the_matrix_and_bias_of_an_affine_function_give_its_values_back(backend):
     kernel = math.tensor(RNG.normal(size=3), spatial('x'))
     weights = math.tensor(RNG.normal(size=(2, 4)), channel('c'), channel('vector'))
+    offset = math.tensor([1., -1.], channel('c'))
 
     def affine(u, scale, offset=0.):
         return math.convolve(u, kernel, 'same', 0) @ weights * scale + offset
 
     u = math.tensor(RNG.normal(size=(2, 6, 4)), batch('b'), spatial('x'), channel('vector'))
-    matrix, bias = math.matrix_from_function(affine, u, 3., offset=math.tensor([1., -1.], channel('c')),
-                                             sparsify_batch=sparsify_batch)
-    assert set(dual(matrix).names) == ({'~b'} if sparsify_batch else set()) | {'~x', '~vector'}
-    assert 'b' in matrix.shape.names
-    expected = affine(u, 3., math.tensor([1., -1.], channel('c')))
-    math.assert_close(matrix @ u + bias, expected, rel_tolerance=1e-4, abs_tolerance=1e-4)
+    matrix, bias = math.matrix_from_function(affine, u, 3., offset=offset, debug_checks=True)
+    assert set(dual(matrix).names) == {'~x', '~vector'} and set(matrix.shape.names) - set(dual(matrix).names) == \
+        {'b', 'x', 'c'}
+    math.assert_close(matrix @ u + bias, affine(u, 3., offset), rel_tolerance=1e-4, abs_tolerance=1e-4)
     # the matrix acts on any input of that shape: it depends on the function only
     other = math.tensor(RNG.normal(size=(2, 6, 4)), batch('b'), spatial('x'), channel('vector'))
-    math.assert_close(matrix @ other + bias, affine(other, 3., math.tensor([1., -1.], channel('c'))),
-                      rel_tolerance=1e-4, abs_tolerance=1e-4)
+    math.assert_close(matrix @ other + bias, affine(other, 3., offset), rel_tolerance=1e-4, abs_tolerance=1e-4)
+
+
+def test_debug_checks_catch_a_function_that_is_not_affine(backend):
+    def square(x):
+        return x * x
+    x = math.range(spatial(x=3)) + 1.
+    with pytest.raises(ValueError, match="square is not affine in 'x'"):
+        math.matrix_from_function(square, x, debug_checks=True)
+    math.matrix_from_function(lambda x: x * 2 + 1, x, debug_checks=True)
+
+
+def test_the_target_backend_holds_the_matrix_and_bias():
+    matrix, bias = math.matrix_from_function(lambda x: x * 2, math.ones(spatial(x=3)), target_backend='numpy')
+    assert matrix.backend.name == bias.backend.name == 'numpy'
+    np.testing.assert_array_equal(matrix.numpy('x,~x'), 2 * np.eye(3))
 
 
 def test_auxiliary_args_name_the_arguments_passed_on_as_given(backend):

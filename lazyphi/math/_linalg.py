@@ -14,11 +14,14 @@ import itertools
 import warnings
 
 from ..backend import DType, convert, get_precision
+from ._compare import always_close
 from ._conversion import reshaped_native
+from ._convert import convert as convert_tensors
 from ._creation import range_tensor, reshaped_tensor, zeros_like
 from ._dims import batch, channel, instance, merge_shapes, non_batch, parse_dim_spec
 from ._magic_ops import expand, rename_dims, stack
-from ._ops import cast, sqrt
+from ._ops import abs_, cast, sqrt
+from ._reduce import max_
 from ._shape import Shape
 from ._tensor import Tensor, as_tensor, dims_in
 
@@ -140,26 +143,25 @@ def fit_hyperplane(x, y, point_dim=instance, weights=1.):
 
 
 def matrix_from_function(f, *args, auxiliary_args: str | None = None, auto_compress: bool = False,
-                         sparsify_batch: bool | None = None, separate_independent: bool = False,
-                         **kwargs) -> tuple[Tensor, Tensor]:
+                         target_backend=None, debug_checks: bool = False, **kwargs) -> tuple[Tensor, Tensor]:
     """The matrix and bias of `f`, a function affine in one tensor argument: `f(x) = matrix @ x + bias`.
 
     The matrix is dense: it is `f` applied to the identity (one basis vector per element of `x`, numbered by
     batch dims of their own, which `f` maps like any batch dim) minus the bias, `f` applied to zeros; the
-    numbering dims then become the dual dims `~d` of the dims `d` of the input. The other dims are those of the
-    output, so `matrix @ x + bias` equals `f(x)`. It takes memory for every pair of input and output elements
-    (phiml builds a sparse matrix).
+    numbering dims then become the dual dims `~d` of the non-batch dims `d` of the input. Its other dims are
+    those of the output, batch dims included (a matrix per batch entry), so `matrix @ x + bias` equals `f(x)`.
+    It takes memory for every pair of input and output elements (phiml builds a sparse matrix).
 
     Args:
-        f: the function; it is called twice, with keyword arguments.
+        f: the function; it is called twice (three times with `debug_checks`), with keyword arguments.
         *args: the arguments of `f`, by position; with `**kwargs`, exactly one of those not named in
             `auxiliary_args` must be a tensor: the one `f` is affine in.
         auxiliary_args: comma-separated names of the parameters `f` is not affine in, passed on as given;
             None: all but the first.
         auto_compress: accepted for phiml's signature; the matrix is dense.
-        sparsify_batch: True: the batch dims of the input become dual dims of the matrix (one matrix over
-            all batch entries); False or None: the matrix keeps them as batch dims (a matrix per entry).
-        separate_independent: accepted for phiml's signature; no effect on a dense matrix.
+        target_backend: the backend (or its name) of the matrix and bias; None: where `f` computes them.
+        debug_checks: also call `f(x)` and raise `ValueError` where it differs from `matrix @ x + bias`
+            (`f` is not affine in `x`).
         **kwargs: the keyword arguments of `f`.
 
     Returns:
@@ -184,14 +186,23 @@ def matrix_from_function(f, *args, auxiliary_args: str | None = None, auto_compr
     if x.shape.dual:
         raise ValueError(f'matrix_from_function(): the input {x.shape} has dual dims already; the matrix names its '
                          f'columns by dual dims')
-    columns = x.shape if sparsify_batch else x.shape.non_batch
+    columns = x.shape.non_batch
     numbering = batch(**{f'{_COLUMN}{dim}': columns.get_size(dim) for dim in columns.names})
     identity = None
     for dim, column in zip(columns.names, numbering.names, strict=True):
         one = range_tensor(columns.only(dim)) == range_tensor(numbering.only(column))
         identity = one if identity is None else identity & one
     dtype = x.dtype if x.dtype.kind in (float, complex) else DType(float, get_precision())
-    basis = expand(cast(identity if identity is not None else True, dtype), x.shape.without(columns))
+    basis = expand(cast(identity if identity is not None else True, dtype), x.shape.batch)
     bias = f(**{**given, name: zeros_like(x)})
     matrix = f(**{**given, name: basis}) - bias
-    return rename_dims(matrix, numbering, columns.as_dual()) if columns else matrix, bias
+    matrix = rename_dims(matrix, numbering, columns.as_dual()) if columns else matrix
+    if debug_checks:
+        expected, found = f(**given), matrix @ x + bias
+        if not always_close(found, expected, rel_tolerance=1e-4, abs_tolerance=1e-5):
+            raise ValueError(f'matrix_from_function(): {getattr(f, "__name__", f)} is not affine in {name!r}: '
+                             f'matrix @ {name} + bias differs from its value by up to '
+                             f'{float(max_(abs_(found - expected))):.3g}')
+    if target_backend is not None:
+        matrix, bias = convert_tensors(matrix, target_backend), convert_tensors(bias, target_backend)
+    return matrix, bias
