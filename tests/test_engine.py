@@ -16,7 +16,7 @@ from lazyphi.backend import DType
 from lazyphi.dataclasses import cached_property
 from lazyphi.math import Tensor, batch, spatial
 from lazyphi.math.kinds import REDUCTIONS
-from lazyphi.parallel import MIXED, PropertyFailed, _engine, parallel_compute, parallel_property, plan
+from lazyphi.parallel import MIXED, PropertyFailed, _cluster, _engine, parallel_compute, parallel_property, plan
 from lazyphi.storage import DiskTensor
 
 DATA = math.random_normal(batch(example=24), spatial(x=8, y=8))
@@ -532,7 +532,6 @@ def test_a_runs_keys_are_released_after_the_next_graph_is_sent_or_soon_after_the
     """Released at the end of a run, the keys would open the client's 10 ms batching window, and a graph
     submitted right after would wait in it."""
     distributed = pytest.importorskip('distributed')
-    from lazyphi.parallel import _cluster
     monkeypatch.setattr(_cluster, 'RELEASE_AFTER', 60.0)  # longer than this test: only a submission releases
     w = _big_input()
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=':0') as cl, \
