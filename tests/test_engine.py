@@ -571,7 +571,7 @@ def test_a_runs_keys_are_released_after_the_next_graph_is_sent_or_soon_after_the
 def test_a_scheduler_on_another_host_gets_the_data_to_relay_unless_the_client_says_otherwise():
     from types import SimpleNamespace
 
-    from lazyphi.parallel._cluster import direct_transfers
+    direct_transfers = _cluster.direct_transfers
 
     def client(address, chosen=None):
         return SimpleNamespace(direct_to_workers=chosen, scheduler=SimpleNamespace(address=address))
