@@ -3,8 +3,10 @@
 A `DaskTensor` holds a `dask.array.Array` and the named shape of its axes. Slicing and renaming give
 new DaskTensors over the sliced dask array, computing nothing; any other operation computes the
 values of its selection only (just the chunks it touches, on Dask's local threads) and keeps them
-in the memory cache that disk-backed tensors use (`set_cache_ttl`). As an input of `parallel_compute`
-each block slices it, so each block computes only its own part of the dask array.
+in the memory cache that disk-backed tensors use (`set_cache_ttl`), except a reduction of a selection
+too large to hold at once, which computes and reduces it piece by piece (`reduce_in_pieces`). As an
+input of `parallel_compute` each block slices it, so each block computes only its own part of the dask
+array.
 
 This module imports Dask; `lazyphi.parallel` registers it with `tensor()` for values of the `dask`
 package (see `lazyphi.math._foreign`), so it loads only once a dask array reaches `tensor()`.
@@ -22,8 +24,8 @@ from dask.sizeof import sizeof
 from .._errors import IncompatibleShapes
 from ..backend import NUMPY, Backend, DType
 from ..math import Shape
-from ..math.kinds import GATHER, RENAME, Dense, Op, Tensor, read_only_native, tensor_html
-from ..storage import MEMORY
+from ..math.kinds import GATHER, REDUCE, RENAME, Dense, Op, Tensor, read_only_native, tensor_html
+from ..storage import MEMORY, reduce_in_pieces
 
 SCHEDULER = 'threads'  # computing a selection: Dask's local threads, wherever it runs (host, task or worker)
 
@@ -77,6 +79,9 @@ class DaskTensor(Tensor):
         if op.category == RENAME and type(first) is DaskTensor:
             old, new = params
             return DaskTensor(first._array, first._shape.replace(old, new))
+        if op.category == REDUCE and type(first) is DaskTensor:
+            return reduce_in_pieces(op, first, params[0], lambda: first._array.chunks,
+                                    lambda piece: Dense(piece._compute(), piece._shape, NUMPY))
         return NotImplemented
 
     def _select(self, selection: dict) -> DaskTensor:

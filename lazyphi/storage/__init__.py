@@ -21,6 +21,7 @@ from ._memory import (  # MEMORY: the time-to-live cache of loaded values, share
     set_cache_ttl,
     worker_load_backend,
 )
+from ._out_of_core import reduce_in_pieces
 from ._results import (
     COMPRESSORS,
     ArraySpec,
@@ -52,5 +53,6 @@ __all__ = [
     'ManifestDamaged', 'UnknownClassWarning', 'array_spec', 'block_chunks', 'block_complete', 'check_cache_dir',
     'check_cache_dir_visible', 'clear_memory_cache', 'complete_chunks', 'completion', 'current_load_backend',
     'delete_group', 'disk_tensor', 'get_cache_files', 'load', 'load_cache_as', 'on_load_into_memory', 'parse_bytes',
-    'prepare_result', 'read_manifest', 'result_groups', 'save', 'set_cache_ttl', 'worker_load_backend', 'write_block',
+    'prepare_result', 'read_manifest', 'reduce_in_pieces', 'result_groups', 'save', 'set_cache_ttl',
+    'worker_load_backend', 'write_block',
 ]

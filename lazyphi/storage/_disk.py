@@ -4,7 +4,8 @@ A `DiskTensor` holds where its array lies, what the manifest says about it (dims
 shape, source backend) and a selection per stored axis. Slicing and renaming compose into a new
 view and read nothing; every other operation loads the values it needs through `_dense()`, which
 reads only the chunks the selection touches, after checking their completion records, and keeps the
-loaded values in the time-to-live memory cache of `_memory.py`. Pickling a `DiskTensor` gives these
+loaded values in the time-to-live memory cache of `_memory.py`; a reduction of a selection too large to
+load at once reads it piece by piece instead (`_out_of_core.py`). Pickling a `DiskTensor` gives these
 fields only (a few hundred bytes), never a Zarr object, so it travels to workers and later runs
 without loading anything.
 """
@@ -25,9 +26,22 @@ import numpy as np
 from .._errors import ChunkDamaged, ChunkMissing, DimNotFound, ManifestDamaged
 from ..backend import NUMPY, Backend, DType, backend_by_name, convert
 from ..math import Shape
-from ..math.kinds import CONCAT, GATHER, RENAME, Dense, Expanded, Op, Stacked, Tensor, read_only_native, tensor_html
+from ..math.kinds import (
+    CONCAT,
+    GATHER,
+    REDUCE,
+    RENAME,
+    Dense,
+    Expanded,
+    Op,
+    Stacked,
+    Tensor,
+    read_only_native,
+    tensor_html,
+)
 from ._chunks import Checksums, aligned_empty, chunk_reader, metadata_differences, range_slice, read_metadata
 from ._memory import MEMORY, current_load_backend, notify_loaded
+from ._out_of_core import reduce_in_pieces
 from ._results import ArraySpec, read_manifest, record_name, records_dir
 
 Selection = int | range | tuple  # of one stored axis: an index, a range of indices, or a tuple of indices
@@ -59,7 +73,10 @@ class DiskTensor(Tensor):
     Create one with `disk_tensor(group, name, selection)`. Slicing (`t.x[3]`, `t[{'b': slice(2, 5)}]`) and
     renaming give new DiskTensors without reading; concatenating consecutive slices of one array along a
     dim gives one DiskTensor over their union. Every other use loads the selected values (only the chunks
-    they lie in), converted to the backend of `load_cache_as` or else the one they were computed with.
+    they lie in), converted to the backend of `load_cache_as` or else the one they were computed with, and
+    keeps them in memory for `set_cache_ttl` seconds. A reduction (`sum`, `mean`, `max`, ...) of a
+    selection over 256 MiB that is not in memory reads and reduces it piece by piece instead, holding one
+    piece (of whole chunks, at most 256 MiB where the chunks allow) at a time.
     """
 
     __slots__ = ('_dtype', '_info', '_selection', '_shape')
@@ -120,7 +137,22 @@ class DiskTensor(Tensor):
             return DiskTensor(t._info, t._selection, t._shape.replace(old, new))
         if category == CONCAT:
             return _concat(tensors, *params)
+        if category == REDUCE and type(tensors[0]) is DiskTensor:
+            return tensors[0]._reduce(op, params[0])
         return NotImplemented
+
+    def _reduce(self, op: Op, dims: tuple):
+        """A reduction of a selection too large to load at once, chunk by chunk (`reduce_in_pieces`)."""
+        backend = self.backend
+
+        def load(piece: DiskTensor) -> Dense:
+            values = Dense(piece._load(backend), piece._shape, backend)
+            notify_loaded(piece)
+            return values
+
+        def chunks() -> list:
+            return [_runs(self._selection[axis], self._info.chunks[axis]) for axis in self._view_axes()]
+        return reduce_in_pieces(op, self, dims, chunks, load)
 
     # --- what it refers to -------------------------------------------------------------------------
     @property
@@ -367,6 +399,17 @@ def _chunk_ids(sel: Selection, chunk: int) -> range | tuple:
             return sel if sel.step > 0 else sel[::-1]
         return range(min(sel[0], sel[-1]) // chunk, max(sel[0], sel[-1]) // chunk + 1)
     return tuple(sorted({i // chunk for i in sel}))
+
+
+def _runs(sel: range | tuple, chunk: int) -> list[int]:
+    """The lengths of the runs of consecutive positions of the view along one axis whose indices share a chunk."""
+    if isinstance(sel, range) and abs(sel.step) <= chunk:
+        runs = [len(positions) for _, _, positions in _pieces(sel, chunk)]
+        return runs if sel.step > 0 else runs[::-1]
+    ids = np.asarray(sel, dtype=np.intp) // chunk
+    if not len(ids):
+        return []
+    return np.diff(np.flatnonzero(np.diff(ids, prepend=ids[0] - 1, append=ids[-1] + 1))).tolist()
 
 
 def _pieces(sel: Selection, chunk: int) -> list[tuple]:
