@@ -21,7 +21,10 @@ tuned one (`progress=False`), labelled:
 * (e) (a) and (b) on a `distributed.LocalCluster` of 2 single-threaded worker processes, per block of
   the plan, against the threaded figures per block (target for (a): at most 2x threads per block), and
   (a) beside its peer on the same cluster, `dask.array`'s own `fft2` over as many chunks: the share of the
-  per-block cost that any Dask computation pays there for moving the data.
+  per-block cost that any Dask computation pays there for moving the data; beside the round trip of as many
+  tasks that do nothing (the cluster's floor for any graph of that size); and split, from the cluster's task
+  stream, into the time until the first block starts, while blocks compute, and from the last block's end
+  until the values are here.
 
 Every lazyphi call builds a new instance, so that each one plans and computes; one untimed call comes
 first. Figures are medians over the repeats (ratios of the minimums follow in parentheses: on a machine
@@ -428,6 +431,13 @@ def case_distributed(fft: dict, julia: dict, repeats: int) -> None:
                 print(f'      peer: dask.array fft2, {blocks} chunks  {ms(peer)} -> {ms(peer / blocks)} per chunk; '
                       f'lazyphi / dask.array {t / peer:.2f}x (what moving the data to the workers and back costs '
                       f'on this cluster)')
+                floor = trivial_tasks(client, blocks, repeats)
+                print(f'      floor: {blocks} tasks doing nothing   {ms(floor)} ({floor / info["threads"]:.2f}x the '
+                      f'whole threaded call: what any graph of {blocks} tasks waits for on this cluster)')
+                phases = timeline(client, go, repeats)
+                print(f'      where a call goes (medians of {repeats} more calls, read from the task stream): '
+                      f'{ms(phases[0]).strip()} until the first block starts, {ms(phases[1]).strip()} while blocks '
+                      f'compute, {ms(phases[2]).strip()} from the last block\'s end to the values here')
         print('    (per block = median call time / blocks of the plan)')
     finally:
         client.close()
@@ -442,6 +452,32 @@ def dask_array_fft(client, data: np.ndarray, chunks: int, repeats: int) -> float
         x = da.from_array(data, chunks=(-(-data.shape[0] // chunks), *data.shape[1:]))
         client.compute(da.fft.fft2(x)).result()
     return med(times(go, repeats))
+
+
+def _nothing(i: int) -> int:
+    return i
+
+
+def trivial_tasks(client, count: int, repeats: int) -> float:
+    """Median seconds of a round trip of `count` tasks that do nothing, on `client`."""
+    return med(times(lambda: client.gather(client.map(_nothing, range(count), pure=False)), repeats))
+
+
+def timeline(client, call: Callable[[], object], repeats: int) -> tuple:
+    """Medians of three phases of `call` on `client`: until its first task starts computing, from then until its
+    last task stops, and from that stop until `call` returns."""
+    from distributed import get_task_stream
+
+    phases = []
+    for _ in range(repeats):
+        with get_task_stream(client) as stream:
+            start = time.time()
+            call()
+            end = time.time()
+        spans = [s for task in stream.data for s in task['startstops'] if s['action'] == 'compute']
+        first, last = min(s['start'] for s in spans), max(s['stop'] for s in spans)
+        phases.append((first - start, last - first, end - last))
+    return tuple(med([p[i] for p in phases]) for i in range(3))
 
 
 def main() -> None:
