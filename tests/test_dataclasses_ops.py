@@ -7,6 +7,7 @@ import threading
 
 import numpy as np
 import pytest
+from backends import BACKEND_NAMES, get_backend
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import shapes
@@ -407,6 +408,98 @@ def test_copy_and_mutate_validates_nested_structures():
         m.table['k'] = field(0, n=2)
     with pytest.raises(ValueError, match=r'Holder\.inner\.position changed its shape'), copy_and_mutate(h) as m:
         m.inner = replace(m.inner, position=field(0, n=2))
+
+
+def test_copy_and_mutate_makes_the_dataclasses_inside_the_copy_mutable():
+    @dataclasses.dataclass(frozen=True)
+    class Body:
+        position: Tensor
+        mass: float = 1.
+
+        @cached_property
+        def momentum(self):
+            return self.position * self.mass
+
+    @dataclasses.dataclass(frozen=True)
+    class Scene:
+        body: Body
+        others: list
+        table: dict
+
+        @cached_property
+        def count(self):
+            return len(self.others)
+
+    scene = Scene(Body(field(0)), [Body(field(1))], {'far': Body(field(2))})
+    scene.body.momentum, scene.count  # noqa: B018
+    own_setattr = vars(Body)['__setattr__']
+    with copy_and_mutate(scene) as s:
+        s.body.position = field(3)
+        s.table['far'].mass = 3.
+        fresh = Body(field(4))
+        with pytest.raises(dataclasses.FrozenInstanceError):  # made inside the block: as its class makes it
+            fresh.mass = 5.
+        with pytest.raises(dataclasses.FrozenInstanceError):  # the original's instances stay frozen
+            scene.body.mass = 5.
+    assert equal(s.body.position, field(3)) and s.table['far'].mass == 3.
+    assert equal(scene.body.position, field(0)) and scene.table['far'].mass == 1.
+    assert 'momentum' not in cached_values(s.body) and equal(s.body.momentum, field(3))
+    assert set(cached_values(s)) == {'count'}  # count reads only `others`, which did not change
+    with copy_and_mutate(s) as t:
+        t.others[0].mass = 2.
+    assert t.others[0].mass == 2. and s.others[0].mass == 1. and 'count' not in cached_values(t)
+    for frozen_again in (s.body, s.table['far'], t.others[0]):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            frozen_again.mass = 6.
+    assert vars(Body)['__setattr__'] is own_setattr
+
+
+@pytest.mark.parametrize('backend', BACKEND_NAMES)
+def test_copy_and_mutate_validates_native_arrays_of_every_backend(backend):
+    b = get_backend(backend)
+
+    @dataclasses.dataclass(frozen=True)
+    class Node:
+        child: object
+
+    node = Node(b.as_tensor(np.zeros(3, np.float32)))
+    with copy_and_mutate(node) as updated:
+        updated.child = b.as_tensor(np.ones(3, np.float32))
+    assert b.numpy(updated.child).tolist() == [1, 1, 1] and b.numpy(node.child).tolist() == [0, 0, 0]
+    with pytest.raises(ValueError, match=r'Node\.child changed its shape from \(3,\) \(.*float32.* to \(4,\)'), \
+            copy_and_mutate(node) as updated:
+        updated.child = b.as_tensor(np.ones(4, np.float32))
+    with pytest.raises(ValueError, match=r'Node\.child changed its dtype from .*float32.* to .*int32'), \
+            copy_and_mutate(node) as updated:
+        updated.child = b.as_tensor(np.ones(3, np.int32))
+    with pytest.raises(ValueError, match=r'Node\.child changed its shape from .* to a structure holding '
+                                         r'.*Node\.child\[0\], .*Node\.child\[1\]'), copy_and_mutate(node) as updated:
+        updated.child = (node.child, node.child)
+    with copy_and_mutate(node, validate=False) as updated:
+        updated.child = b.as_tensor(np.ones(4, np.float32))
+    assert tuple(updated.child.shape) == (4,)
+
+
+def test_copy_and_mutate_the_jax_dataclasses_example_as_printed(capsys):
+    jnp = pytest.importorskip('jax.numpy')
+    from lazyphi import dataclasses as jdc
+
+    @jdc.pytree_dataclass
+    class Node:
+        child: jnp.ndarray
+
+    obj = Node(child=jnp.zeros(3))
+
+    with jdc.copy_and_mutate(obj) as obj_updated:
+        # Make mutations to the dataclass. This is primarily useful for nested
+        # dataclasses.
+        obj_updated.child = jnp.ones(3)
+
+    print(obj)
+    print(obj_updated)
+    dtype = jnp.zeros(3).dtype  # float64: lazyphi's JAX backend, as phiml's, enables 64-bit values
+    assert capsys.readouterr().out.splitlines() == [f'{Node.__qualname__}(child=Array([0., 0., 0.], dtype={dtype}))',
+                                                    f'{Node.__qualname__}(child=Array([1., 1., 1.], dtype={dtype}))']
 
 
 def test_copy_and_mutate_error_in_block_restores_the_class():

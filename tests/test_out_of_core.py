@@ -10,15 +10,15 @@ import contextlib
 import dask.array as da
 import numpy as np
 import pytest
+from backends import BACKEND_NAMES
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_storage_disk import _write_result
 
 from lazyphi import math
 from lazyphi.math import batch, channel, spatial
 from lazyphi.parallel import _dask_tensor
 from lazyphi.storage import _disk, _out_of_core, clear_memory_cache, disk_tensor, load_cache_as
-from tests.backends import BACKEND_NAMES
-from tests.test_storage_disk import _write_result
 
 DATA = np.random.default_rng(1).standard_normal((12, 10, 3)).astype(np.float32)
 DATA[2, 3, 1] = np.nan  # for the finite_* reductions

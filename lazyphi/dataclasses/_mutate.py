@@ -1,13 +1,14 @@
 """`copy_and_mutate`: edit a deep copy of a (frozen) dataclass instance in place, then freeze it again.
 
-Frozen instances are made writable without touching other instances: while a block runs, the
-class's `__setattr__` / `__delattr__` are replaced by versions that let exactly the registered
-copies through (by `id`, which cannot be reused while the block holds the copy) and hand
+The copy and every dataclass instance inside it (in fields, tuples, lists, dicts, at any depth) are
+writable during the block. Frozen instances are made writable without touching other instances: while
+a block runs, each class's `__setattr__` / `__delattr__` are replaced by versions that let exactly the
+registered copies through (by `id`, which cannot be reused while the block holds the copy) and hand
 everything else to the original methods. A count per class, kept under a lock, restores the
 originals when the last block on that class ends, so threads may use the class meanwhile.
 
-Which attributes the block changed is found by comparing, before and after, a fingerprint of
-each field and instance attribute: the identities of the objects in it, followed through
+Which attributes of each of those instances the block changed is found by comparing, before and after,
+a fingerprint of each field and instance attribute: the identities of the objects in it, followed through
 tuples, lists, dicts, sets and dataclass instances. Tensors are immutable, so their identity
 stands for their content; a value of any other mutable kind (a NumPy array, say) could change
 in place unseen and counts as changed.
@@ -40,24 +41,28 @@ _PATCHED: dict = {}  # class -> [active blocks, own __setattr__ or None, own __d
 def copy_and_mutate(obj: T, validate: bool = True) -> Iterator[T]:
     """Context manager yielding a deep copy of a dataclass instance that may be changed inside the block.
 
-    Attributes of the copy can be set and deleted inside the block even if the class is frozen;
-    afterwards it is frozen again. `obj` is never changed. Tensors are shared between `obj` and
-    the copy (they are immutable); everything else is copied with `copy.deepcopy`. Nested frozen
-    instances stay frozen: replace them with `replace()` instead.
+    Attributes of the copy, and of every dataclass instance inside it (in its fields, tuples, lists
+    and dicts, at any depth), can be set and deleted inside the block even if their classes are
+    frozen (`with copy_and_mutate(scene) as s: s.body.position = p`); afterwards they are frozen
+    again. Instances created inside the block stay as their class makes them. `obj` is never
+    changed. Tensors are shared between `obj` and the copy (they are immutable); everything else is
+    copied with `copy.deepcopy`.
 
-    When the block ends, cached property values of the copy that depend on a changed attribute
-    are dropped, so they are recomputed on access.
+    When the block ends, cached property values of the copy and of the instances inside it that
+    depend on a changed attribute are dropped, so they are recomputed on access.
 
     Args:
         obj: dataclass instance.
-        validate: check, when the block ends without an error, that every tensor in the data fields
-            kept its shape (dims in any order) and dtype.
+        validate: check, when the block ends without an error, that every array in the data fields (a
+            Tensor: its dims in any order; a NumPy, PyTorch, JAX or TensorFlow array: its shape) kept its
+            shape and dtype, and stayed where it was in the structure of tuples, lists, dicts and
+            dataclasses.
 
     Raises:
         TypeError: `obj` is not a dataclass instance.
-        ValueError: with `validate`, a tensor in a data field (at any depth of tuples, lists, dicts
-            and dataclasses) changed its shape or dtype, was replaced by another value, or appeared
-            where there was none.
+        ValueError: with `validate`, an array in a data field (at any depth of tuples, lists, dicts
+            and dataclasses) changed its shape or dtype, was replaced by another kind of value, or
+            appeared where there was none.
     """
     if not dataclasses.is_dataclass(obj) or isinstance(obj, type):
         raise TypeError(f"copy_and_mutate() takes a dataclass instance, but got {obj!r} of type "
@@ -66,18 +71,21 @@ def copy_and_mutate(obj: T, validate: bool = True) -> Iterator[T]:
     memo: dict = {}
     _share_tensors(obj, memo, set())
     mutable = _copy.deepcopy(obj, memo)
-    before = _fingerprints(mutable)
-    frozen = _is_frozen(cls)
-    if frozen:
-        _make_writable(mutable)
+    original = _instances(obj, {}, set())
+    instances = [i for key, i in _instances(mutable, {}, set()).items() if key not in original]  # the copy's
+    before = [_fingerprints(i) for i in instances]
+    frozen = [i for i in instances if _is_frozen(type(i))]
+    for instance in frozen:
+        _make_writable(instance)
     try:
         yield mutable
     finally:
-        if frozen:
-            _make_read_only(mutable)
-        after = _fingerprints(mutable)
-        changed = {name for name in before.keys() | after.keys() if before.get(name) != after.get(name)}
-        _drop_dependent_cache(mutable, changed)
+        for instance in frozen:
+            _make_read_only(instance)
+        for instance, fingerprints in zip(instances, before, strict=True):
+            after = _fingerprints(instance)
+            changed = {n for n in fingerprints.keys() | after.keys() if fingerprints.get(n) != after.get(n)}
+            _drop_dependent_cache(instance, changed)
     if validate:
         for f in data_fields(cls):
             _check_tensors(getattr(obj, f.name), getattr(mutable, f.name, _ABSENT), f'{cls.__qualname__}.{f.name}')
@@ -149,14 +157,30 @@ def _share_tensors(value, memo: dict, seen: set) -> None:
         _share_tensors(child, memo, seen)
 
 
-def _children(value) -> list:
+def _children(value, with_cache: bool = True) -> list:
     if isinstance(value, (tuple, list, set, frozenset)):
         return list(value)
     if isinstance(value, dict):
         return list(value.values())
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return [v for _, v in _attributes(value, with_cache=True)]
+    if _is_instance(value):
+        return [v for _, v in _attributes(value, with_cache)]
     return []
+
+
+def _is_instance(value) -> bool:
+    return dataclasses.is_dataclass(value) and not isinstance(value, type)
+
+
+def _instances(value, found: dict, seen: set) -> dict:
+    """`found` with every dataclass instance in `value` (itself included; not in cached values), by id, outer first."""
+    if isinstance(value, _ATOMS) or id(value) in seen:
+        return found
+    seen.add(id(value))
+    if _is_instance(value):
+        found[id(value)] = value
+    for child in _children(value, with_cache=False):
+        _instances(child, found, seen)
+    return found
 
 
 def _attributes(obj, with_cache: bool) -> list[tuple[str, Any]]:
@@ -190,7 +214,7 @@ def _fingerprint(value, active: set):
             return type(value), id(value), frozenset(id(v) for v in value)
         if isinstance(value, dict):
             return type(value), id(value), tuple((id(k), _fingerprint(v, active)) for k, v in value.items())
-        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        if _is_instance(value):
             return type(value), id(value), tuple((n, _fingerprint(v, active))
                                                  for n, v in _attributes(value, with_cache=False))
         return object()  # may change in place unseen: never equal to another fingerprint
@@ -214,22 +238,37 @@ def _drop_dependent_cache(obj, changed: set) -> None:
 
 
 def _check_tensors(old, new, path: str) -> None:
-    """Raise ValueError unless `new` holds tensors of the same dims and dtypes as `old`, at the same places."""
+    """Raise ValueError unless `new` holds arrays of the same shapes and dtypes as `old`, at the same places."""
     old_leaves, new_leaves = {}, {}
     _leaves(old, path, old_leaves)
     _leaves(new, path, new_leaves)
     for where in {**old_leaves, **new_leaves}:
         before, after = old_leaves.get(where, _ABSENT), new_leaves.get(where, _ABSENT)
-        if not isinstance(before, Tensor) and not isinstance(after, Tensor):
+        if not _is_array(before) and not _is_array(after):
             continue
-        before_shape, after_shape = _shape_of(before), _shape_of(after)
-        if before_shape is None or after_shape is None or not same_dims(before_shape, after_shape):
+        if not _same_shape(before, after):
+            inside = [p for p in new_leaves if p.startswith((where + '[', where + '.'))] if after is _ABSENT else []
+            now = f'a structure holding {", ".join(inside)}' if inside else _describe(after)
             raise ValueError(f"copy_and_mutate(): {where} changed its shape from {_describe(before)} to "
-                             f"{_describe(after)}. Data fields must keep the shapes of their tensors; build a new "
+                             f"{now}. Data fields must keep the shapes of their arrays; build a new "
                              f"instance with replace() to change them, or pass validate=False.")
-        if isinstance(before, Tensor) and isinstance(after, Tensor) and before.dtype != after.dtype:
+        if _is_array(before) and _is_array(after) and str(before.dtype) != str(after.dtype):
             raise ValueError(f"copy_and_mutate(): {where} changed its dtype from {before.dtype} to {after.dtype} "
-                             f"(shape {after.shape}). Cast the new value, or pass validate=False.")
+                             f"(now {_describe(after)}). Cast the new value, or pass validate=False.")
+
+
+def _is_array(value) -> bool:
+    """A Tensor, or a native array of any backend (it has a shape and a dtype)."""
+    return isinstance(value, Tensor) or (not isinstance(value, _ATOMS) and hasattr(value, 'shape')
+                                         and hasattr(value, 'dtype'))
+
+
+def _same_shape(before, after) -> bool:
+    """Tensors (and numbers beside them): the same dims in any order; native arrays: the same shape tuple."""
+    if isinstance(before, Tensor) or isinstance(after, Tensor):
+        before_shape, after_shape = _shape_of(before), _shape_of(after)
+        return before_shape is not None and after_shape is not None and same_dims(before_shape, after_shape)
+    return _is_array(before) and _is_array(after) and tuple(before.shape) == tuple(after.shape)
 
 
 def _leaves(value, path: str, out: dict) -> None:
@@ -240,7 +279,7 @@ def _leaves(value, path: str, out: dict) -> None:
     elif isinstance(value, dict):
         for key, item in value.items():
             _leaves(item, f'{path}[{key!r}]', out)
-    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+    elif _is_instance(value):
         for f in data_fields(value):
             _leaves(getattr(value, f.name, _ABSENT), f'{path}.{f.name}', out)
     elif value is not _ABSENT:
@@ -254,6 +293,8 @@ def _shape_of(value) -> Shape | None:
 def _describe(value) -> str:
     if isinstance(value, Tensor):
         return f'{value.shape} ({value.dtype})'
+    if _is_array(value):
+        return f'{tuple(value.shape)} ({value.dtype}, {type(value).__name__})'
     if value is _ABSENT:
         return 'nothing (no value is there any more)'
     if isinstance(value, (int, float, complex)):
