@@ -838,10 +838,21 @@ def test_precision_context_and_global_setting():
 
 @pytest.mark.parametrize('bits', [8, 128, None, True, '32'])
 def test_invalid_precision_raises_value_error_naming_it(bits):
-    with pytest.raises(ValueError, match=f"must be one of \\(16, 32, 64\\) bits but got {bits!r}"):
-        set_global_precision(bits)
+    if bits is not None:  # the global setting takes None (phiml's "keep the inputs' precision"); a block does not
+        with pytest.raises(ValueError, match=f"must be one of \\(16, 32, 64\\) bits but got {bits!r}"):
+            set_global_precision(bits)
     with pytest.raises(ValueError, match=f"but got {bits!r}"), precision(bits):
         pass
+
+
+def test_global_precision_none_makes_new_floats_32_bit():
+    set_global_precision(64)
+    try:
+        set_global_precision(None)
+        assert get_precision() == 32 and NUMPY.float_type == DType(float, 32)
+        assert NUMPY.dtype(NUMPY.random_normal((2,), NUMPY.float_type)) == DType(float, 32)
+    finally:
+        set_global_precision(32)
 
 
 def test_precision_is_independent_per_thread_and_task():

@@ -48,14 +48,17 @@ def precision(floating_point_bits: int) -> Iterator[None]:
         _context_bits.reset(token)
 
 
-def set_global_precision(floating_point_bits: int) -> None:
+def set_global_precision(floating_point_bits: int | None) -> None:
     """Sets the floating-point precision used wherever no `with precision(...)` block is active.
 
     Args:
-        floating_point_bits: 16 for half, 32 for single, 64 for double precision.
+        floating_point_bits: 16 for half, 32 for single, 64 for double precision. None, as in phiml: new
+            floating-point values are 32-bit and operations keep the precision of their inputs, which is what
+            lazyphi's operations do at every setting; so None sets 32, and `get_precision()` answers 32 (where
+            phiml answers None).
 
     Raises:
-        ValueError: if `floating_point_bits` is not 16, 32 or 64.
+        ValueError: if `floating_point_bits` is not 16, 32, 64 or None.
     """
     global _global_bits
-    _global_bits = _check_bits(floating_point_bits)
+    _global_bits = 32 if floating_point_bits is None else _check_bits(floating_point_bits)
