@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from dataclasses import dataclass
 
@@ -85,6 +86,23 @@ class Moments:
     @parallel_property(requires=MIXED)
     def score(self) -> Tensor:  # two split reductions, finished on the host
         return (math.mean(self.data ** 2, 'example') - math.mean(self.data, batch)) / math.std(self.data, batch)
+
+
+@dataclass(frozen=True)
+class WhereItRuns:
+    data: Tensor
+
+    @parallel_property
+    def here(self) -> float:
+        return float(threading.current_thread() is threading.main_thread()) + 0 * float(self.data)
+
+
+def test_max_workers_zero_runs_every_block_here_in_this_thread_as_phiml_runs_on_the_host():
+    instance = WhereItRuns(math.range(batch(example=8)))
+    assert threading.current_thread() is threading.main_thread()
+    p = parallel_compute(instance, [WhereItRuns.here], max_workers=0, progress=False)
+    assert len(p.stages[0].blocks) == 2  # one worker planned: two blocks
+    np.testing.assert_array_equal(instance.here.numpy('example'), [1.] * 8)
 
 
 @pytest.mark.parametrize('scheduler', ['sync', 'threads'])

@@ -201,8 +201,9 @@ def test_blocks_follow_the_workers_the_scheduler_has():
     assert plan(Tutorial(DATA), [Tutorial.plus], scheduler='sync').max_workers == 1
     assert plan(Tutorial(DATA), [Tutorial.plus], scheduler='threads').max_workers == (os.cpu_count() or 1)
     assert plan(Tutorial(DATA), [Tutorial.plus], scheduler='sync', max_workers=3).max_workers == 3
-    for bad in (0, -1, 2.5, True, '4'):
-        with pytest.raises(ValueError, match=f'max_workers must be a positive int or None.*{bad!r}'):
+    assert plan(Tutorial(DATA), [Tutorial.plus], max_workers=0).max_workers == 1  # no workers: one task at a time
+    for bad in (-1, 2.5, True, '4'):
+        with pytest.raises(ValueError, match=f'max_workers must be a non-negative int .* or None.*{bad!r}'):
             plan(Tutorial(DATA), [Tutorial.plus], max_workers=bad)
 
 

@@ -62,16 +62,17 @@ def worker_count(max_workers, scheduler) -> tuple[int, str | None]:
 
     'sync' runs one task at a time; a `distributed` client as many as its workers have threads; local
     threads and processes one per CPU. A client without workers yet (a cluster still scaling up)
-    is planned for the CPUs here, and the note says so.
+    is planned for the CPUs here, and the note says so. `max_workers=0` (no workers: everything runs
+    here, one task at a time) plans for one.
 
     Raises:
-        ValueError: `max_workers` is not a positive int or None.
+        ValueError: `max_workers` is not a non-negative int or None.
     """
     if max_workers is not None:
-        if not isinstance(max_workers, int) or isinstance(max_workers, bool) or max_workers < 1:
-            raise ValueError(f'max_workers must be a positive int or None (as many as the scheduler has), '
-                             f'got {max_workers!r}')
-        return max_workers, None
+        if not isinstance(max_workers, int) or isinstance(max_workers, bool) or max_workers < 0:
+            raise ValueError(f'max_workers must be a non-negative int (0: no workers, everything runs here) or None '
+                             f'(as many as the scheduler has), got {max_workers!r}')
+        return max(max_workers, 1), None
     scheduler = resolve_scheduler(scheduler)
     if scheduler == 'sync':
         return 1, None

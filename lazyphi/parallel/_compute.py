@@ -32,7 +32,8 @@ def parallel_compute(instance, properties: Sequence, parallel_dims=batch, max_wo
         properties: the `cached_property` / `parallel_property` members to compute (`Cls.prop` or names).
         parallel_dims: the dims to split the work along (a dim filter: `batch`, 'example', a Shape, ...).
         max_workers: tasks run at once; None: what the scheduler offers (a client's worker threads,
-            the CPUs for local threads and processes, one for 'sync').
+            the CPUs for local threads and processes, one for 'sync'); 0: no workers, everything runs here in
+            this thread, as with `scheduler='sync'` (phiml computes on the host then).
         memory_limit: bytes of property outputs the run may hold in memory at once: those kept in
             memory plus those of the blocks being computed (one block per worker, before it is written
             or handed over); outputs beyond it, largest first, go to `cache_dir` and come back
@@ -60,6 +61,8 @@ def parallel_compute(instance, properties: Sequence, parallel_dims=batch, max_wo
         PropertyFailed: a property raised; the message names it, its block and the original traceback.
         CacheDirNotShared: on a `distributed` cluster whose workers do not see `cache_dir`.
     """
+    if type(max_workers) is int and max_workers == 0:
+        scheduler = 'sync'
     p = plan(instance, properties, parallel_dims, max_workers, memory_limit, cache_dir, keep_intermediate,
              scheduler=scheduler, block_size=block_size, chunk_bytes=chunk_bytes, compressor=compressor)
     started = time.perf_counter()
