@@ -6,10 +6,12 @@ import functools
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lazyphi import math
 from lazyphi._errors import LabelNotFound
-from lazyphi.dataclasses import cached_property
+from lazyphi.dataclasses import cached_property, cached_values
 from lazyphi.dataclasses._sliceable import BoundDim, getitem, sliceable
 from lazyphi.math import Tensor, batch, channel, dual, instance, spatial
 
@@ -152,12 +154,54 @@ def test_bool_mask_and_index_tensor_items():
                                   points()[{'b': 3}].numpy('points,vector'))
 
 
+def test_an_index_tensor_naming_its_dims_gathers_every_tensor_as_phiml_documents():
+    @sliceable
+    @dataclasses.dataclass(frozen=True)
+    class S:
+        v: Tensor
+        label: str = 's'
+
+        @cached_property
+        def squared(self) -> Tensor:
+            return self.v ** 2
+
+        @cached_property
+        def total(self) -> Tensor:
+            return math.sum(self.v, 'i')
+
+    s = S(math.random_normal(spatial(x=2), channel(c=3), instance(i=4)))
+    s.squared, s.total  # noqa: B018
+    index = math.wrap([[3], [1]], instance('k'), channel(index='i'))
+    for picked in (s[index], getitem(s, index), math.slice(s, index)):
+        assert picked.v.shape == instance(k=2) & spatial(x=2) & channel(c=3) and picked.label == 's'
+        math.assert_close(picked.v, s.v[index])
+        assert set(cached_values(picked)) == {'squared'}  # `total` summed over i: gathering i cannot give it
+        math.assert_close(picked.squared, s.v[index] ** 2)
+    pairs = math.wrap([[3, 0], [1, 1]], instance('k'), channel(index='i,x'))  # one item per (i, x) pair
+    math.assert_close(s[pairs].v, s.v[pairs])
+    assert s[pairs].v.shape == instance(k=2) & channel(c=3)
+    other = math.wrap([[0]], instance('k'), channel(index='other'))  # indexes no dim of `s`: nothing changes
+    assert s[other].v is s.v
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(0, 3), min_size=1, max_size=6), st.integers(0, 2))
+def test_gathering_a_dataclass_by_indices_equals_gathering_its_tensors(items, column):
+    cloud = Cloud(points())
+    index = math.wrap([[i, column] for i in items], instance('k'), channel(index='b,points'))
+    gathered = cloud[index]
+    math.assert_close(gathered.position, cloud.position[index])
+    math.assert_close(gathered.doubled, cloud.position[index] * 2)
+
+
 def test_invalid_items_raise_errors_naming_them():
     cloud = Cloud(points())
     with pytest.raises(TypeError, match=r"Cannot slice Cloud with 3\.5 of type float"):
         cloud[3.5]
-    with pytest.raises(TypeError, match='bool mask'):
-        cloud[math.tensor(np.array([1, 2]), batch('b'))]
+    with pytest.raises(TypeError, match=r'index tensor .* one channel dim listing the dims it indexes'):
+        cloud[math.tensor(np.array([1, 2]), batch('b'))]  # which dim it indexes is not said
+    with pytest.raises(TypeError, match=r'bool mask .* or an int index tensor'):
+        cloud[math.tensor(np.array([1.5]), instance('k'))]
     with pytest.raises(IndexError, match='Index 9 is out of range'):
         cloud[{'b': 9}]
     with pytest.raises(TypeError, match=r"getitem\(\) slices dataclass instances, but got 5"):

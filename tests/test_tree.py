@@ -512,8 +512,11 @@ def test_slice_that_changes_nothing_returns_the_same_objects():
 
 def test_slice_errors():
     with pytest.raises(TypeError, match=r"slice\(\) takes a dict \{dim: index, slice, label or index tensor\}, a "
-                                        r"label str like 'x' or 'x,y', or a tuple or list of those, but got int 3"):
+                                        r"label str like 'x' or 'x,y', a tuple or list of those, or an int index "
+                                        r"tensor .*, but got int 3"):
         slice_(points(), 3)
+    with pytest.raises(TypeError, match=r"index tensor used to slice must hold ints .* shape \(kⁱ=1\)"):
+        slice_(points(), math.wrap([1], instance('k')))
     with pytest.raises(KeyError, match=r"(?i)no dim of \(pointsⁱ=3, vectorᶜ=x,y\) has the labels"):
         slice_((points(),), 'w')
     with pytest.raises(ValueError, match=r"name must be 'cloud' or 'other'"):

@@ -21,7 +21,8 @@ from ._html import dataclass_html
 T = TypeVar('T')
 
 _ITEM_FORMS = ("a dict {dim: int, slice, label, list of those or index tensor}, a label str like 'x' or 'x,y', "
-               "a tuple or list of those, or a bool mask tensor with one dim")
+               "a tuple or list of those, a bool mask tensor with one dim, or an int index tensor whose channel dim "
+               "lists the dims it indexes as item labels")
 # names never resolved as dims: `math.shape` asks for `shape` (resolving it as a dim would recurse), and the
 # transposing properties are members of the class. Names starting with '_' are never dims either.
 _NOT_DIMS = frozenset({'shape', 'Tc', 'Ts', 'Ti'})
@@ -38,7 +39,9 @@ def getitem(obj: T, item, keepdims=None) -> T:
         obj: dataclass instance.
         item: a dict `{dim: selection}` (int, slice, item label, list of ints or labels, or index tensor;
             dims `obj` lacks are ignored), a label str like `'x'` or `'x,y'` looked up among the labels
-            of `obj`'s dims, a tuple or list of those, or a bool Tensor with one dim masking that dim.
+            of `obj`'s dims, a tuple or list of those, a bool Tensor with one dim masking that dim, or an int
+            Tensor of indices whose channel dim names the dims it indexes by its item labels
+            (`obj[wrap([[3], [1]], instance('k'), channel(index='i'))]` gathers items 3 and 1 of `i` into `k`).
         keepdims: dim filter of the dims kept with size 1 (and their labels) when a single item is selected.
 
     Returns:
@@ -53,6 +56,8 @@ def getitem(obj: T, item, keepdims=None) -> T:
     if not dataclasses.is_dataclass(obj) or isinstance(obj, type):
         raise TypeError(f"getitem() slices dataclass instances, but got {obj!r} of type {type(obj).__qualname__}")
     full = shape(obj)
+    if isinstance(item, Tensor) and item.dtype.kind is int:
+        return slice_(obj, item)
     selection = _selection(obj, full, item)
     if keepdims is not None and selection:
         kept = set(full.only(keepdims).names)
@@ -83,7 +88,7 @@ def _mask_selection(obj, full: Shape, mask: Tensor) -> dict:
     if mask.dtype.kind is not bool or mask.shape.rank != 1 or mask.shape.names[0] not in full.names:
         raise TypeError(f"Cannot slice {type(obj).__qualname__} of shape {full} with a tensor of shape {mask.shape} "
                         f"and dtype {mask.dtype}: a tensor used as an item must be a bool mask with one dim of the "
-                        f"object. For integer indices use obj[{{dim: index_tensor}}].")
+                        f"object or an int index tensor. Accepted: {_ITEM_FORMS}.")
     return {mask.shape.names[0]: tuple(int(i) for i in np.flatnonzero(mask.numpy()))}
 
 

@@ -36,7 +36,8 @@ from ._tensor import NUMBER_TYPES, Tensor, dims_in
 from ._tree import DROPPED, affecting, map_trees
 
 _SELECTION_FORMS = ("a dict {dim: index, slice, label or index tensor}, a label str like 'x' or 'x,y', "
-                    "or a tuple or list of those")
+                    "a tuple or list of those, or an int index tensor whose channel dim lists the dims it indexes "
+                    "as item labels")
 _DATA = (Tensor, *NUMBER_TYPES)
 
 
@@ -290,7 +291,10 @@ def slice_(value, slices):
     Args:
         value: a Tensor, a tree of them, or an object with `__getitem__`.
         slices: a dict mapping dim names (or Shapes) to an int, slice, label str or index tensor; a label
-            str like 'x' or 'x,y', looked up among the labels of the dims of `value`; or a tuple or list of those.
+            str like 'x' or 'x,y', looked up among the labels of the dims of `value`; a tuple or list of those;
+            or an int tensor of indices whose channel dim names the dims it indexes by its item labels
+            (`wrap([[3], [1]], instance('k'), channel(index='i'))`), which gathers every tensor having those dims
+            as `tensor[indices]` does.
 
     Raises:
         TypeError: `slices` has none of these forms.
@@ -298,34 +302,56 @@ def slice_(value, slices):
     """
     if slices is None:
         return value
-    if isinstance(slices, (str, tuple, list)):
-        slices = normalize_selection(shape(value), slices)
-    elif not isinstance(slices, dict):
-        raise TypeError(f"slice() takes {_SELECTION_FORMS}, but got {type(slices).__name__} {slices!r}")
-    if not slices:
-        return value
-    slices = {d.name if isinstance(d, Shape) else d: s for d, s in slices.items()}
-    sliced = tuple(slices)
+    if isinstance(slices, Tensor):
+        sliced = _indexed_dims(slices)
+    else:
+        if isinstance(slices, (str, tuple, list)):
+            slices = normalize_selection(shape(value), slices)
+        elif not isinstance(slices, dict):
+            raise TypeError(f"slice() takes {_SELECTION_FORMS}, but got {type(slices).__name__} {slices!r}")
+        if not slices:
+            return value
+        slices = {d.name if isinstance(d, Shape) else d: s for d, s in slices.items()}
+        sliced = tuple(slices)
+
+    def own(names) -> dict | Tensor | None:
+        """What of `slices` applies to a value with dims `names`: None where nothing does."""
+        if isinstance(slices, Tensor):
+            return slices if set(sliced) & set(names) else None
+        return {d: s for d, s in slices.items() if d in names} or None
 
     def slice_cached(cached: list, owners: Sequence):
         # a cached value lacking a sliced dim of the data may have been reduced along it: slicing cannot fix that
         data_dims = shape(owners[0]).names
         if any(d in data_dims and d not in cached[0].shape.names for d in sliced):
             return DROPPED
-        return cached[0][slices]
+        selection = own(cached[0].shape.names)
+        return cached[0] if selection is None else cached[0][selection]
 
     def slice_leaf(leaves: list, path: str):
         leaf = leaves[0]
         if _is_data(leaf) and not isinstance(leaf, Tensor):
             return leaf
-        if isinstance(leaf, Tensor):
-            return leaf[slices]
-        if not hasattr(leaf, '__getitem__'):
+        if not isinstance(leaf, Tensor) and not hasattr(leaf, '__getitem__'):
             raise _missing(leaf, 'slice', '__getitem__')
-        own = {d: s for d, s in slices.items() if d in shape(leaf)}
-        return leaf[own] if own else leaf
+        selection = own(shape(leaf).names)
+        return leaf if selection is None else leaf[selection]
     with affecting(sliced, on_result=False):
         return map_trees(slice_leaf, [value], _DATA, slice_cached, 'slice', objects=True)
+
+
+def _indexed_dims(indices: Tensor) -> tuple:
+    """The dims an index tensor gathers along: the item labels of its one channel dim.
+
+    Raises:
+        TypeError: `indices` holds no ints, or has no single channel dim with item labels.
+    """
+    channel_dims = indices.shape.channel
+    if indices.dtype.kind is not int or channel_dims.rank != 1 or channel_dims.labels[0] is None:
+        raise TypeError(f"An index tensor used to slice must hold ints and have one channel dim listing the dims it "
+                        f"indexes as item labels (e.g. channel(index='x,y')), but got one of shape {indices.shape} "
+                        f"and dtype {indices.dtype}. Accepted: {_SELECTION_FORMS}.")
+    return tuple(channel_dims.labels[0])
 
 
 # --- expand, rename --------------------------------------------------------------------------------
