@@ -319,3 +319,18 @@ def test_torch_func_grad_accepts_a_dataclass(torch_pytree):
     np.testing.assert_allclose(grads.velocity.numpy('b,vector'), p.velocity.numpy('b,vector'))
     np.testing.assert_allclose(grads.position.numpy('b,vector'), 0)
     assert 'speed' not in grads.__dict__  # no cached value carries a transform's tensors
+
+
+def test_the_standard_library_names_jax_dataclasses_offers_are_there():
+    import lazyphi.dataclasses as jdc
+
+    assert (jdc.field, jdc.asdict, jdc.astuple, jdc.is_dataclass) == (
+        dataclasses.field, dataclasses.asdict, dataclasses.astuple, dataclasses.is_dataclass)
+
+    @jdc.pytree_dataclass
+    class Pair:
+        a: Tensor
+        tags: list = jdc.field(default_factory=list)
+
+    pair = Pair(math.zeros(spatial(x=2)))
+    assert jdc.is_dataclass(pair) and jdc.astuple(pair)[1] == [] and set(jdc.asdict(pair)) == {'a', 'tags'}

@@ -7,6 +7,7 @@ did not change (found by analysing the property's code), the tree functions of `
 """
 
 import importlib
+from dataclasses import asdict, astuple, field, is_dataclass  # noqa: F401  the standard library's, as jax_dataclasses offers them
 
 from ..math import config_fields, data_fields, non_data_fields, special_fields
 from ..math.kinds import cached_property, cached_property_names, is_cached_property
