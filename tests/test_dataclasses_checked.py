@@ -5,10 +5,17 @@ from typing import Annotated
 
 import numpy as np
 import pytest
+from backends import BACKEND_NAMES, get_backend
 
 from lazyphi import math
 from lazyphi.backend import DType
-from lazyphi.dataclasses._checked import AnnotationMismatch, AnnotationTypeMismatch, check_fields, checked
+from lazyphi.dataclasses._checked import (
+    AnnotationMismatch,
+    AnnotationTypeMismatch,
+    batch_axes,
+    check_fields,
+    checked,
+)
 from lazyphi.math import Tensor, batch, channel, instance, spatial
 
 EVENTS = []
@@ -170,3 +177,142 @@ def test_check_fields_can_be_called_directly():
     object.__setattr__(value, 'values', grid(spatial(x=1)))
     with pytest.raises(AnnotationMismatch):
         check_fields(value)
+
+
+# --- jax_dataclasses' annotations of arrays without dim names -------------------------------------
+
+
+def test_the_jax_dataclasses_mnist_example_as_printed(capsys):
+    jnp = pytest.importorskip('jax.numpy')
+    import numpy as onp
+
+    import lazyphi.dataclasses as jdc
+
+    @jdc.pytree_dataclass
+    class MnistStruct(jdc.EnforcedAnnotationsMixin):
+        image: Annotated[
+            jnp.ndarray,
+            (..., 28, 28),
+            jnp.float32,
+        ]
+        label: Annotated[
+            jnp.ndarray,
+            (..., 10),
+            jnp.integer,
+        ]
+
+    # OK
+    struct = MnistStruct(
+      image=onp.zeros((28, 28), dtype=onp.float32),
+      label=onp.zeros((10,), dtype=onp.uint8),
+    )
+    print(struct.get_batch_axes())  # Prints ()
+
+    # OK
+    struct = MnistStruct(
+      image=onp.zeros((32, 28, 28), dtype=onp.float32),
+      label=onp.zeros((32, 10), dtype=onp.uint8),
+    )
+    print(struct.get_batch_axes())  # Prints (32,)
+    assert capsys.readouterr().out.splitlines() == ['()', '(32,)']
+
+    # AssertionError on instantiation because of type mismatch
+    with pytest.raises(AssertionError, match=r'MnistStruct\.label must be .* of kind integer, but got dtype float32'):
+        MnistStruct(
+          image=onp.zeros((28, 28), dtype=onp.float32),
+          label=onp.zeros((10,), dtype=onp.float32),  # Not an integer type!
+        )
+
+    # AssertionError on instantiation because of shape mismatch
+    with pytest.raises(AssertionError, match=r'label must be .* of shape \(\.\.\., 10\).* got shape \(5,\)'):
+        MnistStruct(
+          image=onp.zeros((28, 28), dtype=onp.float32),
+          label=onp.zeros((5,), dtype=onp.uint8),
+        )
+
+    # AssertionError on instantiation because of batch axis mismatch
+    with pytest.raises(AssertionError, match=r'batch axes .* differ between fields: image \(64,\), label \(32,\)'):
+        MnistStruct(
+          image=onp.zeros((64, 28, 28), dtype=onp.float32),
+          label=onp.zeros((32, 10), dtype=onp.uint8),
+        )
+
+
+@pytest.mark.parametrize('backend', BACKEND_NAMES)
+def test_shape_patterns_and_numpy_dtypes_check_the_arrays_of_every_backend(backend):
+    b = get_backend(backend)
+
+    @checked
+    @dataclasses.dataclass(frozen=True)
+    class Frames:
+        pixels: Annotated[object, (3, ..., None), np.floating]  # batch axes between a leading 3 and one last axis
+        ids: Annotated[object | None, (..., 2), np.dtype('int32')] = None
+
+    def array(shape, dtype=np.float32):
+        return b.as_tensor(np.zeros(shape, dtype))
+
+    frames = Frames(array((3, 5, 4, 7)), array((5, 4, 2), np.int32))
+    assert batch_axes(frames) == (5, 4)
+    assert batch_axes(Frames(array((3, 7)))) == ()
+    with pytest.raises(AnnotationMismatch, match=r'Frames\.pixels must be .* of shape \(3, \.\.\., None\).* got shape '
+                                                 r'\(4, 5, 7\)'):
+        Frames(array((4, 5, 7)))
+    with pytest.raises(AnnotationMismatch, match=r'Frames\.pixels must be .* got shape \(3,\)'):
+        Frames(array((3,)))  # the last axis is missing
+    with pytest.raises(AnnotationTypeMismatch, match=r'Frames\.pixels must be .* of kind floating, but got dtype int'):
+        Frames(array((3, 7), np.int64))
+    with pytest.raises(AnnotationTypeMismatch,
+                       match=r'Frames\.ids must be an array .* of dtype int32, or None, but got dtype int64'):
+        Frames(array((3, 7)), array((2,), np.int64))
+    with pytest.raises(AnnotationMismatch, match=r'differ between fields: pixels \(5,\), ids \(6,\)'):
+        Frames(array((3, 5, 7)), array((6, 2), np.int32))
+
+
+def test_shape_patterns_are_for_unnamed_arrays_and_bad_metadata_is_named():
+    @checked
+    @dataclasses.dataclass(frozen=True)
+    class Patterned:
+        values: Annotated[object, (..., 3)]
+
+    with pytest.raises(AnnotationTypeMismatch, match=r'a shape pattern describes arrays without dim names'):
+        Patterned(math.zeros(channel(vector=3)))
+
+    @checked
+    @dataclasses.dataclass(frozen=True)
+    class Typo:
+        values: Annotated[object, (..., '3')]
+
+    with pytest.raises(TypeError, match=r"Typo\.values: the annotation metadata \(Ellipsis, '3'\) is no shape pattern"):
+        Typo(np.zeros(3))
+
+    @checked
+    @dataclasses.dataclass(frozen=True)
+    class Both:
+        values: Annotated[Tensor, channel('vector'), (..., 3)]
+
+    with pytest.raises(TypeError, match=r'gives both dims .* and the shape pattern'):
+        Both(math.zeros(channel(vector=3)))
+
+    class OtherLibrary:  # metadata lazyphi does not know is left to its library
+        pass
+
+    @checked
+    @dataclasses.dataclass(frozen=True)
+    class Foreign:
+        values: Annotated[Tensor, channel('vector'), OtherLibrary()]
+
+    assert Foreign(math.zeros(channel(vector=3))).values.shape.get_size('vector') == 3
+    with pytest.raises(AnnotationMismatch):
+        Foreign(math.zeros(spatial(x=3)))
+
+
+def test_batch_dims_of_checked_tensors_agree_across_fields():
+    @checked
+    @dataclasses.dataclass(frozen=True)
+    class Labelled:
+        image: Annotated[Tensor, spatial(y=28, x=28), float]
+        label: Annotated[Tensor, channel(c=10), int]
+
+    Labelled(math.zeros(batch(b=64), spatial(y=28, x=28)), math.zeros(batch(b=64), channel(c=10), dtype=int))
+    with pytest.raises(AnnotationMismatch, match=r"batch dim 'b' has size 64 in image but 32 in label"):
+        Labelled(math.zeros(batch(b=64), spatial(y=28, x=28)), math.zeros(batch(b=32), channel(c=10), dtype=int))

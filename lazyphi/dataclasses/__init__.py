@@ -12,7 +12,7 @@ from dataclasses import asdict, astuple, field, is_dataclass  # noqa: F401  the 
 from ..math import config_fields, data_fields, non_data_fields, special_fields
 from ..math.kinds import cached_property, cached_property_names, is_cached_property
 from ._cached import cached_properties, cached_values
-from ._checked import checked
+from ._checked import EnforcedAnnotationsMixin, checked
 from ._deps import ALL, DirectDependencies, direct_dependencies, explain_dependencies, property_dependencies
 from ._html import dataclass_html
 from ._mutate import copy_and_mutate
@@ -36,6 +36,7 @@ def __getattr__(name: str):
 __all__ = [
     'ALL',
     'DirectDependencies',
+    'EnforcedAnnotationsMixin',
     'cached_properties',
     'cached_property',
     'cached_property_names',

@@ -9,8 +9,16 @@
 The metadata of an `Annotated` field may hold Shapes (dims with their types, and sizes or
 labels where given), dim specs like `'x:s,y:s'` (names and types only), a dtype kind
 (`float`, `int`, `complex`, `bool`) or a `DType` (exact). A value must have every listed
-dim, with the listed type, size and labels; besides those it may only have batch dims.
-None passes where the annotation admits None. Fields without such metadata are not checked.
+dim, with the listed type, size and labels; besides those it may only have batch dims, and a
+batch dim of one checked field has the same size in every other.
+
+For arrays without dim names (NumPy, JAX, PyTorch, TensorFlow), the metadata may hold, as in
+jax_dataclasses, a shape pattern (a tuple of sizes, None for any size, and at most one `...` where
+the batch axes go; without one they lead) and a NumPy-style dtype (`np.float32`, `jnp.float32`,
+`np.dtype('uint8')`, or an abstract type like `np.integer`, matched as `np.issubdtype` does). The
+batch axes (what `...` stands for) must be the same for every patterned field;
+`EnforcedAnnotationsMixin.get_batch_axes()` returns them. None passes where the annotation admits
+None. Fields without such metadata are not checked; metadata of other libraries is ignored.
 """
 
 import dataclasses
@@ -20,16 +28,21 @@ import typing
 import weakref
 from typing import Any, NamedTuple
 
-from ..backend import DType
-from ..math import BATCH, EMPTY_SHAPE, Shape, concat_shapes, shape
+import numpy as np
+
+from ..backend import DType, choose_backend, to_numpy_dtype
+from ..math import BATCH, EMPTY_SHAPE, Shape, Tensor, concat_shapes, shape
 from ..math.kinds import parse_dim_spec, resolved_annotations
 
 _KINDS = (float, int, complex, bool)
 _UNIONS = (typing.Union, types.UnionType)
 
 
-class AnnotationMismatch(ValueError):
-    """A field's value does not have the dims its `Annotated` annotation declares."""
+class AnnotationMismatch(ValueError, AssertionError):
+    """A field's value does not have the dims its `Annotated` annotation declares.
+
+    Also an AssertionError: what jax_dataclasses raises for the same annotations.
+    """
 
 
 class AnnotationTypeMismatch(AnnotationMismatch, TypeError):
@@ -40,8 +53,9 @@ class _FieldSpec(NamedTuple):
     name: str
     base: Any  # the annotated type, None if it names no class to check with isinstance
     dims: Shape
-    dtype: Any  # a kind from _KINDS, a DType, or None
+    dtype: Any  # a kind from _KINDS, a DType, a NumPy dtype or scalar type (np.integer), or None
     optional: bool
+    axes: tuple | None  # a shape pattern for arrays without dim names: sizes, None (any size), at most one ...
 
 
 _SPECS: 'weakref.WeakKeyDictionary[type, tuple[_FieldSpec, ...]]' = weakref.WeakKeyDictionary()
@@ -85,14 +99,60 @@ def checked(cls: type) -> type:
     return cls
 
 
+class EnforcedAnnotationsMixin:
+    """A base class that validates the `Annotated` fields of its dataclass subclasses at construction.
+
+    jax_dataclasses' name for the checks of `@checked` (`class Batch(EnforcedAnnotationsMixin)` under
+    `@pytree_dataclass` or `@dataclass`). The check runs in `__post_init__`: a subclass defining its own
+    calls `super().__post_init__()`.
+
+    Raises:
+        AnnotationMismatch, AnnotationTypeMismatch: at construction (see `checked`).
+    """
+
+    def __post_init__(self):
+        check_fields(self)
+
+    def get_batch_axes(self) -> tuple:
+        """The sizes of the batch axes of the arrays whose annotations give a shape pattern (what its `...` stands
+        for; the leading axes where it has none), shared by all of them; () where no field has a pattern."""
+        return batch_axes(self)
+
+
 def check_fields(obj) -> None:
-    """Validate every field of dataclass instance `obj` whose annotation declares dims or a dtype.
+    """Validate every field of dataclass instance `obj` whose annotation declares dims, a shape or a dtype.
 
     Raises:
         AnnotationMismatch, AnnotationTypeMismatch: see `checked`.
     """
+    cls = type(obj)
+    batch_axes, batch_dims = {}, {}  # field -> batch axes of its unnamed array; batch dim -> (size, field)
+    for spec in _field_specs(cls):
+        value = getattr(obj, spec.name)
+        axes = _check(cls, spec, value)
+        if axes is not None:
+            batch_axes[spec.name] = axes
+        elif isinstance(value, Tensor):
+            for name, size in zip(value.shape.batch.names, value.shape.batch.sizes, strict=True):
+                size_elsewhere, other = batch_dims.setdefault(name, (size, spec.name))
+                if size_elsewhere != size:
+                    raise AnnotationMismatch(f"{cls.__qualname__}: batch dim {name!r} has size {size_elsewhere} in "
+                                             f"{other} but {size} in {spec.name}; the checked fields must agree")
+    if len(set(batch_axes.values())) > 1:
+        found = ', '.join(f'{name} {axes}' for name, axes in batch_axes.items())
+        raise AnnotationMismatch(f"{cls.__qualname__}: the batch axes (what ... stands for in the shape patterns) "
+                                 f"differ between fields: {found}; they must be the same for all")
+
+
+def batch_axes(obj) -> tuple:
+    """The batch axes of the unnamed arrays of `obj` whose annotations give a shape pattern: what `...` stands for
+    (leading axes where a pattern has none), the same for all of them once `obj` passed its checks; () where no
+    field has a pattern."""
     for spec in _field_specs(type(obj)):
-        _check(type(obj), spec, getattr(obj, spec.name))
+        value = getattr(obj, spec.name)
+        if spec.axes is not None and value is not None:
+            return _match_axes(spec.axes, tuple(value.shape))
+    return ()
 
 
 def _field_specs(cls: type) -> tuple[_FieldSpec, ...]:
@@ -121,7 +181,7 @@ def _parse(cls: type, name: str, annotation) -> _FieldSpec | None:
         members = [a for a in typing.get_args(base) if a is not type(None)]
         optional = optional or len(members) < len(typing.get_args(base))
         base = members[0] if len(members) == 1 else None
-    shapes, dtype = [], None
+    shapes, dtype, axes = [], None, None
     for item in metadata:
         if isinstance(item, Shape):
             shapes.append(item)
@@ -131,34 +191,100 @@ def _parse(cls: type, name: str, annotation) -> _FieldSpec | None:
             except ValueError as err:
                 raise TypeError(f"{cls.__qualname__}.{name}: the annotation metadata {item!r} is no dim spec: "
                                 f"{err}") from None
-        elif item in _KINDS or isinstance(item, DType):
+        elif isinstance(item, tuple):
+            if not _is_pattern(item):
+                raise TypeError(f"{cls.__qualname__}.{name}: the annotation metadata {item!r} is no shape pattern: "
+                                f"give sizes (ints), None for any size and at most one ... where batch axes go, "
+                                f"like (..., 28, 28)")
+            axes = item
+        elif any(item is kind for kind in _KINDS) or isinstance(item, DType):
             dtype = item
-    if not shapes and dtype is None:
+        elif _numpy_dtype(item) is not None:
+            dtype = _numpy_dtype(item)
+    if not shapes and dtype is None and axes is None:
         return None
+    if axes is not None and shapes:
+        raise TypeError(f"{cls.__qualname__}.{name}: the annotation gives both dims {shapes} and the shape pattern "
+                        f"{axes}; dims describe Tensors, shape patterns arrays without dim names: give one of them")
     dims = concat_shapes(*shapes) if shapes else EMPTY_SHAPE
-    return _FieldSpec(name, base if isinstance(base, type) else None, dims, dtype, optional)
+    numpy_style = dtype is not None and not isinstance(dtype, DType) and not any(dtype is k for k in _KINDS)
+    unnamed = axes is not None or numpy_style  # jax_dataclasses' style: arrays of any library
+    return _FieldSpec(name, base if isinstance(base, type) and not unnamed else None, dims, dtype, optional, axes)
 
 
-def _check(cls: type, spec: _FieldSpec, value) -> None:
+def _is_pattern(item: tuple) -> bool:
+    sizes = [a for a in item if a is not Ellipsis]
+    return len(item) - len(sizes) <= 1 and all(
+        a is None or (isinstance(a, int) and not isinstance(a, bool) and a >= 0) for a in sizes)
+
+
+def _numpy_dtype(item):
+    """The NumPy dtype or abstract scalar type `item` declares (`np.float32`, `jnp.float32`, `np.dtype('int8')`,
+    `np.integer`), else None."""
+    if isinstance(item, type) and issubclass(item, np.generic):
+        return item
+    if isinstance(item, np.dtype):
+        return item
+    declared = getattr(item, 'dtype', None)  # a JAX scalar type carries its NumPy dtype
+    return declared if isinstance(declared, np.dtype) and not hasattr(item, 'shape') else None
+
+
+def _match_axes(pattern: tuple, actual: tuple) -> tuple | None:
+    """The batch axes of an array of shape `actual` matching `pattern` (what its ... stands for), else None."""
+    split = pattern.index(Ellipsis) if Ellipsis in pattern else 0
+    before, after = pattern[:split], pattern[split + 1:] if Ellipsis in pattern else pattern
+    if len(actual) < len(before) + len(after):
+        return None
+    ends = actual[:len(before)] + actual[len(actual) - len(after):]
+    if any(size is not None and size != found for size, found in zip(before + after, ends, strict=True)):
+        return None
+    return actual[len(before):len(actual) - len(after)]
+
+
+def _check(cls: type, spec: _FieldSpec, value) -> tuple | None:
+    """Raise unless `value` passes `spec`; returns its batch axes where `spec` has a shape pattern."""
     where = f"{cls.__qualname__}.{spec.name}"
     expected = _describe(spec)
     if value is None and spec.optional:
-        return
+        return None
     if spec.base is not None and not isinstance(value, spec.base):
         raise AnnotationTypeMismatch(f"{where} must be {expected}, but got {value!r} of type "
                                      f"{type(value).__qualname__}")
-    try:
-        actual = shape(value)
-    except TypeError:
-        raise AnnotationTypeMismatch(f"{where} must be {expected}, but got {value!r} of type "
-                                     f"{type(value).__qualname__}, which has no Shape") from None
-    problem = _dim_problem(spec.dims, actual)
-    if problem:
-        raise AnnotationMismatch(f"{where} must be {expected}, but got shape {actual}: {problem}")
+    unnamed = not isinstance(value, Tensor) and hasattr(value, 'shape') and hasattr(value, 'dtype')
+    axes = None
+    if spec.axes is not None:
+        if not unnamed:
+            raise AnnotationTypeMismatch(f"{where} must be {expected}, but got {value!r} of type "
+                                         f"{type(value).__qualname__}: a shape pattern describes arrays without dim "
+                                         f"names (declare a Tensor's dims with Shapes)")
+        axes = _match_axes(spec.axes, tuple(value.shape))
+        if axes is None:
+            raise AnnotationMismatch(f"{where} must be {expected}, but got shape {tuple(value.shape)}")
+    elif spec.dims or not unnamed:
+        try:
+            actual = shape(value)
+        except TypeError:
+            raise AnnotationTypeMismatch(f"{where} must be {expected}, but got {value!r} of type "
+                                         f"{type(value).__qualname__}, which has no Shape") from None
+        problem = _dim_problem(spec.dims, actual)
+        if problem:
+            raise AnnotationMismatch(f"{where} must be {expected}, but got shape {actual}: {problem}")
     if spec.dtype is not None:
-        dtype = getattr(value, 'dtype', None)
-        if not isinstance(dtype, DType) or not _dtype_matches(spec.dtype, dtype):
-            raise AnnotationTypeMismatch(f"{where} must be {expected}, but got dtype {dtype} (shape {actual})")
+        dtype = _dtype_of(value)
+        if dtype is None or not _dtype_matches(spec.dtype, dtype):
+            raise AnnotationTypeMismatch(f"{where} must be {expected}, but got dtype {dtype} (shape "
+                                         f"{tuple(value.shape) if unnamed else shape(value)})")
+    return axes
+
+
+def _dtype_of(value) -> DType | None:
+    dtype = getattr(value, 'dtype', None)
+    if isinstance(dtype, DType) or dtype is None:
+        return dtype
+    try:
+        return choose_backend(value).dtype(value)
+    except Exception:  # not an array of a backend lazyphi knows: no dtype to compare
+        return None
 
 
 def _dim_problem(declared: Shape, actual: Shape) -> str | None:
@@ -179,14 +305,22 @@ def _dim_problem(declared: Shape, actual: Shape) -> str | None:
 
 
 def _dtype_matches(declared, dtype: DType) -> bool:
-    return dtype == declared if isinstance(declared, DType) else dtype.kind is declared
+    if isinstance(declared, DType):
+        return dtype == declared
+    if isinstance(declared, (type, np.dtype)) and not any(declared is kind for kind in _KINDS):
+        return np.issubdtype(to_numpy_dtype(dtype), declared)
+    return dtype.kind is declared
 
 
 def _describe(spec: _FieldSpec) -> str:
-    parts = [f'a {spec.base.__name__}' if spec.base is not None else 'a value']
+    parts = [f'a {spec.base.__name__}' if spec.base is not None else 'an array' if spec.axes is not None else 'a value']
     if spec.dims:
         parts.append(f"with dims {spec.dims}")
+    if spec.axes is not None:
+        sizes = ['...' if a is Ellipsis else str(a) for a in spec.axes]
+        parts.append(f"of shape ({', '.join(sizes)}{',' if len(sizes) == 1 else ''})")
     if spec.dtype is not None:
-        parts.append(f"of dtype {spec.dtype}" if isinstance(spec.dtype, DType) else f"of kind {spec.dtype.__name__}")
-    text = ' '.join(parts) + ', plus any batch dims'
+        kind = spec.dtype if isinstance(spec.dtype, (DType, np.dtype)) else spec.dtype.__name__
+        parts.append(f"of dtype {kind}" if isinstance(spec.dtype, (DType, np.dtype)) else f"of kind {kind}")
+    text = ' '.join(parts) + (', plus any batch dims' if spec.axes is None else '')
     return text + ', or None' if spec.optional else text
