@@ -73,9 +73,10 @@ def checked(cls: type) -> type:
     Raises:
         TypeError: `cls` is not a dataclass (put `@checked` above `@dataclass`), or an annotation's
             metadata cannot be read (when the first instance is made).
-        AnnotationMismatch: (a ValueError) at construction, for a value lacking a declared dim, having it with
-            another type, size or labels, or having non-batch dims the annotation does not list.
-        AnnotationTypeMismatch: (a ValueError and TypeError) at construction, for a value of the wrong type or dtype.
+        AnnotationMismatch: (a ValueError and AssertionError) at construction, for a value lacking a declared dim,
+            having it with another type, size or labels, or having non-batch dims the annotation does not list; an
+            unnamed array not matching its shape pattern; batch axes or batch dims differing between fields.
+        AnnotationTypeMismatch: (also a TypeError) at construction, for a value of the wrong type or dtype.
     """
     if not isinstance(cls, type) or not dataclasses.is_dataclass(cls):
         raise TypeError(f"@checked decorates dataclasses, but got {cls!r}. Put it above @dataclass: "
