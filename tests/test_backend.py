@@ -331,6 +331,9 @@ def test_while_loop_copies_values_a_loop_changes_in_place():
 
 def test_ravel_multi_index_modes():
     index = np.array([[0, 5], [-1, 1], [2, 3]])
+    for dtype in (np.int32, np.int64):  # the flat indices have the dtype of the multi-indices
+        for mode in ('undefined', 'periodic', 'clamp', -1):
+            assert NUMPY.ravel_multi_index(index.astype(dtype), (3, 4), mode).dtype == dtype
     assert_same(NUMPY.ravel_multi_index(index, (3, 4), 'periodic'), np.array([1, 9, 11]))
     assert_same(NUMPY.ravel_multi_index(index, (3, 4), 'clamp'), np.array([3, 1, 11]))
     assert_same(NUMPY.ravel_multi_index(index, (3, 4), -1), np.array([-1, -1, 11]))

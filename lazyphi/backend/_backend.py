@@ -451,7 +451,7 @@ class Backend:
 
     @_composite('as_tensor', 'cast', 'dtype', 'sum', 'clip', 'all', 'where')
     def ravel_multi_index(self, multi_index: Any, shape: Sequence[int], mode: str | int = 'undefined') -> Any:
-        """Converts multi-indices `(batch..., index)` to flat indices `(batch...)`.
+        """Converts multi-indices `(batch..., index)` to flat indices `(batch...)` of the dtype of `multi_index`.
 
         Args:
             mode: What to do with indices outside `shape`: `'undefined'`, `'periodic'` (wrap), `'clamp'`,
@@ -469,7 +469,7 @@ class Backend:
         result = self.sum(multi_index * strides, -1)
         if isinstance(mode, int):
             result = self.where(self.all((multi_index >= 0) & (multi_index < sizes), -1), result, mode)
-        return result
+        return self.cast(result, dtype)
 
     @_composite('gather')
     def gather_1d(self, values: Any, indices: Any) -> Any:
