@@ -205,9 +205,10 @@ class Profile:
         return events
 
     def save(self, path: str | os.PathLike) -> None:
-        """Writes the profile as a Chrome trace-event JSON file, viewable in chrome://tracing or Perfetto."""
+        """Writes the profile as a Chrome trace-event JSON file (a list of events, as phiml writes it), viewable in
+        chrome://tracing or Perfetto."""
         with open(path, 'w', encoding='utf-8') as file:
-            json.dump({'traceEvents': self.trace_events(), 'displayTimeUnit': 'ms'}, file)
+            json.dump(self.trace_events(), file)
 
     save_trace = save
 
