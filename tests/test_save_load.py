@@ -19,6 +19,7 @@ from lazyphi import math
 from lazyphi.backend import convert
 from lazyphi.dataclasses import cached_property
 from lazyphi.math import ShapeDtype, batch, channel, spatial
+from lazyphi.math.kinds import Expanded
 from lazyphi.storage import (
     DiskTensor,
     ManifestDamaged,
@@ -137,7 +138,7 @@ def test_one_manifest_and_one_group_per_node(tmp_path):
     assert sorted(os.listdir(root)) == ['inner', 'items', 'lazyphi.json', 'pair', 'parts', 'zarr.json']
     assert not list(root.rglob('lazyphi.json'))[1:]
     manifest = json.loads((root / 'lazyphi.json').read_text())
-    assert manifest['format'] == 1 and manifest['root']['kind'] == 'dataclass'
+    assert manifest['format'] == 2 and manifest['root']['kind'] == 'dataclass'
     assert manifest['root']['class'] == f'{Outer.__module__}:Outer'
     assert json.loads((root / 'parts' / 'zarr.json').read_text())['node_type'] == 'group'
     node = manifest['root']['fields']['inner']['fields']['values']
@@ -316,6 +317,57 @@ def test_damaged_manifest_raises(tmp_path, damage):
     file.write_text(text)
     with pytest.raises(ManifestDamaged):
         lazyphi.load(tmp_path / 'tree')
+
+
+@pytest.mark.parametrize('backend', BACKEND_NAMES)
+def test_an_expanded_tensor_is_saved_as_the_values_it_holds_and_loads_expanded(tmp_path, backend):
+    with get_backend(backend):
+        values = math.random_normal(channel(c=3), spatial(x=8))
+    big = math.expand(values, batch(n=10 ** 9))  # 24 billion values, never materialised
+    lazyphi.save({'big': big, 'scale': 2}, tmp_path / 'tree')
+    stored = sum(f.stat().st_size for f in (tmp_path / 'tree').rglob('*') if f.is_file())
+    assert stored < 10_000
+    manifest = json.loads((tmp_path / 'tree' / 'lazyphi.json').read_text())
+    node = manifest['root']['items']['big']
+    assert node['kind'] == 'expanded' and node['sizes'] == list(big.shape.sizes) and node['value']['sizes'] == [3, 8]
+    for lazy in (True, False):
+        loaded = lazyphi.load(tmp_path / 'tree', lazy=lazy)['big']
+        assert type(loaded) is Expanded and loaded.shape == big.shape and loaded.backend.name == backend
+        math.assert_close(loaded.n[123_456_789], values)
+    assert lazyphi.load(tmp_path / 'tree', data=False)['big'] == ShapeDtype(big.shape, values.dtype)
+    assert lazyphi.load(tmp_path / 'tree', item='big').shape == big.shape
+
+
+def test_a_small_expanded_tensor_is_written_whole_for_readers_of_the_arrays(tmp_path):
+    small = math.zeros(spatial(x=3), channel(c='a,b'))
+    lazyphi.save({'small': small}, tmp_path / 'tree')
+    node = json.loads((tmp_path / 'tree' / 'lazyphi.json').read_text())['root']['items']['small']
+    assert node['kind'] == 'tensor' and node['sizes'] == [3, 2]
+
+
+def test_an_expanded_node_that_does_not_hold_its_values_is_damage(tmp_path):
+    lazyphi.save(math.expand(math.range(spatial(x=4)), batch(b=10 ** 7)), tmp_path / 'tree')
+    file = tmp_path / 'tree' / 'lazyphi.json'
+    original = json.loads(file.read_text())
+    for damage, message in [(lambda root: root['value'].update(kind='value', value=1), 'must be a tensor node'),
+                            (lambda root: root.update(sizes=[10 ** 7, 5]), 'do not lie within the expanded shape'),
+                            (lambda root: root.update(types=['batch', 'nonsense']), 'types must be among')]:
+        manifest = json.loads(json.dumps(original))
+        damage(manifest['root'])
+        manifest['checksum'] = _results.manifest_checksum(manifest)
+        file.write_text(json.dumps(manifest))
+        with pytest.raises(ManifestDamaged, match=message):
+            lazyphi.load(tmp_path / 'tree')
+
+
+def test_a_save_of_format_1_still_loads(tmp_path):
+    lazyphi.save(_outer(), tmp_path / 'tree')
+    file = tmp_path / 'tree' / 'lazyphi.json'
+    manifest = json.loads(file.read_text())
+    manifest['format'] = 1
+    manifest['checksum'] = _results.manifest_checksum(manifest)
+    file.write_text(json.dumps(manifest))
+    assert lazyphi.load(tmp_path / 'tree').inner.values.shape == _outer().inner.values.shape
 
 
 def test_missing_save_and_cache_result(tmp_path):

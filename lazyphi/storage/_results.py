@@ -251,19 +251,11 @@ def _entry_problem(entry) -> str | None:
     fields = ('dims', 'types', 'labels', 'sizes', 'dtype', 'backend', 'chunks', 'block_dim')
     if not isinstance(entry, dict) or set(entry) != set(fields):
         return f'expected an object with exactly {list(fields)}'
-    lists = [entry[f] for f in ('dims', 'types', 'labels', 'sizes', 'chunks')]
-    if not all(isinstance(v, list) for v in lists) or len({len(v) for v in lists}) != 1:
+    problem = shape_problem(entry)
+    if problem:
+        return problem
+    if not isinstance(entry['chunks'], list) or len(entry['chunks']) != len(entry['dims']):
         return 'dims, types, labels, sizes and chunks must be lists of equal length'
-    if not all(isinstance(d, str) and d for d in entry['dims']) or len(set(entry['dims'])) != len(entry['dims']):
-        return f'dims must be distinct names, found {entry["dims"]}'
-    if not all(t in DIM_TYPES for t in entry['types']):
-        return f'types must be among {DIM_TYPES}, found {entry["types"]}'
-    if not all(type(s) is int and s >= 0 for s in entry['sizes']):
-        return f'sizes must be ints >= 0, found {entry["sizes"]}'
-    for lab, size in zip(entry['labels'], entry['sizes'], strict=True):
-        if lab is not None and (not isinstance(lab, list) or len(lab) != size
-                                or not all(isinstance(s, str) for s in lab)):
-            return f'labels must be null or one str per item, found {entry["labels"]}'
     if not isinstance(entry['dtype'], str):
         return f"dtype must be a name like 'float32', found {entry['dtype']!r:.100}"
     if entry['block_dim'] not in entry['dims']:
@@ -277,6 +269,24 @@ def _entry_problem(entry) -> str | None:
                 f'(expected {list(spec.chunks)})')
     if str(spec.dtype) != entry['dtype']:
         return f'dtype {entry["dtype"]!r} is not written the way lazyphi writes it ({spec.dtype})'
+    return None
+
+
+def shape_problem(entry: dict) -> str | None:
+    """What is wrong with the shape of a manifest entry (its lists `dims`, `types`, `labels`, `sizes`), or None."""
+    lists = [entry[f] for f in ('dims', 'types', 'labels', 'sizes')]
+    if not all(isinstance(v, list) for v in lists) or len({len(v) for v in lists}) != 1:
+        return 'dims, types, labels and sizes must be lists of equal length'
+    if not all(isinstance(d, str) and d for d in entry['dims']) or len(set(entry['dims'])) != len(entry['dims']):
+        return f'dims must be distinct names, found {entry["dims"]}'
+    if not all(t in DIM_TYPES for t in entry['types']):
+        return f'types must be among {DIM_TYPES}, found {entry["types"]}'
+    if not all(type(s) is int and s >= 0 for s in entry['sizes']):
+        return f'sizes must be ints >= 0, found {entry["sizes"]}'
+    for lab, size in zip(entry['labels'], entry['sizes'], strict=True):
+        if lab is not None and (not isinstance(lab, list) or len(lab) != size
+                                or not all(isinstance(s, str) for s in lab)):
+            return f'labels must be null or one str per item, found {entry["labels"]}'
     return None
 
 

@@ -35,7 +35,7 @@ import numpy as np
 from .._errors import ManifestDamaged
 from ..backend import DType, backend_by_name, convert
 from ..math import Shape, ShapeDtype, Tensor, channel, data_fields, non_data_fields, tensor
-from ..math.kinds import Dense, cached_property_names, element_bytes
+from ..math.kinds import Dense, Expanded, cached_property_names, element_bytes
 from ._chunks import chunk_writer, create_array, create_group, libc_function
 from ._disk import DiskArray, DiskTensor, read_selection
 from ._memory import current_load_backend, notify_loaded
@@ -52,6 +52,7 @@ from ._results import (
     grid_index,
     record_name,
     records_dir,
+    shape_problem,
     temporary_dir,
     write_manifest,
 )
@@ -59,11 +60,13 @@ from ._tagged import _CLASSES, MAX_DEPTH, allowed_modules, decode, encode, enter
 from ._write import write_records
 from ._xarray_view import describe_save
 
-SAVE_FORMAT = 1
+SAVE_FORMAT = 2  # 2: nodes of kind 'expanded'
+READ_FORMATS = (1, 2)
 SAVE_TYPE = 'lazyphi.save'  # tells a save's manifest from a cache result's
 CHUNK_BYTES = 8 * 2 ** 20  # target size of one chunk: reading part of a saved tensor reads whole chunks
 WRITE_THREADS = 8  # chunks written at once (measured: 1.4x faster than one at a time on a local disk)
-KINDS = ('tensor', 'dataclass', 'dict', 'list', 'tuple', 'value')
+KINDS = ('tensor', 'expanded', 'dataclass', 'dict', 'list', 'tuple', 'value')
+_SHAPE_FIELDS = ('dims', 'types', 'labels', 'sizes')
 _ENTRY_FIELDS = ('dims', 'types', 'labels', 'sizes', 'dtype', 'backend', 'chunks', 'block_dim')
 
 
@@ -75,7 +78,9 @@ def save(obj, path: str | os.PathLike, overwrite: bool = False, include_cache: b
     Args:
         obj: the tree. Tensors of any backend; dict keys must be str; dataclasses nest in any way, their data
             fields saved as nodes, their config fields as tagged JSON. NumPy arrays of at most one axis are saved
-            as the tensors `math.tensor` makes of them (1-D: a channel dim `vector`) and load as tensors.
+            as the tensors `math.tensor` makes of them (1-D: a channel dim `vector`) and load as tensors. A tensor
+            expanded lazily (`math.expand`, `math.zeros`, ...) to more than 8 MiB is saved as the values it holds
+            and loads expanded again; Zarr readers such as xarray see those values.
         path: the directory to create. Written into a temporary directory beside it and renamed into
             place at the end, so an interrupted save leaves no `path`.
         overwrite: replace an existing save at `path`. Atomically where the system can swap two directories
@@ -296,6 +301,11 @@ class _Writer:
                 'cache': cache}
 
     def tensor(self, t: Tensor, location: str, where: str) -> dict:
+        if type(t) is Expanded and element_bytes(t.shape, t.dtype) > CHUNK_BYTES:
+            # the values it holds and the dims they are constant along, not materialised; smaller ones are written
+            # whole, for readers of the Zarr arrays such as xarray
+            inner = self.tensor(t._inner, location, where)
+            return {'kind': 'expanded', **_shape_entry(t.shape), 'value': inner}
         shape = t.shape
         if not all(type(s) is int for s in shape.sizes):
             raise TypeError(f'save() stores tensors of known, uniform sizes; the tensor at {where} has shape {shape}')
@@ -325,6 +335,11 @@ class _Writer:
         list(self.pool.map(write, range(0, size, spec.chunk)))
         write_records(records_dir(self.store, location), [record_name(index) for index in chunk_indices(spec, 0, size)])
         return {'kind': 'tensor', 'array': location, **spec.manifest_entry()}
+
+def _shape_entry(shape: Shape) -> dict:
+    return {'dims': list(shape.names), 'types': list(shape.types),
+            'labels': [None if lab is None else list(lab) for lab in shape.labels], 'sizes': list(shape.sizes)}
+
 
 def array_tensor(array: np.ndarray, where: str) -> Tensor:
     """A NumPy array in a saved tree as the tensor `math.tensor` makes of it: 0-d a scalar, 1-D a channel dim
@@ -461,8 +476,8 @@ def _manifest_problem(manifest) -> str | None:
     missing = {'format', 'id', 'created', 'root'} - set(manifest)
     if missing:
         return f'missing entries {sorted(missing)}'
-    if manifest['format'] != SAVE_FORMAT:
-        return f'it has format {manifest["format"]!r}; this lazyphi reads format {SAVE_FORMAT}'
+    if manifest['format'] not in READ_FORMATS:
+        return f'it has format {manifest["format"]!r}; this lazyphi reads formats {READ_FORMATS}'
     if not isinstance(manifest['id'], str) or not isinstance(manifest['created'], str):
         return "'id' and 'created' must be strings"
     return _node_problem(manifest['root'], 'obj', 0)
@@ -475,7 +490,8 @@ def _node_problem(node, where: str, depth: int) -> str | None:
     if not isinstance(node, dict) or node.get('kind') not in KINDS:
         return f'{where}: expected a node object with a kind among {KINDS}, found {node!r:.200}'
     kind = node['kind']
-    needed = {'tensor': ('array', *_ENTRY_FIELDS), 'dataclass': ('class', 'group', 'fields', 'config', 'cache'),
+    needed = {'tensor': ('array', *_ENTRY_FIELDS), 'expanded': (*_SHAPE_FIELDS, 'value'),
+              'dataclass': ('class', 'group', 'fields', 'config', 'cache'),
               'dict': ('group', 'items'), 'list': ('group', 'items'), 'tuple': ('group', 'items'),
               'value': ('value',)}[kind]
     missing = [k for k in needed if k not in node]
@@ -483,6 +499,8 @@ def _node_problem(node, where: str, depth: int) -> str | None:
         return f'{where}: a {kind} node lacks {missing}'
     if kind == 'tensor':
         return _tensor_problem(node, where)
+    if kind == 'expanded':
+        return _expanded_problem(node, where, depth)
     if kind == 'value':
         return None
     if not isinstance(node['group'], str):
@@ -529,6 +547,23 @@ def _tensor_problem(node: dict, where: str) -> str | None:
     return None
 
 
+def _expanded_problem(node: dict, where: str, depth: int) -> str | None:
+    problem = shape_problem(node)
+    if problem:
+        return f'{where}: {problem}'
+    inner = node['value']
+    if not isinstance(inner, dict) or inner.get('kind') != 'tensor':
+        return f'{where}: the value of an expanded node must be a tensor node, found {inner!r:.200}'
+    problem = _node_problem(inner, where, depth + 1)
+    if problem:
+        return problem
+    sizes = dict(zip(node['dims'], node['sizes'], strict=True))
+    if any(sizes.get(d) != s for d, s in zip(inner['dims'], inner['sizes'], strict=True)):
+        return f'{where}: the stored values of shape {inner["dims"]} {inner["sizes"]} do not lie within the ' \
+               f'expanded shape {node["dims"]} {node["sizes"]}'
+    return None
+
+
 def _find(node: dict, item: str) -> tuple[dict, str]:
     """The node at dotted path `item`, and its location for messages."""
     where = 'obj'
@@ -568,6 +603,10 @@ class _Reader:
         kind = node['kind']
         if kind == 'tensor':
             return self.tensor(node)
+        if kind == 'expanded':
+            inner = self.tensor(node['value'])
+            shape = _shape(node)
+            return ShapeDtype(shape, inner.dtype) if not self.data else Expanded(inner, shape)
         if kind == 'value':
             return decode(node['value'], where, 0, self.allow)
         if kind == 'dict':
@@ -612,8 +651,7 @@ class _Reader:
         return obj
 
     def tensor(self, node: dict) -> Tensor | ShapeDtype:
-        labels = tuple(None if lab is None else tuple(lab) for lab in node['labels'])
-        shape = Shape(tuple(node['sizes']), tuple(node['dims']), tuple(node['types']), labels)
+        shape = _shape(node)
         if not self.data:
             return ShapeDtype(shape, DType.as_dtype(node['dtype']))
         info = DiskArray(self.store, node['array'], self.manifest['id'], self.manifest['created'], shape,
@@ -625,3 +663,9 @@ class _Reader:
         values = read_selection(info, disk._selection)
         notify_loaded(disk)
         return Dense(convert(values, backend), shape, backend)
+
+
+def _shape(node: dict) -> Shape:
+    """The Shape of a manifest node's `dims`, `types`, `labels` and `sizes`."""
+    labels = tuple(None if lab is None else tuple(lab) for lab in node['labels'])
+    return Shape(tuple(node['sizes']), tuple(node['dims']), tuple(node['types']), labels)

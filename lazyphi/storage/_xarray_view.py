@@ -106,8 +106,9 @@ def describe_save(store: str, obj, root: dict) -> None:
     groups of dataclass instances, their class and config values as attributes."""
     groups = {}
     _collect(obj, root, groups)
-    if root['kind'] == 'tensor':  # a lone tensor lies in the root group
-        groups[''] = ({root['array']: (root['dims'], root['labels'])}, {})
+    lone = root['value'] if root['kind'] == 'expanded' else root
+    if lone['kind'] == 'tensor':  # a lone tensor lies in the root group
+        groups[''] = ({lone['array']: (lone['dims'], lone['labels'])}, {})
     describe_for_xarray(store, groups)
 
 
@@ -125,7 +126,8 @@ def _collect(value, node: dict, groups: dict) -> None:
         children = dict(enumerate(zip(values, items.values() if isinstance(items, dict) else items, strict=True)))
     else:
         return
-    arrays = {c['array'].rpartition('/')[2]: (c['dims'], c['labels']) for _, c in children.values()
+    stored = [c['value'] if c['kind'] == 'expanded' else c for _, c in children.values()]  # expanded: its values
+    arrays = {c['array'].rpartition('/')[2]: (c['dims'], c['labels']) for c in stored
               if c['kind'] == 'tensor' and c['dims']}
     groups[node['group']] = (arrays, attributes)
     for child_value, child in children.values():
