@@ -13,7 +13,7 @@ last bits (as a chunked Dask reduction does).
 
 from __future__ import annotations
 
-import functools
+import math
 from collections.abc import Callable, Sequence
 
 from ..math import Tensor, concat
@@ -61,7 +61,7 @@ def _cut(names: tuple, sizes: tuple, chunks: Sequence[Sequence[int]], itemsize: 
     comes first; then the one whose largest chunk is the smallest share of the selection. None: no dim has
     more than one chunk.
     """
-    volume = functools.reduce(lambda a, b: a * b, sizes, 1)
+    volume = math.prod(sizes)
     options = []
     for name, size, runs in zip(names, sizes, chunks, strict=True):
         if len(runs) < 2:
