@@ -210,3 +210,14 @@ def test_positional_channel_tuples_and_ellipsis():
     math.assert_close(t[..., 1, 2], t.c[1].d[2])
     with pytest.raises(TypeError, match='selects 1 channel dims by position'):
         t[..., 1]
+
+
+def test_a_dim_filter_names_the_dim_it_selects_as_a_slicing_key():
+    data = math.random_normal(batch(b=2), spatial(x=4, y=3))
+    picked = data[{batch: 1, 'x': slice(1, 3)}]  # phiml's Tensors notebook
+    assert picked.shape == spatial(x=2, y=3)
+    np.testing.assert_array_equal(picked.numpy('x,y'), data.numpy('b,x,y')[1, 1:3])
+    assert math.slice((data, 1.), {batch: 0})[0].shape == spatial(x=4, y=3)
+    assert data[{instance: 0}] is data or data[{instance: 0}].shape == data.shape  # selects no dim: nothing changes
+    with pytest.raises(TypeError, match=r"Cannot slice along spatial: it selects the dims \('x', 'y'\)"):
+        data[{spatial: 0}]

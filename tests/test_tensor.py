@@ -386,6 +386,18 @@ def test_concat_joins_sizes_and_labels():
     assert v.shape.get_item_names('vector') == ('x', 'y')
 
 
+def test_concat_keeps_the_dim_order_of_the_first_value():
+    grid = math.random_normal(spatial(x=3, y=4))
+    assert math.concat([grid, grid], 'y').shape.names == ('x', 'y')
+    assert math.concat([grid, math.random_normal(spatial(y=2, x=3))], 'y').shape == spatial(x=3, y=6)
+    for kind in (math.zeros(spatial(x=3, y=4)), math.expand(math.random_normal(spatial(y=4)), spatial(x=3))):
+        assert math.concat([kind, grid], 'y').shape.names == kind.shape.names  # lazily expanded kinds too
+    # phiml's N_Dimensional notebook: the neighbours of a grid keep the grid's dim order
+    for dims in (spatial(x=3, y=3), spatial(y=3, x=3)):
+        left, right = math.shift(math.zeros(dims), (-1, 1))
+        assert left.shape == dims & channel(shift=dims.names) and right.shape == left.shape
+
+
 def test_expand_does_not_materialise():
     t = wrap(arr(3), spatial('x'))
     e = math.expand(t, batch(b=1000))

@@ -468,6 +468,16 @@ def test_rename_dims_filter_is_applied_to_the_whole_tree():
     assert retyped['a'].shape == batch(run=3)
 
 
+def test_rename_dims_of_a_shape_and_replace_dims_as_phiml_names_it():
+    s = spatial(x=2) & channel(c='r,g')
+    assert rename_dims(s, 'c', 'color') == spatial(x=2) & channel(color='r,g')  # phiml's Shapes notebook
+    assert rename_dims(s, 'x', batch('b')) == batch(b=2) & channel(c='r,g')
+    assert rename_dims(s, 'absent', 'other') is s
+    assert math.replace_dims is math.rename_dims
+    grid = math.zeros(spatial(x=3), batch(channels=3))
+    assert math.replace_dims(grid, 'channels', batch('c')).shape == grid.shape.replace('channels', batch('c'))
+
+
 # --- slice_ --------------------------------------------------------------------------------------
 
 

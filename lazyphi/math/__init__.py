@@ -342,6 +342,7 @@ min = min_
 any = any_
 all = all_
 slice = slice_
+replace_dims = rename_dims  # phiml's other name for it
 conj = conjugate
 inf = INF
 length = vec_length
@@ -603,6 +604,7 @@ __all__ = [
     'range_tensor',
     'real',
     'rename_dims',
+    'replace_dims',
     'reshaped_native',
     'reshaped_numpy',
     'reshaped_tensor',

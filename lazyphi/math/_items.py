@@ -34,10 +34,7 @@ def selection_items(shape: Shape, item) -> dict:
     if isinstance(item, dict):
         result = {}
         for dim, sel in item.items():
-            name = dim.name if isinstance(dim, Shape) else dim
-            if not isinstance(name, str):
-                raise TypeError(f'Cannot slice along {dim!r}: dims are named by str or a single-dim Shape, in '
-                                f'{item!r}')
+            name = key_name(dim, shape, item)
             if name in shape.names:
                 result[name] = sel
         return result
@@ -114,6 +111,28 @@ def indexed_dims(values_shape: Shape, index_dim: Shape, dims, what: str) -> tupl
 
 def _label_list(labels: str) -> list:
     return [s.strip() for s in labels.split(',') if s.strip()]
+
+
+def key_name(key, shape: Shape, item=None) -> str | None:
+    """The dim a key of a slicing dict names: a str, a single-dim Shape, or a dim filter such as `batch` applied to
+    `shape` (None where it selects no dim of `shape`, as for a name `shape` lacks).
+
+    Raises:
+        TypeError: `key` is none of these, or a filter selecting several dims.
+    """
+    if isinstance(key, Shape):
+        return key.name
+    if isinstance(key, str):
+        return key
+    if callable(key):
+        selected = key(shape)
+        if isinstance(selected, Shape) and selected.rank <= 1:
+            return selected.names[0] if selected.rank else None
+        if isinstance(selected, Shape):
+            raise TypeError(f'Cannot slice along {getattr(key, "__name__", key)}: it selects the dims '
+                            f'{selected.names} of {shape}, and a slicing key names one dim')
+    raise TypeError(f'Cannot slice along {key!r}: dims are named by str, a single-dim Shape or a dim filter such as '
+                    f'batch, in {item!r}')
 
 
 def normalize_selection(shape: Shape, item) -> dict:

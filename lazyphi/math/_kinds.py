@@ -292,7 +292,7 @@ def concat_dense(ts: Sequence[Dense], dim: str, shape: Shape) -> Dense:
 
 
 def joined_shape(tensors: Sequence[Tensor], name: str) -> Shape:
-    """The shape of `tensors` laid end to end along their dim `name`."""
+    """The shape of `tensors` laid end to end along their dim `name`, in the dim order of the first."""
     for t in tensors:
         if name not in t.shape.names:
             raise DimNotFound(f'concat() along {name!r}: a value of shape {t.shape} lacks that dim')
@@ -302,7 +302,7 @@ def joined_shape(tensors: Sequence[Tensor], name: str) -> Shape:
         joined = tensors[0].shape[name].with_size(tuple(label for ls in labels for label in ls))
     else:
         joined = tensors[0].shape[name].with_size(sum(t.shape.get_size(name) for t in tensors))
-    return merge_shapes(joined, others)
+    return merge_shapes(tensors[0].shape.replace(name, joined), others)
 
 
 class Joined(PartsKind):

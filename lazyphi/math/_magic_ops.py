@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from .._errors import DimNotFound
 from ._creation import tensor
 from ._dims import batch, channel, dual, instance, parse_dim_spec, shape, spatial
-from ._items import normalize_selection
+from ._items import key_name, normalize_selection
 from ._shape import EMPTY_SHAPE, Shape, concat_shapes, merge_shapes, resolve_dims
 from ._structure import (
     FLAT_DIM,
@@ -311,7 +311,8 @@ def slice_(value, slices):
             raise TypeError(f"slice() takes {_SELECTION_FORMS}, but got {type(slices).__name__} {slices!r}")
         if not slices:
             return value
-        slices = {d.name if isinstance(d, Shape) else d: s for d, s in slices.items()}
+        full = shape(value)
+        slices = {name: s for name, s in ((key_name(d, full, slices), s) for d, s in slices.items()) if name}
         sliced = tuple(slices)
 
     def own(names) -> dict | Tensor | None:
@@ -398,7 +399,7 @@ def rename_dims(value, dims, names, **kwargs):
     """`value` with the dims `dims` renamed (or retyped) to `names`, in every tensor and object of the tree.
 
     Args:
-        value: a Tensor, a tree of them, or an object with `__replace_dims__` (else `__getitem__` and
+        value: a Tensor, a tree of them, a Shape, or an object with `__replace_dims__` (else `__getitem__` and
             `__stack__`).
         dims: the dims to rename: a str 'x,y', a sequence or Shape, or a filter function such as `spatial`,
             which is applied to the shape of the whole tree.
@@ -413,6 +414,8 @@ def rename_dims(value, dims, names, **kwargs):
     present = tuple(n for n in old if n in full)
     if not present:
         return value
+    if isinstance(value, Shape):
+        return value.replace(present, new[[new.names[i] for i, n in enumerate(old) if n in full]])
 
     def rename_leaf(leaves: list, path: str):
         leaf = leaves[0]
