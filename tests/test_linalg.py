@@ -139,6 +139,19 @@ def test_matrix_from_function_as_phimls_example_prints_it(backend):
     np.testing.assert_array_equal(mat.numpy('y,~x'), np.eye(3))
 
 
+def test_matrix_from_function_of_a_function_reducing_with_a_dim_filter_as_phimls_notebooks_write_it(backend):
+    def neighbor_mean(grid):  # phiml's N_Dimensional and Examples notebooks
+        left, right = math.shift(grid, (-1, 1), padding=math.extrapolation.PERIODIC)
+        return math.mean([left, right], math.non_spatial)  # also reduces dims the function is not given
+    mat, _ = math.matrix_from_function(neighbor_mean, math.zeros(spatial(x=5)))
+    assert mat.shape == dual(x=5) & spatial(x=5)
+    expected = (np.roll(np.eye(5), 1, axis=1) + np.roll(np.eye(5), -1, axis=1)) / 2
+    np.testing.assert_allclose(mat.numpy('x,~x'), expected)
+    grid = math.random_normal(spatial(x=3, y=4))
+    mat_2d, _ = math.matrix_from_function(neighbor_mean, math.zeros(spatial(x=3, y=4)))
+    math.assert_close(mat_2d @ grid, neighbor_mean(grid), abs_tolerance=1e-6)
+
+
 def test_the_matrix_and_bias_of_an_affine_function_give_its_values_back(backend):
     kernel = math.tensor(RNG.normal(size=3), spatial('x'))
     weights = math.tensor(RNG.normal(size=(2, 4)), channel('c'), channel('vector'))

@@ -17,9 +17,9 @@ from ..backend import DType, convert, get_precision
 from ._compare import always_close
 from ._conversion import reshaped_native
 from ._convert import convert as convert_tensors
-from ._creation import range_tensor, reshaped_tensor, zeros_like
+from ._creation import random_normal, range_tensor, reshaped_tensor, zeros_like
 from ._dims import batch, channel, instance, merge_shapes, non_batch, parse_dim_spec
-from ._magic_ops import expand, rename_dims, stack
+from ._magic_ops import expand, rename_dims, stack, unstack
 from ._ops import abs_, cast, sqrt
 from ._reduce import max_
 from ._shape import Shape
@@ -150,10 +150,13 @@ def matrix_from_function(f, *args, auxiliary_args: str | None = None, auto_compr
     batch dims of their own, which `f` maps like any batch dim) minus the bias, `f` applied to zeros; the
     numbering dims then become the dual dims `~d` of the non-batch dims `d` of the input. Its other dims are
     those of the output, batch dims included (a matrix per batch entry), so `matrix @ x + bias` equals `f(x)`.
+    A function that also acts on those numbering dims (a reduction over `non_spatial`, say) gives a matrix
+    that fails this check on a random input; then `f` is applied to the basis vectors one at a time instead.
     It takes memory for every pair of input and output elements (phiml builds a sparse matrix).
 
     Args:
-        f: the function; it is called twice (three times with `debug_checks`), with keyword arguments.
+        f: the function; it is called three times with keyword arguments (once more with `debug_checks`), and
+            once per element of `x` more where it acts on the numbering dims.
         *args: the arguments of `f`, by position; with `**kwargs`, exactly one of those not named in
             `auxiliary_args` must be a tensor: the one `f` is affine in.
         auxiliary_args: comma-separated names of the parameters `f` is not affine in, passed on as given;
@@ -197,12 +200,29 @@ def matrix_from_function(f, *args, auxiliary_args: str | None = None, auto_compr
     bias = f(**{**given, name: zeros_like(x)})
     matrix = f(**{**given, name: basis}) - bias
     matrix = rename_dims(matrix, numbering, columns.as_dual()) if columns else matrix
+    if columns and not _represents(matrix, bias, f, given, name, x, dtype):  # f mixed the numbering dims
+        matrix = stack([f(**{**given, name: vector}) - bias for vector in unstack(basis, numbering)],
+                       columns.as_dual())
     if debug_checks:
         expected, found = f(**given), matrix @ x + bias
-        if not always_close(found, expected, rel_tolerance=1e-4, abs_tolerance=1e-5):
+        if not _close(found, expected):
             raise ValueError(f'matrix_from_function(): {getattr(f, "__name__", f)} is not affine in {name!r}: '
                              f'matrix @ {name} + bias differs from its value by up to '
                              f'{float(max_(abs_(found - expected))):.3g}')
     if target_backend is not None:
         matrix, bias = convert_tensors(matrix, target_backend), convert_tensors(bias, target_backend)
     return matrix, bias
+
+
+def _represents(matrix: Tensor, bias: Tensor, f, given: dict, name: str, x: Tensor, dtype: DType) -> bool:
+    """Whether `matrix @ v + bias` equals `f(v)` for a random `v` shaped like `x`."""
+    probe = cast(random_normal(x.shape), dtype)
+    try:
+        return _close(matrix @ probe + bias, f(**{**given, name: probe}))
+    except (ValueError, TypeError):  # the shapes do not even match: the matrix lacks or mixes dims
+        return False
+
+
+def _close(found: Tensor, expected: Tensor) -> bool:
+    return set(found.shape.names) == set(expected.shape.names) and found.shape.is_compatible(expected.shape) \
+        and always_close(found, expected, rel_tolerance=1e-4, abs_tolerance=1e-5)
