@@ -91,3 +91,12 @@ def test_print_shows_every_value(capsys):
     assert out.startswith('grid: (yˢ=2, xˢ=2)') and '[[1, 2],' in out
     math.print((wrap(5), None))
     assert capsys.readouterr().out.splitlines() == ['[0]: 5', '[1]: None']
+
+
+@pytest.mark.parametrize('library', ['numpy', 'torch', 'jax', 'jax.numpy', 'tensorflow'])
+def test_convert_takes_the_library_module_as_phimls_convert_notebook_passes_it(library):
+    module = pytest.importorskip(library)
+    converted = math.convert(math.tensor([0, 1]), module)
+    assert converted.backend.name == library.partition('.')[0] and converted.numpy().tolist() == [0, 1]
+    with pytest.raises(TypeError, match='Expected a Backend, a backend name like "torch" or a library module, got 3'):
+        math.convert(math.tensor([0, 1]), 3)

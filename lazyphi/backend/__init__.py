@@ -16,6 +16,7 @@ from ._profile import Profile, get_current_profile, profile, profile_function
 from ._registry import (
     BACKENDS,
     ML_LOGGER,
+    as_backend,
     backend_by_name,
     choose_backend,
     context_backend,
@@ -42,6 +43,7 @@ __all__ = [
     'NoBackendFound',
     'Profile',
     'UnsupportedDType',
+    'as_backend',
     'backend_by_name',
     'choose_backend',
     'combine_types',

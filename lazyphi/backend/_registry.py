@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import types
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
@@ -88,12 +89,17 @@ def _known_names() -> list[str]:
     return sorted({b.name for b in BACKENDS} | set(_lazy_backends))
 
 
-def backend_by_name(name: str) -> Backend:
+def backend_by_name(name: str | types.ModuleType) -> Backend:
     """Returns the registered backend called `name`, importing a lazily registered one if needed.
+
+    `name` may also be the library's module (`torch`, `jax.numpy`, `numpy`, `tensorflow`): its top-level
+    package names the backend.
 
     Raises:
         ValueError: if no backend of that name is registered or can be imported.
     """
+    if isinstance(name, types.ModuleType):
+        name = name.__name__.partition('.')[0]
     key = name.lower()
     for backend in BACKENDS:
         if backend.name == key:
@@ -260,15 +266,33 @@ def _type_names(values: Sequence) -> list[str]:
 
 # --- Moving values between backends ---
 
+def as_backend(backend: Backend | str | types.ModuleType | None) -> Backend:
+    """`backend` itself, the backend of a name or library module (see `backend_by_name`), or the default for None.
+
+    Raises:
+        TypeError: `backend` is none of these.
+        ValueError: no backend has that name.
+    """
+    if backend is None:
+        return default_backend()
+    if isinstance(backend, (str, types.ModuleType)):
+        return backend_by_name(backend)
+    if isinstance(backend, type) or not isinstance(getattr(backend, 'name', None), str) \
+            or not callable(getattr(backend, 'is_tensor', None)):  # Backend is imported for type checks only
+        raise TypeError(f'Expected a Backend, a backend name like "torch" or a library module, got {backend!r}')
+    return backend
+
+
 def convert(native: Any, backend: Backend | str | None = None, use_dlpack: bool = True) -> Any:
-    """Converts a native tensor to the native format of `backend` (the default backend if `None`).
+    """Converts a native tensor to the native format of `backend` (the default backend if `None`; a Backend, a name
+    like 'torch', or the library's module).
 
     Values `backend` already holds natively come back unchanged. Where both backends support DLPack and
     `use_dlpack` is set, the data is shared without copying; otherwise it passes through a NumPy array
     (which the target library copies or wraps, as it does). Either way the dtype is kept (not changed
     to the current precision). Gradients do not flow through the conversion.
     """
-    target = default_backend() if backend is None else backend_by_name(backend) if isinstance(backend, str) else backend
+    target = as_backend(backend)
     if target.is_tensor(native, True):
         return native
     source = choose_backend(native)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .._errors import NoBackendFound
-from ..backend import NUMPY, OBJECTS, Backend, backend_by_name, choose_backend, default_backend
+from ..backend import NUMPY, OBJECTS, Backend, as_backend, choose_backend
 from ..backend import convert as convert_native
 from ._tensor import ELEMENTWISE, NUMBER_TYPES, Dense, Op, Tensor, dispatch
 from ._tree import tree_map
@@ -26,13 +26,12 @@ def to_backend(value: Tensor, backend: Backend, use_dlpack: bool = True) -> Tens
 
 
 def convert(x, backend: Backend | str | None = None, use_dlpack: bool = True):
-    """`x` (a tensor, native or tree of them) with its values on `backend` (a Backend or a name like 'torch';
-    the default backend if None).
+    """`x` (a tensor, native or tree of them) with its values on `backend` (a Backend, a name like 'torch' or the
+    library's module; the default backend if None).
 
     Conversion shares memory through DLPack where the libraries allow it (and `use_dlpack`), else copies.
     """
-    target = backend_by_name(backend) if isinstance(backend, str) else backend or default_backend()
-    return _converted(x, target, use_dlpack)
+    return _converted(x, as_backend(backend), use_dlpack)
 
 
 def _converted(x, target: Backend, use_dlpack: bool):
