@@ -43,6 +43,21 @@ def test_gradient_of_a_scalar_loss():
     np.testing.assert_allclose(only.numpy('x'), [1, 2, 3], rtol=1e-5)
 
 
+def test_gradient_of_python_numbers_and_numpy_runs_on_the_default_backend_as_in_phimls_autodiff_notebook():
+    def loss(x, y):
+        return x ** 2 * y
+    if not default_backend().supports('jacobian'):
+        with pytest.raises(NotImplementedError, match=r"make one of them the default backend"):
+            math.gradient(loss, wrt='x', get_output=False)(1., 1.)
+        return
+    dx = math.gradient(loss, wrt='x', get_output=False)(1., 1.)
+    assert dx.backend is default_backend() and float(dx) == 2.
+    values = math.wrap(np.array([0., 1., 2.]), batch('v'))  # NumPy values
+    (grad,) = math.gradient(lambda v: math.sum(v ** 2, 'v'), get_output=False)(values)
+    assert grad.backend is default_backend()
+    np.testing.assert_allclose(grad.numpy('v'), [0, 2, 4])
+
+
 def test_gradient_needs_a_loss_of_batch_dims_only():
     if not default_backend().supports('jacobian'):
         pytest.skip(f'{default_backend().name} lacks jacobian')

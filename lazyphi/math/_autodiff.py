@@ -14,7 +14,7 @@ import inspect
 from collections.abc import Callable, Sequence
 
 from .._errors import NoBackendFound
-from ..backend import Backend, choose_backend, convert
+from ..backend import Backend, choose_backend, convert, default_backend
 from ._elementwise import positional_tensor
 from ._tensor import ELEMENTWISE, NUMBER_TYPES, Dense, Op, Tensor, as_tensor, common_backend, dispatch
 from ._tree import tree_map
@@ -287,7 +287,9 @@ def gradient(f: Callable, wrt=None, get_output: bool = True) -> Callable:
             a list or several names a tuple; by default the first parameter, as a tuple of one.
         get_output: return `(output of f, gradients)` instead of the gradients alone.
 
-    Needs a backend with automatic differentiation (torch, jax, tensorflow); NumPy raises NotImplementedError.
+    Needs a backend with automatic differentiation (torch, jax, tensorflow): that of the arguments, or for
+    arguments of NumPy or Python numbers the default backend (`math.use('torch')`), as in phiml; NumPy alone
+    raises NotImplementedError.
     """
     signature = _parameters(f)
     wrt_names, as_tuple = _wrt_names(signature, wrt)
@@ -304,9 +306,12 @@ def gradient(f: Callable, wrt=None, get_output: bool = True) -> Callable:
             positions[name] = list(range(len(leaves), len(leaves) + len(arg_leaves)))
             leaves.extend(arg_leaves)
         backend = _backend_of(leaves)
+        if not backend.supports('jacobian') and default_backend().supports('jacobian'):
+            backend = default_backend()  # NumPy or Python numbers: differentiated where the default backend can
         if not backend.supports('jacobian'):
             raise NotImplementedError(f"gradient() needs automatic differentiation, which the {backend.name} "
-                                      f"backend lacks; use tensors of torch, jax or tensorflow")
+                                      f"backend lacks; use tensors of torch, jax or tensorflow, or make one of "
+                                      f"them the default backend (math.use('torch'))")
         flat_positions = [p for name in wrt_names for p in positions[name]]
         shapes = [t.shape for t in leaves]
         output = {}
