@@ -164,6 +164,7 @@ def test_one_element_along_the_block_dim_reads_its_chunk_only(values, reads, loa
     np.testing.assert_array_equal(one.numpy('x,y'), DATA[3])
     assert _chunk_keys(reads) == {('values', (1, 0, 0))}
     assert loads == [one]
+    assert loads[0].source == loads[0].path == os.path.join(values.store, 'values')  # phiml's name: where it lies
 
 
 @pytest.mark.parametrize(('select', 'expected', 'chunks'), [

@@ -171,6 +171,11 @@ class DiskTensor(Tensor):
         return self._info.path
 
     @property
+    def source(self) -> str:
+        """Where the values lie, under phiml's name for it (phiml: the cache file): the directory of the Zarr array."""
+        return self._info.path
+
+    @property
     def array_shape(self) -> Shape:
         """The full stored shape, before the selection."""
         return self._info.shape
