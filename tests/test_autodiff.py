@@ -65,6 +65,19 @@ def test_gradient_needs_a_loss_of_batch_dims_only():
         math.gradient(lambda x: x * 2)(wrap([1.0, 2.0], spatial('x')))
 
 
+def test_an_auxiliary_tensor_selects_the_compiled_version_by_its_values_as_in_phimls_jit_notebook():
+    @math.jit_compile(auxiliary_args='y')
+    def fun(x, y):
+        return math.sin(y ** 2) * x
+
+    math.assert_close(fun(math.tensor(1.), math.wrap(2)), np.sin(4), rel_tolerance=1e-6)
+    assert math.trace_check(fun, math.tensor(1.), math.wrap(2)) == (True, '')  # a new tensor of the same value
+    fun(math.tensor(3.), math.wrap(2))
+    assert len(fun.traces) == 1
+    math.assert_close(fun(math.tensor(1.), math.wrap(3)), np.sin(9), rel_tolerance=1e-6)
+    assert len(fun.traces) == 2
+
+
 def test_jit_compile_binds_arguments_by_name_and_counts_traces():
     @math.jit_compile
     def scale(x, fac=1):

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from .._errors import NoBackendFound
 from ..backend import Backend, choose_backend, convert, default_backend
 from ._elementwise import positional_tensor
-from ._tensor import ELEMENTWISE, NUMBER_TYPES, Dense, Op, Tensor, as_tensor, common_backend, dispatch
+from ._tensor import ELEMENTWISE, NUMBER_TYPES, Dense, Op, Tensor, as_tensor, common_backend, content_hash, dispatch
 from ._tree import tree_map
 
 # While a jit-compiled function is being traced: the callbacks `when_available` defers to after the call
@@ -191,6 +191,11 @@ class JitFunction:
 
 
 def _hashable(value):
+    """`value` as a key of compiled versions: auxiliary tensors with values by their content (a new tensor of the
+    same values reuses the version, as in phiml), other unhashable values by identity."""
+    if isinstance(value, Tensor) and value.available:
+        dense = value._dense()
+        return 'tensor', value.shape, value.dtype, content_hash(dense._native, dense.backend)
     try:
         hash(value)
         return value
