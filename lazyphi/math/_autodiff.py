@@ -211,7 +211,8 @@ def jit_compile(f: Callable | None = None, auxiliary_args: str = '', forget_trac
     """`f` compiled by the backend of its tensor arguments (jax.jit, tf.function; NumPy and torch run it as is).
 
     One compiled version is kept per backend and per shapes and dtypes of the tensor arguments (numbers
-    count as tensors); arguments named in `auxiliary_args` are compiled in, and a new value compiles again.
+    count as tensors); arguments named in `auxiliary_args` are compiled in, and a new value compiles again
+    (tensors are compared by their values).
     Python code in `f` runs only while it is traced. Usable as `@jit_compile` or `@jit_compile(...)`.
 
     Args:
