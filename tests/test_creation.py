@@ -1,6 +1,10 @@
 """Ranges, grids and random values with phiml's arguments: tensor bounds, several dims, backends; Python data next
 to tensors. Tests that take the `backend` fixture run once per backend."""
 
+import subprocess
+import sys
+import textwrap
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -169,3 +173,38 @@ def test_ones_like_takes_phimls_parameter_name(backend):
     ones = math.ones_like(value=wrap(np.zeros((2, 3), np.float64), batch('b'), spatial('x')))
     assert ones.shape == batch(b=2) & spatial(x=3) and ones.dtype == DType(float, 64)
     math.assert_close(ones, 1)
+
+
+def test_seed_repeats_the_draws_of_the_default_backend(backend):
+    math.seed(7)
+    first = math.random_normal(spatial(x=4)), math.random_uniform(batch(b=3))
+    math.seed(7)
+    second = math.random_normal(spatial(x=4)), math.random_uniform(batch(b=3))
+    math.seed(8)
+    other = math.random_normal(spatial(x=4))
+    for a, b in zip(first, second, strict=True):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    assert not np.array_equal(other.numpy(), first[0].numpy())
+    with pytest.raises(TypeError, match=r'A seed is an int or None, got 1\.5'):
+        math.seed(1.5)
+    math.seed(None)
+
+
+def test_seed_reaches_a_backend_loaded_after_it():
+    pytest.importorskip('torch')
+    script = textwrap.dedent("""
+        import sys
+        from lazyphi import math
+        from lazyphi.backend import backend_by_name
+        from lazyphi.math import spatial
+        math.seed(4)
+        assert 'torch' not in sys.modules
+        with backend_by_name('torch'):
+            first = math.random_normal(spatial(x=5)).numpy()
+        math.seed(4)
+        with backend_by_name('torch'):
+            second = math.random_normal(spatial(x=5)).numpy()
+        assert (first == second).all(), (first, second)
+    """)
+    result = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr

@@ -25,6 +25,7 @@ from ._registry import (
     on_backend_loaded,
     register_backend,
     register_lazy_backend,
+    seed_backends,
     set_global_default_backend,
 )
 
@@ -58,6 +59,7 @@ __all__ = [
     'profile_function',
     'register_backend',
     'register_lazy_backend',
+    'seed_backends',
     'set_global_default_backend',
     'set_global_precision',
     'to_numpy_dtype',

@@ -63,6 +63,34 @@ def on_backend_loaded(name: str, hook: Callable[[Backend], None]) -> None:
     _load_hooks.setdefault(name, []).append(hook)
 
 
+def seed_backends(seed: int | None) -> None:
+    """Seeds the random generators of every backend: those registered now, and the others once they load.
+
+    None seeds them from the system's entropy.
+    """
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise TypeError(f'A seed is an int or None, got {seed!r}')
+    for backend in BACKENDS:
+        if backend.supports('seed'):  # not the backend of plain Python objects, which draws nothing
+            backend.seed(seed)
+    loaded = {backend.name for backend in BACKENDS}
+    for name in _lazy_backends:
+        if name not in loaded:
+            hooks = _load_hooks.setdefault(name, [])
+            hooks[:] = [h for h in hooks if not isinstance(h, _Seeding)]  # the latest seed replaces an earlier one
+            hooks.append(_Seeding(seed))
+
+
+class _Seeding:
+    """A load hook seeding the backend with `seed`, recognised so that a later `seed_backends` replaces it."""
+
+    def __init__(self, seed: int | None):
+        self.seed = seed
+
+    def __call__(self, backend: Backend) -> None:
+        backend.seed(self.seed)
+
+
 def register_lazy_backend(module_prefix: str, import_path: str) -> None:
     """Declares that values of the library `module_prefix` are handled by the backend module `import_path`.
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Callable
 
 import numpy as np
 
 from .._errors import IncompatibleShapes, NoBackendFound, NotConvertible
-from ..backend import OBJECTS, Backend, DType, choose_backend, default_backend, get_precision
+from ..backend import OBJECTS, Backend, DType, choose_backend, default_backend, get_precision, seed_backends
 from ..backend import convert as convert_native
 from ._convert import to_backend
 from ._dims import channel, instance, parse_dim_spec, shape, spatial
@@ -459,6 +460,18 @@ def _grid_axis(dim: Shape, values) -> Tensor:
         raise IncompatibleShapes(f'meshgrid(): the coordinates along {dim.name!r} must have one dim, got '
                                  f'{values.shape}')
     return tensor(values, dim)
+
+
+def seed(seed: int | None) -> None:
+    """Seeds the random generators of every backend (also those loaded later) and Python's `random` module, so that
+    `random_normal`, `random_uniform` and the libraries' own draws repeat; None seeds them from the system's
+    entropy.
+
+    Raises:
+        TypeError: `seed` is not an int or None.
+    """
+    seed_backends(seed)
+    random.seed(seed)
 
 
 def random_normal(*shape, dtype=None) -> Tensor:
