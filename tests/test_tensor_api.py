@@ -1,13 +1,28 @@
 """phiml's Tensor API in lazyphi: creation from any data, Python values as operands, attributes, printing,
 equality modes, Dict, conversions and files. Tests that take the `backend` fixture run once per backend."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 from lazyphi import math
 from lazyphi._errors import IncompatibleShapes
 from lazyphi.backend import NUMPY, DType, default_backend
-from lazyphi.math import Dict, Expanded, NonUniform, Shape, Stacked, batch, channel, dual, instance, spatial, vec
+from lazyphi.math import (
+    Dict,
+    Expanded,
+    NonUniform,
+    Shape,
+    Stacked,
+    Tensor,
+    batch,
+    channel,
+    dual,
+    instance,
+    spatial,
+    vec,
+)
 
 
 def native(data):
@@ -192,3 +207,53 @@ def test_to_dict_from_dict_and_npz_files(tmp_path):
     loaded = math.load(str(tmp_path / 'tree'))
     assert isinstance(loaded['lazy'], Expanded) and loaded['name'] == 'n' and isinstance(loaded['parts'], Stacked)
     math.assert_close(loaded['lazy'], 1)
+
+
+def test_phimls_small_helpers_dtype_is_numeric_is_none_all_available_object_dims():
+    assert math.dtype(math.zeros(spatial(x=2), dtype=DType(float, 64))) == DType(float, 64)
+    assert math.dtype(np.int32(3)) == DType(int, 32) and math.dtype(True).kind is bool
+    assert [math.is_numeric(v) for v in (1, 2.5, 1j, np.zeros(2), math.zeros(spatial(x=2)))] == [True] * 5
+    assert not any(math.is_numeric(v) for v in (True, 'a', None, math.wrap(['a', 'b']), math.zeros(spatial(x=2)) > 0))
+    assert math.is_none(None) and math.is_none(math.wrap(None)) and not math.is_none(0)
+    assert math.all_available(math.zeros(spatial(x=2)), (1, math.ones(batch(b=2))))
+    seen = []
+
+    @math.jit_compile
+    def traced(x):
+        seen.append(math.all_available(x))
+        return x
+    traced(math.zeros(spatial(x=2)))
+    assert seen == [math.zeros(spatial(x=2)).backend.name in ('numpy', 'torch')]  # eager backends run it as is
+    assert math.object_dims(math.layout([1, 'a'], instance('i'))) == instance(i=2)
+    assert math.object_dims(math.zeros(spatial(x=2))) == math.EMPTY_SHAPE
+
+
+def test_const_vec_and_tensor_like_as_phiml_documents_them():
+    assert math.const_vec(0, 'x,y').shape == channel(vector='x,y')
+    assert math.const_vec(1.5, spatial(x=4, y=3)).numpy().tolist() == [1.5, 1.5]
+    assert math.const_vec(2, instance(points=3)).shape == instance(points=3)
+    with pytest.raises(ValueError, match='mixes spatial dims'):
+        math.const_vec(0, spatial(x=2) & channel(c=2))
+    grid = math.zeros(batch(b=2), spatial(x=2, y=3))
+    assert math.tensor_like(grid, 5).shape == spatial(x=2, y=3) and float(math.tensor_like(grid, 5).x[1].y[2]) == 5
+    filled = math.tensor_like(grid, math.range(instance(i=6)))
+    assert filled.numpy('x,y').tolist() == [[0, 1, 2], [3, 4, 5]]
+
+
+def test_replace_and_copy_with_copy_an_object_with_new_attributes():
+    @dataclasses.dataclass(frozen=True)
+    class Particle:
+        position: Tensor
+        mass: float = 1.
+
+    p = Particle(math.zeros(spatial(x=2)))
+    heavier = math.replace(p, mass=2.)
+    assert heavier.mass == 2. and p.mass == 1. and heavier.position is p.position
+    assert math.copy_with(p, mass=3.).mass == 3. and math.copy_with is math.replace
+    assert math.replace(5, anything=1) == 5
+
+    class Plain:
+        def __init__(self):
+            self.value = 1
+    plain = Plain()
+    assert math.replace(plain, value=2).value == 2 and plain.value == 1

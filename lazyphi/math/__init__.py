@@ -45,10 +45,11 @@ from ._conversion import (
     to_gpu,
     use,
 )
-from ._convert import choose_backend_t, convert, dense, is_scalar
+from ._convert import all_available, choose_backend_t, convert, dense, dtype, is_numeric, is_scalar
 from ._creation import (
     PI,
     arange,
+    const_vec,
     linspace,
     meshgrid,
     ones,
@@ -61,6 +62,7 @@ from ._creation import (
     reshaped_tensor,
     seed,
     tensor,
+    tensor_like,
     vec,
     wrap,
     zeros,
@@ -113,7 +115,7 @@ from ._gather_scatter import (
     scatter,
 )
 from ._kinds import Expanded, Stacked
-from ._layout import Layout, layout
+from ._layout import Layout, is_none, layout, object_dims
 from ._linalg import fit_hyperplane, matrix_from_function, svd
 from ._magic_ops import (
     b2i,
@@ -317,6 +319,7 @@ from ._sorting import (
 )
 from ._structure import transpose
 from ._tensor import Tensor
+from ._tree import replace
 from ._vectors import (
     clip_length,
     cross,
@@ -344,6 +347,7 @@ any = any_
 all = all_
 slice = slice_
 replace_dims = rename_dims  # phiml's other name for it
+copy_with = replace  # phiml's other name for it
 conj = conjugate
 inf = INF
 length = vec_length
@@ -381,6 +385,7 @@ __all__ = [
     'abs_square',
     'all',
     'all_',
+    'all_available',
     'always_close',
     'angle',
     'any',
@@ -422,9 +427,11 @@ __all__ = [
     'config_fields',
     'conj',
     'conjugate',
+    'const_vec',
     'contains',
     'convert',
     'convolve',
+    'copy_with',
     'cos',
     'cosh',
     'count_occurrences',
@@ -456,6 +463,7 @@ __all__ = [
     'dsort',
     'dstd',
     'dsum',
+    'dtype',
     'dual',
     'equal',
     'equality_by_ref',
@@ -523,6 +531,8 @@ __all__ = [
     'is_finite',
     'is_inf',
     'is_nan',
+    'is_none',
+    'is_numeric',
     'is_scalar',
     'isize',
     'isort',
@@ -576,6 +586,7 @@ __all__ = [
     'norm',
     'normalize',
     'numpy',
+    'object_dims',
     'ones',
     'ones_like',
     'p2d',
@@ -605,6 +616,7 @@ __all__ = [
     'range_tensor',
     'real',
     'rename_dims',
+    'replace',
     'replace_dims',
     'reshaped_native',
     'reshaped_numpy',
@@ -658,6 +670,7 @@ __all__ = [
     'tanh',
     'tcat',
     'tensor',
+    'tensor_like',
     'to_complex',
     'to_cpu',
     'to_device',

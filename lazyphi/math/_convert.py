@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from .._errors import NoBackendFound
-from ..backend import NUMPY, OBJECTS, Backend, as_backend, choose_backend
+from ..backend import NUMPY, OBJECTS, Backend, DType, as_backend, choose_backend
 from ..backend import convert as convert_native
 from ._tensor import ELEMENTWISE, NUMBER_TYPES, Dense, Op, Tensor, dispatch
-from ._tree import tree_map
+from ._tree import leaves, tree_map
 
 
 def _dense_convert(tensors, backend: Backend, use_dlpack: bool) -> Dense:
@@ -83,6 +83,33 @@ def is_scalar(value) -> bool:
         return choose_backend(value).ndims(value) == 0 and not isinstance(value, (str, tuple, list, dict))
     except NoBackendFound:
         return False
+
+
+def dtype(x) -> DType:
+    """The data type of `x`: a Tensor, or a native tensor or number of any backend.
+
+    Raises:
+        NoBackendFound: `x` is neither.
+    """
+    return x.dtype if isinstance(x, Tensor) else choose_backend(x).dtype(x)
+
+
+def is_numeric(x) -> bool:
+    """Whether `x` holds numbers: a Python number (not a bool), or a native or Tensor of ints, floats or complex
+    values."""
+    if x is None or isinstance(x, (bool, str)):
+        return False
+    try:
+        kind = dtype(x).kind
+    except NoBackendFound:
+        return False
+    return kind in (int, float, complex)
+
+
+def all_available(*values) -> bool:
+    """Whether every tensor in `values` (trees of them) has its values now: False while a function is traced or
+    compiled (its tensors are placeholders) and for kinds whose data is absent."""
+    return all(t.available for t in leaves(values))
 
 
 def dense(x):

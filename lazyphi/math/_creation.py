@@ -19,7 +19,7 @@ from ._kinds import Stacked, expand_to
 from ._layout import Layout, layout
 from ._shape import CHANNEL, EMPTY_SHAPE, Shape, concat_shapes, merge_shapes
 from ._structure import as_dim, stack_tensors, unpack_tensor_dim
-from ._tensor import NUMBER_TYPES, RENAME_OP, Dense, Tensor, dispatch, read_only_native, scalar
+from ._tensor import NUMBER_TYPES, RENAME_OP, Dense, Tensor, as_tensor, dispatch, read_only_native, scalar
 
 PI = math.pi
 DEFAULT_LIST_DIM = channel('vector')
@@ -460,6 +460,36 @@ def _grid_axis(dim: Shape, values) -> Tensor:
         raise IncompatibleShapes(f'meshgrid(): the coordinates along {dim.name!r} must have one dim, got '
                                  f'{values.shape}')
     return tensor(values, dim)
+
+
+def const_vec(value, dim) -> Tensor:
+    """A vector with every component `value`: along `dim` (a single non-spatial dim, as a Shape), or along a channel
+    dim `vector` labelled by spatial dims (a Shape of them) or by names (`'x,y'`, a tuple or list).
+
+    Raises:
+        ValueError: `dim` mixes spatial and other dims, or names several non-spatial dims.
+    """
+    if isinstance(dim, Shape):
+        if dim.spatial and dim.non_spatial:
+            raise ValueError(f'const_vec(): {dim} mixes spatial dims (which label the components) with others')
+        if not dim.spatial and dim.rank != 1:
+            raise ValueError(f'const_vec(): {dim} must be one dim to lay the components along, or spatial dims')
+        along = channel(vector=dim.names) if dim.spatial else dim
+    else:
+        along = channel(vector=parse_dim_spec(dim).names if isinstance(dim, str) else tuple(dim))
+    return wrap([value] * along.volume, along)
+
+
+def tensor_like(existing_tensor: Tensor, values, value_order: str | None = None) -> Tensor:
+    """A tensor of the shape of `existing_tensor` holding `values`: expanded over its non-batch dims, or, for values
+    along an instance dim, that dim unpacked into them (one value per element, in the order of its dims).
+
+    `value_order` is accepted for phiml's signature; it matters for sparse tensors only, which lazyphi lacks.
+    """
+    values = as_tensor(values)
+    if values.shape.instance:
+        return unpack_tensor_dim(values, values.shape.instance.name, existing_tensor.shape.non_batch)
+    return expand_to(values, existing_tensor.shape.non_batch & values.shape)
 
 
 def seed(seed: int | None) -> None:

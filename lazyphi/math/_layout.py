@@ -491,3 +491,13 @@ def layout(objects, *shape) -> Tensor:
         return objects
     return Layout(objects, dims)
 
+
+
+def is_none(x) -> bool:
+    """Whether `x` is None, or a layout holding None (`wrap(None)`)."""
+    return x is None or (isinstance(x, Layout) and x._obj is None)
+
+
+def object_dims(value) -> Shape:
+    """The dims along which a layout arranges its objects (not those of the tensors inside); empty for other values."""
+    return value._stack if isinstance(value, Layout) else EMPTY_SHAPE

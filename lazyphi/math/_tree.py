@@ -412,3 +412,23 @@ def _hashable(value):
         return value
     except TypeError:
         return repr(value)
+
+
+def replace(obj, **updates):
+    """A copy of `obj` with the attributes `updates` set: through its `__with_attrs__` where it has one, by
+    `dataclasses.replace` for a dataclass (running `__init__`; `lazyphi.dataclasses.replace` also keeps the
+    cached values that do not depend on what changed), else by a shallow copy. Numbers come back as they are.
+    """
+    if isinstance(obj, (int, float, complex, bool)):
+        return obj
+    with_attrs = getattr(obj, '__with_attrs__', None)
+    if with_attrs is not None:
+        result = with_attrs(**updates)
+        if result is not NotImplemented:
+            return result
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return dataclasses.replace(obj, **updates)
+    result = copy.copy(obj)
+    for name, value in updates.items():
+        setattr(result, name, value)
+    return result
