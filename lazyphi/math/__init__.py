@@ -69,6 +69,15 @@ from ._creation import (
     zeros_like,
 )
 from ._dict import Dict
+from ._differences import (
+    laplace,
+    neighbor_max,
+    neighbor_mean,
+    neighbor_min,
+    neighbor_reduce,
+    neighbor_sum,
+    spatial_gradient,
+)
 from ._dims import (
     batch,
     channel,
@@ -544,6 +553,7 @@ __all__ = [
     'jit_compile_linear',
     'l1_loss',
     'l2_loss',
+    'laplace',
     'layout',
     'length',
     'linspace',
@@ -575,6 +585,11 @@ __all__ = [
     'nan_to_0',
     'native',
     'ncat',
+    'neighbor_max',
+    'neighbor_mean',
+    'neighbor_min',
+    'neighbor_reduce',
+    'neighbor_sum',
     'non_batch',
     'non_channel',
     'non_data_fields',
@@ -649,6 +664,7 @@ __all__ = [
     'sort',
     'spack',
     'spatial',
+    'spatial_gradient',
     'special_fields',
     'sprod',
     'sqrt',

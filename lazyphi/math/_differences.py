@@ -1,0 +1,152 @@
+"""Finite differences on grids: `spatial_gradient`, `laplace` and the reductions of neighbours (`neighbor_reduce`).
+
+All are built on `shift`: the values one cell below and above along each dim, with the extrapolation
+`padding` supplying those beyond the edges (None: no padding, so the result is smaller than the grid).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ._dims import batch, channel, spatial
+from ._magic_ops import rename_dims, stack
+from ._padding import shift
+from ._reduce import max_, mean, min_, sum_
+from ._shape import Shape
+from ._tensor import Tensor, as_tensor, dims_in
+from .extrapolation import ZERO_GRADIENT
+
+_AXES = '_laplace_axes'  # the batch dim along which `laplace` holds the second differences of each dim
+_PAIR = '_neighbors'  # the batch dim along which `neighbor_reduce` stacks a cell and its upper neighbour
+_OFFSETS = {'central': (-1, 1), 'forward': (0, 1), 'backward': (-1, 0)}
+GRADIENT_DIM = channel('gradient')  # the default dim listing the derivatives of `spatial_gradient`
+
+
+def spatial_gradient(grid: Tensor, dx=1, difference: str = 'central', padding=ZERO_GRADIENT, dims=spatial,
+                     stack_dim: Shape | None = GRADIENT_DIM, pad=0, padding_kwargs: dict | None = None) -> Tensor:
+    """The finite-difference derivatives of `grid` along each of `dims`, listed along `stack_dim`.
+
+    Args:
+        grid: the values on a regular grid.
+        dx: the spacing of the grid: a number, or a tensor with a component per dim along a channel dim labelled by
+            the dims' names (`vec(x=0.1, y=0.2)`).
+        difference: 'central' (`(g[i+1] - g[i-1]) / 2dx`), 'forward' (`(g[i+1] - g[i]) / dx`) or 'backward'
+            (`(g[i] - g[i-1]) / dx`).
+        padding: the extrapolation giving the values beyond the edges; None: no padding, so the result is
+            smaller than `grid`.
+        dims: the dims to differentiate along.
+        stack_dim: the new dim listing the derivatives, labelled by the dims (labels of its own choose and order
+            them); None for a single dim. A dim of `grid` of that name and size 1 is replaced.
+        pad: cells to add to the result at both ends (an int, or (lower, upper)), values from `padding`.
+        padding_kwargs: passed on to the extrapolation.
+
+    Raises:
+        ValueError: an unknown `difference`, labels of `stack_dim` that are not the dims, or a `stack_dim` that
+            `grid` has already with more than one entry.
+    """
+    grid = as_tensor(grid)
+    offsets = _OFFSETS.get(difference.lower() if isinstance(difference, str) else difference)
+    if offsets is None:
+        raise ValueError(f"spatial_gradient(): difference must be one of {tuple(_OFFSETS)}, got {difference!r}")
+    if isinstance(stack_dim, str):
+        stack_dim = channel(stack_dim)
+    if stack_dim is not None and stack_dim.name in grid.shape.names:
+        if grid.shape.get_size(stack_dim.name) != 1:
+            raise ValueError(f"spatial_gradient(): cannot list the derivatives along {stack_dim.name!r}, which the "
+                             f"grid {grid.shape} has already")
+        grid = grid[{stack_dim.name: 0}]
+    names = dims_in(grid.shape, dims)  # the order `shift` lists them in
+    order = stack_dim.labels[0] if stack_dim is not None else None
+    if order is not None and set(order) != set(names):
+        raise ValueError(f"spatial_gradient(): the labels {order} of stack_dim are not the dims {names} to "
+                         f"differentiate along")
+    low, high = shift(grid, offsets, names, padding, stack_dim and stack_dim.without_sizes(), extend_bounds=pad,
+                      padding_kwargs=padding_kwargs)
+    step = _per_dim(dx, names, stack_dim.name if stack_dim is not None else None)
+    result = (high - low) / (step * (offsets[1] - offsets[0]))
+    return result if order is None or tuple(order) == names else result[{stack_dim.name: list(order)}]
+
+
+def laplace(x: Tensor, dx=1, padding=ZERO_GRADIENT, dims=spatial, weights: Tensor | None = None,
+            padding_kwargs: dict | None = None) -> Tensor:
+    """The sum over `dims` of the second finite differences of `x`: `(x[i-1] - 2 x[i] + x[i+1]) / dx²` per dim.
+
+    Args:
+        x: the values on a regular grid (each other dim, such as vector components, on its own).
+        dx: the spacing: a number, a tuple or list with one per dim (in the order of `dims` in `x`), or a tensor with a
+            component per dim along a channel dim labelled by the dims' names.
+        padding: the extrapolation giving the values beyond the edges; None: the result is two cells smaller.
+        dims: the dims whose second differences are summed.
+        weights: factors for the terms of the dims before they are summed: a tensor with a channel dim labelled by
+            (at least) the dims' names.
+        padding_kwargs: passed on to the extrapolation.
+    """
+    x = as_tensor(x)
+    names = dims_in(x.shape, dims)
+    axes = batch(_AXES)
+    below, centre, above = shift(x, (-1, 0, 1), names, padding, axes, padding_kwargs=padding_kwargs)
+    result = (below + above - 2 * centre) / _per_dim(dx, names, _AXES) ** 2
+    if weights is not None:
+        result = result * _per_dim(weights, names, _AXES)
+    return sum_(result, _AXES)
+
+
+def _per_dim(value, names: tuple, along: str | None):
+    """`value` (a number, a tuple or list per dim, or a tensor with a channel dim labelled by dim names) with one entry
+    per dim of `names` along the dim `along` of the differences; a number as it is."""
+    if isinstance(value, (tuple, list)):
+        if len(value) != len(names):
+            raise ValueError(f"{len(value)} values {value} for the {len(names)} dims {names}")
+        return as_tensor(value) if along is None else stack([as_tensor(v) for v in value],
+                                                             batch(**{along: names}) if along == _AXES else
+                                                             channel(**{along: names}))
+    value = as_tensor(value)
+    labelled = [d for d in value.shape.channel.names if set(names) <= set(value.shape.get_labels(d) or ())]
+    if not labelled:
+        return value
+    dim = labelled[0]
+    selected = value[{dim: names}]
+    if along is None:
+        return selected[{dim: 0}]
+    return rename_dims(selected, dim, batch(along) if along == _AXES else channel(along))
+
+
+def neighbor_reduce(reduce_fun: Callable, grid: Tensor, dims=spatial, padding=None, padding_kwargs: dict | None = None,
+                    extend_bounds=0) -> Tensor:
+    """`reduce_fun` of each cell and its upper neighbour along each of `dims` in turn: with two dims, of 4 values.
+
+    Args:
+        reduce_fun: a reduction taking `(values, dim)`, such as `math.mean` or `math.max`.
+        grid: the values.
+        dims: the dims to reduce neighbours along.
+        padding: the extrapolation giving the neighbours beyond the upper edges; None: the result has one cell less
+            along each dim.
+        padding_kwargs: passed on to the extrapolation.
+        extend_bounds: cells to add at both ends (an int, or (lower, upper)), values from `padding`.
+    """
+    result = as_tensor(grid)
+    for name in dims_in(result.shape, dims):
+        cell, upper = shift(result, (0, 1), name, padding, None, extend_bounds=extend_bounds,
+                            padding_kwargs=padding_kwargs)
+        result = reduce_fun(stack([cell, upper], batch(_PAIR)), _PAIR)
+    return result
+
+
+def neighbor_mean(grid: Tensor, dims=spatial, padding=None, extend_bounds=0) -> Tensor:
+    """The mean of each cell and its upper neighbours (`neighbor_reduce` with `mean`)."""
+    return neighbor_reduce(mean, grid, dims, padding, extend_bounds=extend_bounds)
+
+
+def neighbor_sum(grid: Tensor, dims=spatial, padding=None, extend_bounds=0) -> Tensor:
+    """The sum of each cell and its upper neighbours (`neighbor_reduce` with `sum`)."""
+    return neighbor_reduce(sum_, grid, dims, padding, extend_bounds=extend_bounds)
+
+
+def neighbor_max(grid: Tensor, dims=spatial, padding=None, extend_bounds=0) -> Tensor:
+    """The largest of each cell and its upper neighbours (`neighbor_reduce` with `max`)."""
+    return neighbor_reduce(max_, grid, dims, padding, extend_bounds=extend_bounds)
+
+
+def neighbor_min(grid: Tensor, dims=spatial, padding=None, extend_bounds=0) -> Tensor:
+    """The smallest of each cell and its upper neighbours (`neighbor_reduce` with `min`)."""
+    return neighbor_reduce(min_, grid, dims, padding, extend_bounds=extend_bounds)

@@ -1,0 +1,114 @@
+"""Finite differences on grids (`spatial_gradient`, `laplace`, `neighbor_*`) against NumPy stencils, on every
+backend."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lazyphi import math
+from lazyphi.math import batch, channel, extrapolation, spatial, vec
+
+pytestmark = pytest.mark.usefixtures('backend')
+
+VALUES = np.random.default_rng(3).standard_normal((5, 4))
+
+
+def grid(values=VALUES):
+    return math.tensor(values, spatial('x,y'))
+
+
+def edge(values=VALUES):
+    return np.pad(values, 1, mode='edge')  # ZERO_GRADIENT: the values at the edges continue
+
+
+def close(tensor, expected, order='x,y'):
+    np.testing.assert_allclose(tensor.numpy(order), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_central_differences_list_a_derivative_per_dim_along_the_gradient_dim():
+    g, e = grid(), edge()
+    derivatives = math.spatial_gradient(g)
+    assert derivatives.shape == spatial(x=5, y=4) & channel(gradient='x,y')
+    close(derivatives.gradient['x'], (e[2:, 1:-1] - e[:-2, 1:-1]) / 2)
+    close(derivatives.gradient['y'], (e[1:-1, 2:] - e[1:-1, :-2]) / 2)
+
+
+@pytest.mark.parametrize(('difference', 'expected'), [
+    ('forward', lambda a: np.roll(a, -1, 0) - a),
+    ('backward', lambda a: a - np.roll(a, 1, 0)),
+    ('central', lambda a: (np.roll(a, -1, 0) - np.roll(a, 1, 0)) / 2),
+])
+def test_one_sided_and_central_differences_with_periodic_padding_and_a_spacing(difference, expected):
+    derivative = math.spatial_gradient(grid(), dx=0.5, difference=difference, padding=extrapolation.PERIODIC,
+                                       dims='x', stack_dim=None)
+    assert derivative.shape == spatial(x=5, y=4)
+    close(derivative, expected(VALUES) / 0.5)
+
+
+def test_a_spacing_per_dim_and_the_order_the_stack_dims_labels_give():
+    g = grid()
+    by_vector = math.spatial_gradient(g, dx=vec(x=0.5, y=2.), difference='forward', padding=extrapolation.PERIODIC,
+                                      stack_dim=channel(gradient='y,x'))
+    assert by_vector.shape.get_labels('gradient') == ('y', 'x')
+    close(by_vector.gradient['x'], (np.roll(VALUES, -1, 0) - VALUES) / 0.5)
+    close(by_vector.gradient['y'], (np.roll(VALUES, -1, 1) - VALUES) / 2)
+    by_tuple = math.spatial_gradient(g, dx=(0.5, 2.), difference='forward', padding=extrapolation.PERIODIC)
+    math.assert_close(by_tuple, by_vector.gradient[['x', 'y']], abs_tolerance=1e-6)
+
+
+def test_without_padding_the_result_is_smaller_and_pad_extends_it():
+    unpadded = math.spatial_gradient(grid(), padding=None, dims='x', stack_dim=None)
+    assert unpadded.shape == spatial(x=3, y=4)
+    close(unpadded, (VALUES[2:] - VALUES[:-2]) / 2)
+    extended = math.spatial_gradient(grid(), dims='x', stack_dim=None, pad=1)
+    assert extended.shape == spatial(x=7, y=4)
+
+
+def test_a_size_one_stack_dim_on_the_grid_is_replaced_and_bad_arguments_are_named():
+    g = math.expand(grid(), channel(gradient=1))
+    assert math.spatial_gradient(g).shape == spatial(x=5, y=4) & channel(gradient='x,y')
+    with pytest.raises(ValueError, match=r"one of \('central', 'forward', 'backward'\), got 'upwind'"):
+        math.spatial_gradient(grid(), difference='upwind')
+    with pytest.raises(ValueError, match=r"labels \('x', 'z'\) of stack_dim are not the dims"):
+        math.spatial_gradient(grid(), stack_dim=channel(gradient='x,z'))
+    with pytest.raises(ValueError, match=r"which the grid .* has already"):
+        math.spatial_gradient(math.expand(grid(), channel(gradient=2)))
+
+
+def test_laplace_sums_the_second_differences_with_spacings_and_weights():
+    g, e = grid(), edge()
+    second_x = e[2:, 1:-1] + e[:-2, 1:-1] - 2 * VALUES
+    second_y = e[1:-1, 2:] + e[1:-1, :-2] - 2 * VALUES
+    assert math.laplace(g).shape == g.shape
+    close(math.laplace(g), second_x + second_y)
+    close(math.laplace(g, dx=(1., 2.)), second_x + second_y / 4)
+    close(math.laplace(g, dx=vec(y=2., x=1.)), second_x + second_y / 4)
+    close(math.laplace(g, weights=vec(x=3., y=0.)), 3 * second_x)
+    close(math.laplace(g, dims='y'), second_y)
+    assert math.laplace(g, padding=None).shape == spatial(x=3, y=2)
+    vectors = math.stack([g, 2 * g], channel(vector='a,b'))  # components on their own
+    close(math.laplace(vectors).vector['b'], 2 * (second_x + second_y))
+
+
+def test_neighbor_reductions_combine_each_cell_with_its_upper_neighbours():
+    g = grid()
+    quads = np.stack([VALUES[:-1, :-1], VALUES[1:, :-1], VALUES[:-1, 1:], VALUES[1:, 1:]])
+    assert math.neighbor_mean(g).shape == spatial(x=4, y=3)
+    close(math.neighbor_mean(g), quads.mean(0))
+    close(math.neighbor_sum(g), quads.sum(0))
+    close(math.neighbor_max(g), quads.max(0))
+    close(math.neighbor_min(g), quads.min(0))
+    along_x = math.neighbor_reduce(math.mean, g, 'x', padding=extrapolation.ZERO_GRADIENT)
+    assert along_x.shape == g.shape
+    close(along_x, (VALUES + np.concatenate([VALUES[1:], VALUES[-1:]])) / 2)
+    assert math.neighbor_mean(math.zeros(batch(b=2), spatial(x=3))).shape == batch(b=2) & spatial(x=2)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(3, 7), st.integers(3, 7), st.floats(0.1, 3.))
+def test_laplace_of_random_grids_matches_the_five_point_stencil(nx, ny, dx):
+    values = np.random.default_rng(nx * 10 + ny).standard_normal((nx, ny))
+    e = edge(values)
+    stencil = (e[2:, 1:-1] + e[:-2, 1:-1] + e[1:-1, 2:] + e[1:-1, :-2] - 4 * values) / dx ** 2
+    np.testing.assert_allclose(math.laplace(grid(values), dx=dx).numpy('x,y'), stencil, rtol=1e-4, atol=1e-4)
