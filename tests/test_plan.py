@@ -344,6 +344,7 @@ OPERATIONS = {
     'stack': lambda t: math.stack([t, t], channel('c')), 'concat': lambda t: math.concat([t, t], 'x'),
     'unstack': lambda t: math.unstack(t, 'x')[0], 'expand': lambda t: math.expand(t, channel(c=3)),
     'rename_dims': lambda t: math.rename_dims(t, 'x', 'u'), 'slice': lambda t: math.slice(t, {'x': 0}),
+    'replace_dims': lambda t: math.replace_dims(t, 'x', 'u'), 'tensor_like': lambda t: math.tensor_like(t, t.x[0].y[0]),
     'pack_dims': lambda t: math.pack_dims(t, 'x,y', math.instance('p')),
     'unpack_dim': lambda t: math.unpack_dim(t, 'x', spatial(a=4, b=4)), 'flatten': math.flatten,
     'transpose': lambda t: math.transpose(t, 'y,x,example'), 'iterate': lambda t: math.iterate(lambda v: v * 2, 3, t),
@@ -403,6 +404,10 @@ OPERATIONS = {
     'convolve': lambda t: math.convolve(t, math.wrap([1, 2, 1], 'x:s'), 'same', math.extrapolation.ZERO_GRADIENT),
     'convolve strided': lambda t: math.convolve(t, math.wrap([1, 2, 1], 'x:s'), 'full', strides=2),
     'convolve transposed': lambda t: math.convolve(t, math.wrap([1, 2, 1], 'x:s'), strides={'x': 2}, transpose=True),
+    # finite differences
+    'spatial_gradient': math.spatial_gradient, 'laplace': lambda t: math.laplace(t, dx=(1., 2.)),
+    'neighbor_reduce': lambda t: math.neighbor_reduce(math.max, t, 'x', math.extrapolation.ZERO_GRADIENT),
+    **{name: getattr(math, name) for name in ('neighbor_mean', 'neighbor_sum', 'neighbor_max', 'neighbor_min')},
     # vectors and losses
     'l1_loss': math.l1_loss, 'l2_loss': math.l2_loss,
     'norm': lambda t: math.norm(t, 'x'), 'vec_length': lambda t: math.vec_length(t, 'x'),
@@ -463,6 +468,8 @@ NOT_OPERATIONS = {  # names in lazyphi.math that construct values or describe sh
     'equality_by_shape_and_value',
     'use', 'print', 'print_', 'to_gpu',  # set the default backend, print, need a GPU
     'save', 'load',  # files and plain data: they read the values
+    'dtype', 'is_numeric', 'is_none', 'all_available', 'object_dims',  # describe a value
+    'const_vec', 'seed', 'replace', 'copy_with',  # make a vector, seed the generators, copy an object
 }
 
 
