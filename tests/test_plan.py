@@ -470,6 +470,7 @@ NOT_OPERATIONS = {  # names in lazyphi.math that construct values or describe sh
     'save', 'load',  # files and plain data: they read the values
     'dtype', 'is_numeric', 'is_none', 'all_available', 'object_dims',  # describe a value
     'const_vec', 'seed', 'replace', 'copy_with',  # make a vector, seed the generators, copy an object
+    'Extrapolation', 'as_extrapolation',  # boundary conditions, not operations
 }
 
 

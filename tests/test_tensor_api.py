@@ -226,6 +226,8 @@ def test_phimls_small_helpers_dtype_is_numeric_is_none_all_available_object_dims
     assert seen == [math.zeros(spatial(x=2)).backend.name in ('numpy', 'torch')]  # eager backends run it as is
     assert math.object_dims(math.layout([1, 'a'], instance('i'))) == instance(i=2)
     assert math.object_dims(math.zeros(spatial(x=2))) == math.EMPTY_SHAPE
+    assert math.as_extrapolation('periodic') is math.extrapolation.PERIODIC
+    assert isinstance(math.as_extrapolation(0), math.Extrapolation)
 
 
 def test_const_vec_and_tensor_like_as_phiml_documents_them():

@@ -344,6 +344,7 @@ from ._vectors import (
     vec_normalize,
     vec_squared,
 )
+from .extrapolation import Extrapolation, as_extrapolation
 
 abs = abs_
 choose_backend = choose_backend_t
@@ -381,6 +382,7 @@ __all__ = [
     'Dict',
     'DimNotFound',
     'Expanded',
+    'Extrapolation',
     'IncompatibleShapes',
     'Layout',
     'NonUniform',
@@ -409,6 +411,7 @@ __all__ = [
     'arctanh',
     'argmax',
     'argmin',
+    'as_extrapolation',
     'assert_close',
     'at_max',
     'at_min',
