@@ -408,6 +408,7 @@ OPERATIONS = {
     'spatial_gradient': math.spatial_gradient, 'laplace': lambda t: math.laplace(t, dx=(1., 2.)),
     'neighbor_reduce': lambda t: math.neighbor_reduce(math.max, t, 'x', math.extrapolation.ZERO_GRADIENT),
     **{name: getattr(math, name) for name in ('neighbor_mean', 'neighbor_sum', 'neighbor_max', 'neighbor_min')},
+    'fourier_laplace': lambda t: math.fourier_laplace(t, 0.5), 'fourier_poisson': lambda t: math.fourier_poisson(t, 2),
     # vectors and losses
     'l1_loss': math.l1_loss, 'l2_loss': math.l2_loss,
     'norm': lambda t: math.norm(t, 'x'), 'vec_length': lambda t: math.vec_length(t, 'x'),
@@ -471,6 +472,7 @@ NOT_OPERATIONS = {  # names in lazyphi.math that construct values or describe sh
     'dtype', 'is_numeric', 'is_none', 'all_available', 'object_dims',  # describe a value
     'const_vec', 'seed', 'replace', 'copy_with',  # make a vector, seed the generators, copy an object
     'Extrapolation', 'as_extrapolation',  # boundary conditions, not operations
+    'fftfreq',  # frequencies of a resolution
 }
 
 

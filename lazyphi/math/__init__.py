@@ -70,6 +70,9 @@ from ._creation import (
 )
 from ._dict import Dict
 from ._differences import (
+    fftfreq,
+    fourier_laplace,
+    fourier_poisson,
     laplace,
     neighbor_max,
     neighbor_mean,
@@ -487,6 +490,7 @@ __all__ = [
     'f',
     'factorial',
     'fft',
+    'fftfreq',
     'finite_cmax',
     'finite_cmean',
     'finite_cmin',
@@ -520,6 +524,8 @@ __all__ = [
     'fit_hyperplane',
     'flatten',
     'floor',
+    'fourier_laplace',
+    'fourier_poisson',
     'from_dict',
     'gather',
     'get_precision',
