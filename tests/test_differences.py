@@ -139,3 +139,23 @@ def test_fourier_laplace_is_exact_for_periodic_waves_and_fourier_poisson_inverts
     assert math.fourier_laplace(g, dx).dtype == g.dtype
     smooth = math.laplace(g, dx, padding=extrapolation.PERIODIC)
     assert float(math.max(abs(smooth - math.fourier_laplace(g, dx)), "x,y")) < 0.25  # within 5 %, not the same
+
+
+def test_downsample2x_averages_neighbours_and_pads_odd_sizes():
+    halved = math.downsample2x(grid())
+    e = np.concatenate([VALUES, VALUES[-1:]])  # x has 5 cells: the edge value continues
+    pairs_x = (e[0::2] + e[1::2]) / 2
+    assert halved.shape == spatial(x=3, y=2)
+    close(halved, (pairs_x[:, 0::2] + pairs_x[:, 1::2]) / 2)
+    assert math.downsample2x(grid(), dims='y').shape == spatial(x=5, y=2)
+
+
+def test_upsample2x_interpolates_a_quarter_of_the_way_to_each_neighbour():
+    line = math.tensor(np.array([0., 1., 4.]), spatial('x'))
+    close(math.upsample2x(line), [0., 0.25, 0.75, 1.75, 3.25, 4.], order='x')
+    close(math.upsample2x(line, padding=extrapolation.PERIODIC), [1., 0.25, 0.75, 1.75, 3.25, 3.], order='x')
+    assert math.upsample2x(grid()).shape == spatial(x=10, y=8)
+    e = edge()[:, 1:-1]  # along x only
+    expected = np.empty((10, 4))
+    expected[0::2], expected[1::2] = 0.75 * VALUES + 0.25 * e[:-2], 0.75 * VALUES + 0.25 * e[2:]
+    close(math.upsample2x(grid(), dims='x'), expected)

@@ -409,6 +409,7 @@ OPERATIONS = {
     'neighbor_reduce': lambda t: math.neighbor_reduce(math.max, t, 'x', math.extrapolation.ZERO_GRADIENT),
     **{name: getattr(math, name) for name in ('neighbor_mean', 'neighbor_sum', 'neighbor_max', 'neighbor_min')},
     'fourier_laplace': lambda t: math.fourier_laplace(t, 0.5), 'fourier_poisson': lambda t: math.fourier_poisson(t, 2),
+    'downsample2x': math.downsample2x, 'upsample2x': lambda t: math.upsample2x(t, dims='x'),
     # vectors and losses
     'l1_loss': math.l1_loss, 'l2_loss': math.l2_loss,
     'norm': lambda t: math.norm(t, 'x'), 'vec_length': lambda t: math.vec_length(t, 'x'),

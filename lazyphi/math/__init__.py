@@ -70,6 +70,7 @@ from ._creation import (
 )
 from ._dict import Dict
 from ._differences import (
+    downsample2x,
     fftfreq,
     fourier_laplace,
     fourier_poisson,
@@ -80,6 +81,7 @@ from ._differences import (
     neighbor_reduce,
     neighbor_sum,
     spatial_gradient,
+    upsample2x,
 )
 from ._dims import (
     batch,
@@ -471,6 +473,7 @@ __all__ = [
     'dmean',
     'dmin',
     'dot',
+    'downsample2x',
     'dpack',
     'dprod',
     'drange',
@@ -708,6 +711,7 @@ __all__ = [
     'transpose',
     'unpack_dim',
     'unstack',
+    'upsample2x',
     'use',
     'vec',
     'vec_length',

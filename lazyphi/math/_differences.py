@@ -1,5 +1,6 @@
 """Derivatives on grids: finite differences (`spatial_gradient`, `laplace`, the reductions of neighbours in
-`neighbor_reduce`) and the spectral Laplace operator and its inverse (`fourier_laplace`, `fourier_poisson`).
+`neighbor_reduce`) and the spectral Laplace operator and its inverse (`fourier_laplace`, `fourier_poisson`);
+and resampling by a factor of two (`downsample2x`, `upsample2x`), as a multigrid method does.
 
 The finite differences are built on `shift`: the values one cell below and above along each dim, with the
 extrapolation `padding` supplying those beyond the edges (None: no padding, so the result is smaller than
@@ -17,9 +18,9 @@ from ..backend import DType
 from ._creation import meshgrid, wrap
 from ._dims import batch, channel, spatial
 from ._elementwise import cast_tensor
-from ._magic_ops import rename_dims, stack
+from ._magic_ops import pack_dims, rename_dims, stack
 from ._ops import fft, ifft, real, safe_div, to_complex, to_float
-from ._padding import shift
+from ._padding import pad, shift
 from ._reduce import max_, mean, min_, sum_
 from ._shape import Shape
 from ._tensor import Tensor, as_tensor, dims_in
@@ -27,6 +28,7 @@ from .extrapolation import ZERO_GRADIENT
 
 _AXES = '_laplace_axes'  # the batch dim along which `laplace` holds the second differences of each dim
 _PAIR = '_neighbors'  # the batch dim along which `neighbor_reduce` stacks a cell and its upper neighbour
+_HALVES = '_halves'  # the dim along which `upsample2x` lists the two new cells of each old one
 _OFFSETS = {'central': (-1, 1), 'forward': (0, 1), 'backward': (-1, 0)}
 GRADIENT_DIM = channel('gradient')  # the default dim listing the derivatives of `spatial_gradient`
 
@@ -214,3 +216,28 @@ def _laplace_symbol(grid: Tensor, dx) -> Tensor:
 
 def _spectral(grid: Tensor, factor: Tensor) -> Tensor:
     return cast_tensor(real(ifft(fft(to_complex(grid)) * factor)), grid.dtype)
+
+
+def downsample2x(grid: Tensor, padding=ZERO_GRADIENT, dims=spatial) -> Tensor:
+    """`grid` with half as many cells along each of `dims`: each new cell the mean of two neighbours (of 2^d cells in
+    d dims). A dim of odd size is first padded by one cell at its upper end, with values from `padding`."""
+    grid = as_tensor(grid)
+    names = dims_in(grid.shape, dims)
+    odd = {name: (0, 1) for name in names if grid.shape.get_size(name) % 2}
+    if odd:
+        grid = pad(grid, odd, padding)
+    for name in names:
+        grid = (grid[{name: slice(0, None, 2)}] + grid[{name: slice(1, None, 2)}]) / 2
+    return grid
+
+
+def upsample2x(grid: Tensor, padding=ZERO_GRADIENT, dims=spatial, padding_kwargs: dict | None = None) -> Tensor:
+    """`grid` with twice as many cells along each of `dims`, linearly interpolated: each cell becomes two, at a quarter
+    of the way towards its lower and its upper neighbour (`0.75 c + 0.25 n`); `padding` gives the neighbours beyond
+    the edges."""
+    grid = as_tensor(grid)
+    for name in dims_in(grid.shape, dims):
+        below, centre, above = shift(grid, (-1, 0, 1), name, padding, None, padding_kwargs=padding_kwargs)
+        halves = stack([0.75 * centre + 0.25 * below, 0.75 * centre + 0.25 * above], channel(_HALVES))
+        grid = pack_dims(halves, (name, _HALVES), grid.shape[name].with_size(2 * grid.shape.get_size(name)))
+    return grid
