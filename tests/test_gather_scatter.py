@@ -138,3 +138,31 @@ def test_count_occurrences_and_contains():
     b = wrap([(1, 2), (1, 0)], spatial('query'), channel(vector='x,y'))
     assert math.count_occurrences(a, b).numpy('query').tolist() == [2, 0]
     assert math.contains(a, b).numpy('query').tolist() == [True, False]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 5), st.integers(1, 5), st.integers(1, 4), st.data())
+def test_ravel_index_and_unravel_index_are_numpys_and_inverse_to_each_other(nx, ny, points, data):
+    positions = np.array(data.draw(st.lists(st.tuples(st.integers(0, nx - 1), st.integers(0, ny - 1)),
+                                            min_size=points, max_size=points)))
+    resolution = spatial(x=nx, y=ny)
+    index = math.wrap(positions, instance('p'), channel(vector='x,y'))
+    flat = math.ravel_index(index, resolution)
+    np.testing.assert_array_equal(flat.numpy('p'), np.ravel_multi_index(tuple(positions.T), (nx, ny)))
+    back = math.unravel_index(flat, resolution)
+    assert back.shape == instance(p=points) & channel(index='x,y')
+    np.testing.assert_array_equal(back.numpy('p,index'), positions)
+
+
+def test_ravel_index_modes_and_labels_and_dim_mask_and_normalize_to():
+    resolution = spatial(x=3, y=4)
+    outside = math.wrap([[5, 1], [-1, 2]], instance('p'), channel(vector='x,y'))
+    assert math.ravel_index(outside, resolution, mode='periodic').numpy('p').tolist() == [9, 10]
+    assert math.ravel_index(outside, resolution, mode=-1).numpy('p').tolist() == [-1, -1]
+    with pytest.raises(ValueError, match='3 components for the 2 dims'):
+        math.ravel_index(math.wrap([[0, 0, 0]], instance('p'), channel('c')), resolution)
+    mask = math.dim_mask(spatial('x,y,z'), 'x,z')
+    assert mask.shape == channel(vector='x,y,z') and mask.numpy().tolist() == [True, False, True]
+    assert math.dim_mask(('x', 'y'), 'y', channel('m')).shape == channel(m='x,y')
+    scaled = math.normalize_to(math.wrap([1., 3.], spatial('x')), math.wrap([2., 2., 4.], spatial('y')))
+    assert scaled.numpy().tolist() == [2., 6.]

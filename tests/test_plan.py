@@ -410,6 +410,7 @@ OPERATIONS = {
     **{name: getattr(math, name) for name in ('neighbor_mean', 'neighbor_sum', 'neighbor_max', 'neighbor_min')},
     'fourier_laplace': lambda t: math.fourier_laplace(t, 0.5), 'fourier_poisson': lambda t: math.fourier_poisson(t, 2),
     'downsample2x': math.downsample2x, 'upsample2x': lambda t: math.upsample2x(t, dims='x'),
+    'normalize_to': lambda t: math.normalize_to(abs(t), t.x[0]),
     # vectors and losses
     'l1_loss': math.l1_loss, 'l2_loss': math.l2_loss,
     'norm': lambda t: math.norm(t, 'x'), 'vec_length': lambda t: math.vec_length(t, 'x'),
@@ -473,7 +474,8 @@ NOT_OPERATIONS = {  # names in lazyphi.math that construct values or describe sh
     'dtype', 'is_numeric', 'is_none', 'all_available', 'object_dims',  # describe a value
     'const_vec', 'seed', 'replace', 'copy_with',  # make a vector, seed the generators, copy an object
     'Extrapolation', 'as_extrapolation',  # boundary conditions, not operations
-    'fftfreq',  # frequencies of a resolution
+    'fftfreq', 'dim_mask',  # frequencies of a resolution, a mask of dims
+    'ravel_index', 'unravel_index',  # integer index arithmetic on the backend: index tensors, not traced data
 }
 
 

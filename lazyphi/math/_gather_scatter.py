@@ -38,6 +38,7 @@ from ._tree import tree_map
 INT64 = DType(int, 64)
 NONZERO_DIM = instance('nonzero')
 VECTOR_DIM = channel('vector')
+INDEX_DIM = channel('index')  # the default dim of `unravel_index`'s multi-indices
 BINS = spatial(bins=30)
 
 
@@ -502,3 +503,38 @@ def count_occurrences(values: Tensor, query: Tensor, feature_dims=channel) -> Te
 def contains(values: Tensor, query: Tensor, feature_dims=channel) -> Tensor:
     """Whether each entry of `query` appears among the entries of `values` (see `count_occurrences`)."""
     return count_occurrences(values, query, feature_dims) > 0
+
+
+def ravel_index(index: Tensor, resolution: Shape, dim=channel, mode='undefined') -> Tensor:
+    """The flat (row-major) positions in a grid of `resolution` of the multi-indices listed along `index`'s dim `dim`.
+
+    Args:
+        index: integer indices, one component per grid dim along its dim `dim` (labelled by the dims' names, or in
+            the order of `resolution`).
+        resolution: the grid's dims and sizes.
+        dim: the dim of `index` listing the components (a name, Shape or filter selecting one dim).
+        mode: for indices outside the grid: 'undefined', 'periodic' (wrapped), 'clamp', or an int they all get.
+    """
+    index = as_tensor(index)
+    names = dims_in(index.shape, dim)
+    if len(names) != 1:
+        raise ValueError(f'ravel_index(): index {index.shape} must have one dim listing the components, found {names}')
+    labels = index.shape.get_labels(names[0])
+    if labels is None and index.shape.get_size(names[0]) != resolution.rank:
+        raise ValueError(f'ravel_index(): {index.shape.get_size(names[0])} components for the {resolution.rank} dims '
+                         f'of {resolution}; label them by dim name')
+    sizes = [resolution.get_size(n) for n in labels] if labels is not None else list(resolution.sizes)
+    rest = index.shape.without(names[0])
+    flat = index.backend.ravel_multi_index(index.native([*rest.names, names[0]]), sizes, mode)
+    return Dense(flat, rest, index.backend)
+
+
+def unravel_index(index: Tensor, resolution: Shape, index_dim=INDEX_DIM) -> Tensor:
+    """The multi-indices in a grid of `resolution` of the flat (row-major) positions `index`, listed along `index_dim`
+    (labelled by the grid's dim names). A channel dim of size 1 on `index` is dropped."""
+    index = as_tensor(index)
+    single = [n for n, size in zip(index.shape.channel.names, index.shape.channel.sizes, strict=True) if size == 1]
+    if single:
+        index = index[{n: 0 for n in single}]
+    multi = index.backend.unravel_index(index.native(index.shape.names), list(resolution.sizes))
+    return Dense(multi, index.shape & index_dim.with_size(resolution.names), index.backend)

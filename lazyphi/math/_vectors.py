@@ -10,11 +10,12 @@ import numpy as np
 
 from .._errors import IncompatibleShapes
 from ..backend import NUMPY, combine_types, convert
-from ._dims import channel, dual, non_batch
+from ._creation import wrap
+from ._dims import channel, dual, non_batch, spatial
 from ._elementwise import FLOAT_FUNCTIONS, IS_FINITE, MAXIMUM, SIGN, where
 from ._ops import abs_square
 from ._reductions import REDUCTIONS
-from ._shape import ShapeDtype, merge_shapes, resolve_dims
+from ._shape import Shape, ShapeDtype, merge_shapes, resolve_dims
 from ._structure import pack_tensor_dims, stack_tensors
 from ._tensor import ALONG, NUMBER_TYPES, Dense, Op, Tensor, as_tensor, auto_cast, common_backend, dims_in, dispatch
 from ._tree import tree_map
@@ -248,3 +249,35 @@ def cross_product(vec1: Tensor, vec2: Tensor) -> Tensor:
 
 
 cross = cross_product
+
+
+MASK_DIM = channel('vector')  # the default dim of `dim_mask`'s vector
+
+
+def dim_mask(all_dims, dims, mask_dim=MASK_DIM) -> Tensor:
+    """A vector along `mask_dim` with an entry per dim of `all_dims` (labelled by their names): True for those `dims`
+    selects, False for the others.
+
+    Args:
+        all_dims: a Shape, or a tuple or list of names (spatial dims).
+        dims: a dim filter selecting among `all_dims`.
+        mask_dim: a single-dim Shape naming the vector's dim.
+    """
+    if not isinstance(all_dims, (Shape, tuple, list)):
+        raise TypeError(f'dim_mask(): all_dims must be a Shape, tuple or list of names, got {all_dims!r}')
+    if not isinstance(mask_dim, Shape) or mask_dim.rank != 1:
+        raise TypeError(f'dim_mask(): mask_dim must be a Shape of one dim, got {mask_dim!r}')
+    if not isinstance(all_dims, Shape):
+        all_dims = spatial(*all_dims)
+    selected = set(dims_in(all_dims, dims))
+    return wrap([name in selected for name in all_dims.names], mask_dim.with_size(all_dims.names))
+
+
+def normalize_to(target: Tensor, source, epsilon=1e-5) -> Tensor:
+    """`target` scaled so that its sum over its non-batch dims equals that of `source` (a tensor or a number);
+    `epsilon` bounds the divisor from below (None: no bound)."""
+    target_total = REDUCTIONS['sum'](as_tensor(target), as_tensor(target).shape.non_batch.names)
+    source = as_tensor(source)
+    source_total = REDUCTIONS['sum'](source, source.shape.non_batch.names)
+    divisor = target_total if epsilon is None else where(target_total > epsilon, target_total, epsilon)
+    return target * (source_total / divisor)
