@@ -55,6 +55,10 @@ def test_a_spacing_per_dim_and_the_order_the_stack_dims_labels_give():
     close(by_vector.gradient['y'], (np.roll(VALUES, -1, 1) - VALUES) / 2)
     by_tuple = math.spatial_gradient(g, dx=(0.5, 2.), difference='forward', padding=extrapolation.PERIODIC)
     math.assert_close(by_tuple, by_vector.gradient[['x', 'y']], abs_tolerance=1e-6)
+    single = math.spatial_gradient(g, dx=(0.5,), dims='x', stack_dim=None, difference='forward',
+                                   padding=extrapolation.PERIODIC)
+    assert single.shape == g.shape
+    close(single, (np.roll(VALUES, -1, 0) - VALUES) / 0.5)
 
 
 def test_without_padding_the_result_is_smaller_and_pad_extends_it():

@@ -108,9 +108,10 @@ def _per_dim(value, names: tuple, along: str | None):
     if isinstance(value, (tuple, list)):
         if len(value) != len(names):
             raise ValueError(f"{len(value)} values {value} for the {len(names)} dims {names}")
-        return as_tensor(value) if along is None else stack([as_tensor(v) for v in value],
-                                                             batch(**{along: names}) if along == _AXES else
-                                                             channel(**{along: names}))
+        if along is None:  # a single dim
+            return as_tensor(value[0])
+        return stack([as_tensor(v) for v in value], batch(**{along: names}) if along == _AXES else
+                     channel(**{along: names}))
     value = as_tensor(value)
     labelled = [d for d in value.shape.channel.names if set(names) <= set(value.shape.get_labels(d) or ())]
     if not labelled:
