@@ -311,8 +311,11 @@ def slice_(value, slices):
             raise TypeError(f"slice() takes {_SELECTION_FORMS}, but got {type(slices).__name__} {slices!r}")
         if not slices:
             return value
-        full = shape(value)
-        slices = {name: s for name, s in ((key_name(d, full, slices), s) for d, s in slices.items()) if name}
+        if all(isinstance(d, (str, Shape)) for d in slices):
+            slices = {d.name if isinstance(d, Shape) else d: s for d, s in slices.items()}
+        else:  # dim filters among the keys: applied to the shape of the whole tree
+            full = shape(value)
+            slices = {name: s for name, s in ((key_name(d, full, slices), s) for d, s in slices.items()) if name}
         sliced = tuple(slices)
 
     def own(names) -> dict | Tensor | None:
