@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from backends import BACKEND_NAMES, get_backend
 
+import lazyphi.dataclasses as jdc
 from lazyphi import math
 from lazyphi.backend import DType
 from lazyphi.dataclasses._checked import (
@@ -186,7 +187,6 @@ def test_the_jax_dataclasses_mnist_example_as_printed(capsys):
     jnp = pytest.importorskip('jax.numpy')
     import numpy as onp
 
-    import lazyphi.dataclasses as jdc
 
     @jdc.pytree_dataclass
     class MnistStruct(jdc.EnforcedAnnotationsMixin):

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import shapes
 
+import lazyphi.dataclasses as jdc
 from lazyphi import math
 from lazyphi.dataclasses import (
     cached_property,
@@ -482,7 +483,6 @@ def test_copy_and_mutate_validates_native_arrays_of_every_backend(backend):
 
 def test_copy_and_mutate_the_jax_dataclasses_example_as_printed(capsys):
     jnp = pytest.importorskip('jax.numpy')
-    from lazyphi import dataclasses as jdc
 
     @jdc.pytree_dataclass
     class Node:

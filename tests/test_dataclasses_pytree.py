@@ -11,6 +11,7 @@ from typing import Annotated
 import numpy as np
 import pytest
 
+import lazyphi.dataclasses as jdc
 from lazyphi import math
 from lazyphi._errors import IncompatibleShapes
 from lazyphi.backend import backend_by_name
@@ -322,7 +323,6 @@ def test_torch_func_grad_accepts_a_dataclass(torch_pytree):
 
 
 def test_the_standard_library_names_jax_dataclasses_offers_are_there():
-    import lazyphi.dataclasses as jdc
 
     assert (jdc.field, jdc.asdict, jdc.astuple, jdc.is_dataclass) == (
         dataclasses.field, dataclasses.asdict, dataclasses.astuple, dataclasses.is_dataclass)
