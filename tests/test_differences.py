@@ -163,3 +163,32 @@ def test_upsample2x_interpolates_a_quarter_of_the_way_to_each_neighbour():
     expected = np.empty((10, 4))
     expected[0::2], expected[1::2] = 0.75 * VALUES + 0.25 * e[:-2], 0.75 * VALUES + 0.25 * e[2:]
     close(math.upsample2x(grid(), dims='x'), expected)
+
+
+HOLES = np.array([[1., np.nan, 3.], [np.nan, np.nan, np.nan], [7., np.nan, 9.]])
+
+
+def test_finite_fill_spreads_the_mean_of_finite_neighbours_one_cell_per_step():
+    holes = math.tensor(HOLES, spatial('x,y'))
+    close(math.finite_fill(holes), [[1, 2, 3], [4, 5, 6], [7, 8, 9]])  # the centre sees all four corners
+    faces = math.finite_fill(holes, diagonal=False)
+    assert np.isnan(faces.numpy('x,y')[1, 1])  # no finite neighbour along x or y yet: it stays
+    close(faces.x[0], [1, 2, 3], order='y')
+    close(math.finite_fill(holes, diagonal=False, distance=2), [[1, 2, 3], [4, 5, 6], [7, 8, 9]])
+    line = math.tensor(np.array([np.nan, 2., np.inf, np.nan]), spatial('x'))
+    close(math.finite_fill(line, distance=3), [2, 2, 2, 2], order='x')
+    # the padding extends the validity too: ONE gives valid ones beyond the edges, ZERO nothing valid
+    close(math.finite_fill(line, padding=extrapolation.ONE), [1.5, 2, 2, 1], order='x')
+    assert np.isnan(math.finite_fill(line, padding=extrapolation.ZERO).numpy('x')[3])
+
+
+def test_masked_fill_fills_where_the_mask_is_zero_and_says_what_is_valid_after():
+    values = math.tensor(np.nan_to_num(HOLES), spatial('x,y'))
+    valid = math.tensor(np.isfinite(HOLES), spatial('x,y'))
+    filled, now_valid = math.masked_fill(values, valid)
+    close(filled, [[1, 2, 3], [4, 5, 6], [7, 8, 9]])
+    close(now_valid, np.ones((3, 3)))
+    corner = math.tensor(np.array([[5., 0., 0.], [0., 0., 0.], [0., 0., 0.]]), spatial('x,y'))
+    once, reached = math.masked_fill(corner, corner != 0)
+    close(reached, [[1, 1, 0], [1, 1, 0], [0, 0, 0]])
+    close(once, [[5, 5, 0], [5, 5, 0], [0, 0, 0]])

@@ -1,6 +1,7 @@
 """Derivatives on grids: finite differences (`spatial_gradient`, `laplace`, the reductions of neighbours in
 `neighbor_reduce`) and the spectral Laplace operator and its inverse (`fourier_laplace`, `fourier_poisson`);
-and resampling by a factor of two (`downsample2x`, `upsample2x`), as a multigrid method does.
+resampling by a factor of two (`downsample2x`, `upsample2x`), as a multigrid method does; and filling invalid
+cells from valid neighbours (`finite_fill`, `masked_fill`).
 
 The finite differences are built on `shift`: the values one cell below and above along each dim, with the
 extrapolation `padding` supplying those beyond the edges (None: no padding, so the result is smaller than
@@ -17,18 +18,19 @@ import numpy as np
 from ..backend import DType
 from ._creation import meshgrid, wrap
 from ._dims import batch, channel, spatial
-from ._elementwise import cast_tensor
+from ._elementwise import cast_tensor, where
 from ._magic_ops import pack_dims, rename_dims, stack
-from ._ops import fft, ifft, real, safe_div, to_complex, to_float
+from ._ops import fft, ifft, is_finite, real, safe_div, to_complex, to_float
 from ._padding import pad, shift
 from ._reduce import max_, mean, min_, sum_
 from ._shape import Shape
 from ._tensor import Tensor, as_tensor, dims_in
-from .extrapolation import ZERO_GRADIENT
+from .extrapolation import ZERO, ZERO_GRADIENT
 
 _AXES = '_laplace_axes'  # the batch dim along which `laplace` holds the second differences of each dim
 _PAIR = '_neighbors'  # the batch dim along which `neighbor_reduce` stacks a cell and its upper neighbour
 _HALVES = '_halves'  # the dim along which `upsample2x` lists the two new cells of each old one
+_AROUND = '_around'  # the batch dim along which the fills stack a cell's neighbours
 _OFFSETS = {'central': (-1, 1), 'forward': (0, 1), 'backward': (-1, 0)}
 GRADIENT_DIM = channel('gradient')  # the default dim listing the derivatives of `spatial_gradient`
 
@@ -242,3 +244,57 @@ def upsample2x(grid: Tensor, padding=ZERO_GRADIENT, dims=spatial, padding_kwargs
         halves = stack([0.75 * centre + 0.25 * below, 0.75 * centre + 0.25 * above], channel(_HALVES))
         grid = pack_dims(halves, (name, _HALVES), grid.shape[name].with_size(2 * grid.shape.get_size(name)))
     return grid
+
+
+def finite_fill(values: Tensor, dims=spatial, distance: int = 1, diagonal: bool = True, padding=ZERO_GRADIENT,
+                padding_kwargs: dict | None = None) -> Tensor:
+    """`values` with each non-finite entry (NaN, ±inf) replaced by the mean of its finite neighbours, `distance` times
+    over, so that finite values spread `distance` cells; entries without a finite neighbour stay as they are.
+
+    Args:
+        values: floating-point values.
+        dims: the dims to look for neighbours along.
+        distance: the number of steps, each filling one cell further out.
+        diagonal: neighbours are the whole box around a cell (3^d - 1 cells); False: the two along each dim.
+        padding: the extrapolation of `values` beyond the edges (it decides whether edges fill from outside).
+        padding_kwargs: passed on to the extrapolation.
+    """
+    values = as_tensor(values)
+    names = dims_in(values.shape, dims)
+    for _ in range(max(0, min(distance, sum(values.shape.only(names).sizes) if names else 0))):
+        valid = is_finite(values)
+        total, count = _neighbour_sums(where(valid, values, 0), to_float(valid), names, diagonal, padding,
+                                       padding_kwargs)
+        values = where(valid | (count == 0), values, total / where(count > 0, count, 1))
+    return values
+
+
+def masked_fill(values: Tensor, valid: Tensor, distance: int = 1) -> tuple[Tensor, Tensor]:
+    """`values` with the cells where `valid` is zero filled by the mean of the valid cells around them (the whole box,
+    along all spatial dims, nothing from beyond the edges), `distance` times over; and the mask of the cells that are
+    valid afterwards (1 and 0).
+    """
+    values = as_tensor(values)
+    valid = to_float(as_tensor(valid) != 0)
+    names = values.shape.spatial.names
+    for _ in range(max(0, min(distance, max(values.shape.spatial.sizes, default=0)))):
+        total, count = _neighbour_sums(values * valid, valid, names, True, ZERO, None)
+        values = where(valid > 0, values, where(count > 0, total / where(count > 0, count, 1), values))
+        valid = to_float(count > 0)
+    return values, valid
+
+
+def _neighbour_sums(values: Tensor, weights: Tensor, names: tuple, diagonal: bool, padding, padding_kwargs):
+    """The sums of `values` and of `weights` over each cell's neighbourhood along the dims `names`: the box around it
+    (the cell included) where `diagonal`, else the cell's two neighbours along each dim (the cell excluded)."""
+    def summed(parts: list) -> Tensor:
+        return sum_(stack(parts, batch(_AROUND)), _AROUND)
+
+    def around(t: Tensor, name: str, offsets: tuple) -> list:
+        return shift(t, offsets, name, padding, None, padding_kwargs=padding_kwargs)
+
+    if diagonal:  # the box: the three cells along each dim in turn
+        for name in names:
+            values, weights = (summed(around(t, name, (-1, 0, 1))) for t in (values, weights))
+        return values, weights
+    return tuple(summed([part for name in names for part in around(t, name, (-1, 1))]) for t in (values, weights))
