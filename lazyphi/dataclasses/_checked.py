@@ -30,6 +30,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from .._errors import NoBackendFound
 from ..backend import DType, choose_backend, to_numpy_dtype
 from ..math import BATCH, EMPTY_SHAPE, Shape, Tensor, concat_shapes, shape
 from ..math.kinds import parse_dim_spec, resolved_annotations
@@ -284,7 +285,7 @@ def _dtype_of(value) -> DType | None:
         return dtype
     try:
         return choose_backend(value).dtype(value)
-    except Exception:  # not an array of a backend lazyphi knows: no dtype to compare
+    except NoBackendFound:  # not an array of a backend lazyphi knows: no dtype to compare
         return None
 
 
