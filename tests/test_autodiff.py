@@ -35,7 +35,9 @@ def test_gradient_of_a_scalar_loss():
             math.gradient(lambda x: math.sum(x ** 2, 'x'))(wrap([1.0, 2.0], spatial('x')))
         return
     x = wrap([1.0, 2.0, 3.0], spatial('x'))
-    loss, (grad,) = math.gradient(lambda x: math.sum(x ** 2, 'x'))(x)  # no wrt: a tuple of one, as phiml
+    loss, grads = math.gradient(lambda x: math.sum(x ** 2, 'x'))(x)
+    assert isinstance(grads, list) and len(grads) == 1  # no wrt: a list of one, as phiml
+    grad, = grads
     math.assert_close(loss, 14.0)
     assert grad.shape == spatial(x=3)
     np.testing.assert_allclose(grad.numpy('x'), [2, 4, 6], rtol=1e-5)

@@ -268,7 +268,7 @@ def when_available(runnable: Callable, *tensor_args: Tensor) -> None:
 
 
 def _wrt_names(signature: inspect.Signature, wrt) -> tuple[tuple, bool]:
-    """The parameter names to differentiate by, and whether a tuple of gradients is returned."""
+    """The parameter names to differentiate by, and whether a list of gradients is returned."""
     names = [n for n, p in signature.parameters.items() if p.kind not in (inspect.Parameter.VAR_POSITIONAL,
                                                                           inspect.Parameter.VAR_KEYWORD)]
     if wrt is None:
@@ -290,7 +290,7 @@ def gradient(f: Callable, wrt=None, get_output: bool = True) -> Callable:
         f: returns the loss (a tensor whose dims are all batch dims: the gradient is that of their sum) or a
             tuple starting with it.
         wrt: parameter names as 'x,y' or a list, or positions; a single name or int gives one gradient,
-            a list or several names a tuple; by default the first parameter, as a tuple of one.
+            a list or several names a list of them; by default the first parameter, as a list of one (as phiml).
         get_output: return `(output of f, gradients)` instead of the gradients alone.
 
     Needs a backend with automatic differentiation (torch, jax, tensorflow): that of the arguments, or for
@@ -298,7 +298,7 @@ def gradient(f: Callable, wrt=None, get_output: bool = True) -> Callable:
     raises NotImplementedError.
     """
     signature = _parameters(f)
-    wrt_names, as_tuple = _wrt_names(signature, wrt)
+    wrt_names, as_list = _wrt_names(signature, wrt)
     missing = [n for n in wrt_names if n not in signature.parameters]
     if missing and not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in signature.parameters.values()):
         raise ValueError(f'gradient(): wrt names {missing}, which are not parameters of {f.__name__}{signature}')
@@ -342,7 +342,7 @@ def gradient(f: Callable, wrt=None, get_output: bool = True) -> Callable:
         grads = iter(values[len(values) - len(flat_positions):])
         grad_trees = tuple(rebuilds[name]([Dense(next(grads), leaves[p].shape, backend) for p in positions[name]])
                            for name in wrt_names)
-        grad_result = grad_trees if as_tuple else grad_trees[0]
+        grad_result = list(grad_trees) if as_list else grad_trees[0]
         if not get_output:
             return grad_result
         outputs = values[:len(values) - len(flat_positions)]
