@@ -408,7 +408,10 @@ def custom_gradient(f: Callable, gradient: Callable, auxiliary_args: str = '') -
             for name, places in positions.items():
                 if given.get(name) is not None:
                     for p, t in zip(places, _flatten(given[name])[0], strict=True):
-                        result[p] = t._native if t.backend is backend else convert(t._native, backend)
+                        # laid out in the dim order of the argument (a matrix's rows and columns may be equal in size)
+                        native = t._native_in(shapes[p].names) if set(t.shape.names) == set(shapes[p].names) \
+                            else t._native
+                        result[p] = native if t.backend is backend else convert(native, backend)
             return result
         natives = backend.custom_gradient(native_f, native_gradient)(*_natives(leaves, backend))
         natives = natives if isinstance(natives, (tuple, list)) else (natives,)
