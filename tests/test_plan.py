@@ -477,6 +477,8 @@ NOT_OPERATIONS = {  # names in lazyphi.math that construct values or describe sh
     'Extrapolation', 'as_extrapolation',  # boundary conditions, not operations
     'fftfreq', 'dim_mask',  # frequencies of a resolution, a mask of dims
     'ravel_index', 'unravel_index',  # integer index arithmetic on the backend: index tensors, not traced data
+    'Solve', 'SolveInfo', 'ConvergenceException', 'NotConverged', 'Diverged',  # a solve's settings, report, errors
+    'solve_linear',  # iterates until the values converge: it needs them, and runs on the backend's while_loop
 }
 
 

@@ -1,0 +1,515 @@
+"""Solving linear systems `f(x) = y`: `solve_linear`, configured by a `Solve`, reported by a `SolveInfo`.
+
+The iterative methods (conjugate gradient, BiCGStab) are written with lazyphi operations on named tensors;
+their state is handed to the backend's `while_loop` as natives laid out in fixed shapes, so NumPy, PyTorch,
+JAX and TensorFlow all run them (JAX and TensorFlow inside their compiled loops where the values are traced).
+Each batch entry stops on its own: an entry that converged or diverged keeps its state while the others go on.
+The direct method lays the matrix out as one per batch entry (`reshaped_native`) and hands it to the backend's
+`matrix_solve_least_squares`. Gradients flow through a solve by implicit differentiation: the backward pass
+solves the transposed system (for a function, the same one, assumed symmetric) with `Solve.gradient_solve`.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+import uuid
+import warnings
+from collections.abc import Callable
+
+import numpy as np
+
+from ..backend import DType, convert, get_precision
+from ._autodiff import custom_gradient
+from ._conversion import reshaped_native
+from ._creation import reshaped_tensor, wrap, zeros_like
+from ._dims import batch, merge_shapes, non_batch
+from ._elementwise import where
+from ._layout import layout
+from ._linalg import matrix_from_function
+from ._magic_ops import expand, rename_dims
+from ._natives import common_backend
+from ._ops import cast, is_finite, maximum, safe_div, sqrt, to_float, to_int32
+from ._reduce import all_, any_, max_, sum_
+from ._shape import Shape
+from ._tensor import Dense, Tensor, as_tensor
+
+_ITERATIVE = ('auto', 'CG', 'CG-adaptive', 'biCG-stab', 'biCG-stab(1)')
+_DIRECT = ('direct', 'scipy-direct')
+_DIVERGENCE_GROWTH = 1e5  # a squared residual this many times the initial one, after 8 iterations, counts as diverged
+_SWAP = '_solve_transposed_'  # prefix of the temporary names while the rows and columns of a matrix are swapped
+
+
+class Solve:
+    """How to solve a system of equations `f(x) = y`: the method, the tolerances, the initial guess, the
+    iteration limit and which convergence errors to return quietly instead of raising.
+
+    Args:
+        method: 'auto' (conjugate gradient), 'CG', 'CG-adaptive', 'biCG-stab' (or 'biCG-stab(1)'), or
+            'direct' / 'scipy-direct' (a dense matrix solve on the backend). None means 'auto'.
+        rel_tol: the tolerance relative to the norm of `y` (for 'CG', of the initial residual `y - f(x0)`);
+            default 1e-5 in single precision, 1e-12 in double.
+        abs_tol: the absolute tolerance of the residual's norm; same defaults. A batch entry has converged
+            when `|residual| <= max(rel_tol * |y|, abs_tol)`.
+        x0: the initial guess, shaped like the solution. `solve_linear` requires one.
+        max_iterations: the most iterations per batch entry (a number or a tensor with batch dims).
+        suppress: `NotConverged` and/or `Diverged`: return the last estimate instead of raising them.
+        preprocess_y: a function applied as `preprocess_y(y, *preprocess_y_args)` to the right-hand side first.
+        preprocess_y_args: its further arguments.
+        preconditioner: only None: preconditioners are not offered (a ValueError names others).
+        rank_deficiency: None or 0: the system is taken to have full rank (a ValueError names others).
+        gradient_solve: the `Solve` for the backward pass; default: a copy of this one without `x0`.
+    """
+
+    def __init__(self, method: str | None = 'auto', rel_tol=None, abs_tol=None, x0=None, max_iterations=1000,
+                 suppress: tuple | list = (), preprocess_y: Callable | None = None, preprocess_y_args: tuple = (),
+                 preconditioner: str | None = None, rank_deficiency: int | None = None,
+                 gradient_solve: Solve | None = None):
+        method = method or 'auto'
+        if not isinstance(method, str):
+            raise TypeError(f'Solve(): method must be a str such as \'CG\', got {method!r}')
+        if preconditioner is not None:
+            raise ValueError(f'Solve(): preconditioner={preconditioner!r} is not offered by lazyphi; pass None')
+        if rank_deficiency not in (None, 0):
+            raise ValueError(f'Solve(): rank_deficiency={rank_deficiency!r} is not offered: lazyphi solves systems '
+                             f'of full rank only; pass None or 0')
+        unknown = [e for e in suppress if not (isinstance(e, type) and issubclass(e, ConvergenceException))]
+        if unknown:
+            raise TypeError(f'Solve(): suppress takes the exception types NotConverged and Diverged, got {unknown}')
+        if gradient_solve is not None and not isinstance(gradient_solve, Solve):
+            raise TypeError(f'Solve(): gradient_solve must be a Solve or None, got {gradient_solve!r}')
+        self.method: str = method
+        self.rel_tol: Tensor | None = None if rel_tol is None else to_float(as_tensor(rel_tol))
+        self.abs_tol: Tensor | None = None if abs_tol is None else to_float(as_tensor(abs_tol))
+        self.x0 = x0
+        self.max_iterations: Tensor = to_int32(as_tensor(max_iterations))
+        self.suppress: tuple = tuple(suppress)
+        self.preprocess_y = preprocess_y
+        self.preprocess_y_args: tuple = tuple(preprocess_y_args)
+        self.preconditioner = preconditioner
+        self.rank_deficiency = rank_deficiency
+        self._gradient_solve = gradient_solve
+        self.id = str(uuid.uuid4())  # copies keep it: it names the solve, not the object
+
+    @property
+    def gradient_solve(self) -> Solve:
+        """The `Solve` of the backward pass: the one given, or a copy of this one without `x0`."""
+        if self._gradient_solve is None:
+            self._gradient_solve = _copy(self, x0=None)
+        return self._gradient_solve
+
+    def with_defaults(self, mode: str) -> Solve:
+        """A copy with the default tolerances filled in; `mode` is 'solve' or 'optimization' (`rel_tol` 0)."""
+        if mode not in ('solve', 'optimization'):
+            raise ValueError(f"Solve.with_defaults(): mode must be 'solve' or 'optimization', got {mode!r}")
+        default = wrap(_default_tolerance())
+        return _copy(self, rel_tol=self.rel_tol if self.rel_tol is not None else
+                     (default if mode == 'solve' else wrap(0.)),
+                     abs_tol=self.abs_tol if self.abs_tol is not None else default)
+
+    def with_preprocessing(self, preprocess_y: Callable, *args) -> Solve:
+        """A copy that applies `preprocess_y(y, *args)` to the right-hand side, as do its gradient solves."""
+        if self.preprocess_y is not None:
+            raise ValueError(f'Solve.with_preprocessing(): {self} has a preprocessing function already')
+        gradient = None if self._gradient_solve is None else self._gradient_solve.with_preprocessing(preprocess_y,
+                                                                                                     *args)
+        return _copy(self, preprocess_y=preprocess_y, preprocess_y_args=args, _gradient_solve=gradient)
+
+    def __repr__(self) -> str:
+        return f'{self.method} with tolerance {self.rel_tol} (rel), {self.abs_tol} (abs), ' \
+               f'max_iterations={self.max_iterations}' + (' including preprocessing' if self.preprocess_y else '')
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, Solve):
+            return False
+        return self.method == other.method and _same(self.rel_tol, other.rel_tol) \
+            and _same(self.abs_tol, other.abs_tol) and _same(self.max_iterations, other.max_iterations) \
+            and self.preprocess_y is other.preprocess_y and self.suppress == other.suppress \
+            and _same(self.x0, other.x0)
+
+    __hash__ = None  # equal solves compare their values; they are not dict keys
+
+    def __variable_attrs__(self) -> tuple:
+        return 'x0', 'rel_tol', 'abs_tol', 'max_iterations'
+
+    def __value_attrs__(self) -> tuple:
+        return self.__variable_attrs__()
+
+
+def _copy(solve: Solve, **changes) -> Solve:
+    result = copy.copy(solve)
+    for name, value in changes.items():
+        setattr(result, name, value)
+    return result
+
+
+def _same(a, b) -> bool:
+    if a is None or b is None:
+        return a is b
+    if isinstance(a, Tensor) or isinstance(b, Tensor):
+        a, b = as_tensor(a), as_tensor(b)
+        return a.shape == b.shape and bool(all_(a == b, a.shape))
+    return a == b
+
+
+def _default_tolerance() -> float:
+    return {64: 1e-12, 32: 1e-5}.get(get_precision(), 1e-2)
+
+
+class SolveInfo:
+    """What a solve found: its estimate `x`, the `residual` `y - f(x)`, and per batch entry the `iterations`, the
+    `function_evaluations`, whether it `converged` or `diverged`, and a message `msg` (a layout of str along
+    the batch dims). `method` names the algorithm; `solve_time` is the seconds the solve took; `solve` is the
+    `Solve` it was given (with the default tolerances filled in).
+    """
+
+    def __init__(self, solve: Solve, x, residual, iterations: Tensor | None, function_evaluations: Tensor | None,
+                 converged: Tensor, diverged: Tensor, method: str, msg, solve_time: float):
+        self.solve = solve
+        self.x = x
+        self.residual = residual
+        self.iterations = iterations
+        self.function_evaluations = function_evaluations
+        self.converged = converged
+        self.diverged = diverged
+        self.method = method
+        self.msg = msg
+        self.solve_time = solve_time
+
+    def __repr__(self) -> str:
+        return f'{self.method}: {int(sum_(self.converged, self.converged.shape))} converged, ' \
+               f'{int(sum_(self.diverged, self.diverged.shape))} diverged'
+
+    def convergence_check(self, only_warn: bool) -> None:
+        """Raise (or with `only_warn` warn) `Diverged` or `NotConverged` unless the solve suppresses it.
+
+        Nothing happens while a compiler traces the solve: there are no values to check yet (as in phiml).
+        """
+        if not (self.converged.available and self.diverged.available):
+            return
+        if bool(any_(self.diverged, self.diverged.shape)) and Diverged not in self.solve.suppress:
+            if only_warn:
+                warnings.warn(_text(self.msg), ConvergenceWarning, stacklevel=2)
+            else:
+                raise Diverged(self)
+        if not bool(all_(self.converged, self.converged.shape)) and NotConverged not in self.solve.suppress:
+            if only_warn:
+                warnings.warn(_text(self.msg), ConvergenceWarning, stacklevel=2)
+            else:
+                raise NotConverged(self)
+
+
+def _text(msg) -> str:
+    """The messages of a layout as one str, one line per batch entry."""
+    values = msg.native() if isinstance(msg, Tensor) else msg
+    return '\n'.join(np.asarray(values, dtype=object).ravel().tolist()) if not isinstance(values, str) else values
+
+
+class ConvergenceException(RuntimeError):
+    """A solve did not reach its tolerance; `result` is its `SolveInfo`."""
+
+    def __init__(self, result: SolveInfo):
+        RuntimeError.__init__(self, _text(result.msg))
+        self.result: SolveInfo = result
+
+
+class ConvergenceWarning(RuntimeWarning):
+    """Issued instead of a `ConvergenceException` where a solve only warns."""
+
+
+class NotConverged(ConvergenceException):
+    """The solve reached its iteration limit before its tolerance (for some batch entry)."""
+
+
+class Diverged(ConvergenceException):
+    """The solve stopped early: its residual became non-finite or grew far beyond the initial one."""
+
+
+def solve_linear(f, y, solve: Solve, *f_args, grad_for_f=False, f_kwargs: dict | None = None, **f_kwargs_):
+    """The solution `x` of the linear system `f(x) = y`.
+
+    Args:
+        f: a function linear in its first argument (a `Tensor`; `jit_compile_linear` functions included), called
+            as `f(x, *f_args, **f_kwargs)`, or a matrix: a tensor whose dual dims `~d` are the dims `d` of `x`
+            and whose other non-batch dims are those of `y`, applied as `f @ x`.
+        y: the right-hand side, a `Tensor`; its batch dims (and those of `solve.x0` and of a matrix) list
+            independent systems, each converging on its own.
+        solve: the method, tolerances and initial guess `x0` (required).
+        *f_args: further positional arguments of `f` (one tuple is spread out), not solved for.
+        grad_for_f: also compute the gradient with respect to the matrix `f` (a matrix only).
+        f_kwargs: keyword arguments of `f`, not solved for; `**f_kwargs_` adds to them.
+
+    Returns:
+        `x`, shaped like `solve.x0` with the batch dims of the systems.
+
+    Raises:
+        NotConverged: a batch entry did not reach the tolerance within `solve.max_iterations`.
+        Diverged: the residual of a batch entry became non-finite or grew too large.
+        ValueError: no `x0`, a method or a feature lazyphi does not offer, or a matrix without dual dims.
+    """
+    if not isinstance(solve, Solve):
+        raise TypeError(f'solve_linear(): solve must be a Solve, got {solve!r}')
+    if solve.x0 is None:
+        raise ValueError('solve_linear(): the Solve has no initial guess; pass Solve(..., x0=initial_guess)')
+    if solve.method not in _ITERATIVE + _DIRECT:
+        raise ValueError(f'solve_linear(): method {solve.method!r} is not offered; lazyphi offers '
+                         f'{", ".join(_ITERATIVE + _DIRECT)}')
+    if not isinstance(y, Tensor) or not isinstance(solve.x0, Tensor):
+        raise TypeError(f'solve_linear(): y and Solve.x0 must be Tensors (trees and natives are not offered), got '
+                        f'{type(y).__name__} and {type(solve.x0).__name__}')
+    f_kwargs = {**(f_kwargs or {}), **f_kwargs_}
+    f_args = f_args[0] if len(f_args) == 1 and isinstance(f_args[0], tuple) else f_args
+    if isinstance(f, Tensor):
+        if not f.shape.dual:
+            raise ValueError(f'solve_linear(): a matrix needs dual dims naming its columns (~x for the dim x of the '
+                             f'solution), got {f.shape}')
+        matrix = f
+    elif callable(f):
+        if grad_for_f:
+            raise ValueError('solve_linear(): grad_for_f=True needs a matrix; pass math.matrix_from_function(f, '
+                             'x0)[0] instead of the function')
+        matrix = None
+    else:
+        raise TypeError(f'solve_linear(): f must be a linear function or a matrix Tensor, got {type(f).__name__}')
+    if (y.dtype.kind is complex) or (solve.x0.dtype.kind is complex):
+        raise ValueError('solve_linear(): complex systems are not offered; solve real and imaginary parts apart')
+    if matrix is None and solve.method in _DIRECT:  # a dense matrix (phiml builds a sparse one)
+        matrix, bias = matrix_from_function(_operator(None, f_args, f, f_kwargs), solve.x0)
+        y = y - bias
+    # everything a compiler or autodiff may trace is an argument, not a closure (JAX rejects leaked tracers)
+    solve_function = custom_gradient(_forward, _backward, auxiliary_args='solve,function,f_kwargs,grad_for_f')
+    return solve_function(y, matrix, f_args, solve, None if matrix is not None else f, f_kwargs, grad_for_f)
+
+
+def _operator(matrix: Tensor | None, f_args: tuple, function: Callable | None, f_kwargs: dict) -> Callable:
+    if matrix is not None:
+        return lambda x: matrix @ x
+    return lambda x: function(x, *f_args, **f_kwargs)
+
+
+def _forward(y: Tensor, matrix: Tensor | None, f_args: tuple, solve: Solve, function: Callable | None,
+             f_kwargs: dict, grad_for_f: bool) -> Tensor:
+    solve = solve.with_defaults('solve')
+    if solve.preprocess_y is not None:
+        y = solve.preprocess_y(y, *solve.preprocess_y_args)
+    operator = _operator(matrix, f_args, function, f_kwargs)
+    start = time.perf_counter()
+    if solve.method in _DIRECT:
+        result = _direct(matrix, y, solve)
+    else:
+        with np.errstate(all='ignore'):  # a diverging solve meets non-finite values; the result reports them
+            result = _iterative(operator, y, solve)
+    result.solve_time = time.perf_counter() - start
+    result.convergence_check(False)
+    return result.x
+
+
+def _backward(inputs: dict, x: Tensor, dx: Tensor) -> dict:
+    """Implicit differentiation: `dy` solves the transposed system for `dx`; the matrix gets `-dy ⊗ x`."""
+    solve, matrix = inputs['solve'], inputs['matrix']
+    gradient_solve = solve.gradient_solve
+    y = inputs['y']
+    if gradient_solve.x0 is None:
+        gradient_solve = _copy(gradient_solve, x0=zeros_like(y))
+    if matrix is None:  # a function: taken as symmetric, as phiml does
+        dy = solve_linear(inputs['function'], dx, gradient_solve, *inputs['f_args'], f_kwargs=inputs['f_kwargs'])
+    else:
+        dy = solve_linear(_transposed(matrix, x.shape, y.shape), dx, gradient_solve)
+    result = {'y': dy}
+    if inputs['grad_for_f']:
+        columns = non_batch(x)
+        outer = -rename_dims(x, columns, columns.as_dual()) * dy
+        result['matrix'] = sum_(outer, outer.shape.without(matrix.shape.names))
+    return result
+
+
+def _transposed(matrix: Tensor, x_shape: Shape, y_shape: Shape) -> Tensor:
+    """`matrix` with rows and columns swapped: `~x, y` becomes `~y, x` (through temporary names, as `x` and
+    `y` often share theirs)."""
+    columns, rows = x_shape.non_batch, y_shape.non_batch
+    temporary = [f'{_SWAP}{n}' for n in rows.names]
+    swapped = rename_dims(matrix, rows.names, temporary)
+    swapped = rename_dims(swapped, columns.as_dual(), columns)
+    return rename_dims(swapped, temporary, rows.as_dual())
+
+
+# --- the iterative methods ------------------------------------------------------------------
+
+
+def _dot(a: Tensor, b: Tensor) -> Tensor:
+    """The inner product over the non-batch dims: one value per batch entry."""
+    return sum_(a * b, non_batch)
+
+
+def _iterative(operator: Callable, y: Tensor, solve: Solve) -> SolveInfo:
+    y, x0 = to_float(y), to_float(solve.x0)
+    r0 = y - operator(x0)
+    batches = merge_shapes(batch(y), batch(x0), batch(r0), batch(solve.max_iterations), batch(solve.rel_tol),
+                           batch(solve.abs_tol))
+    x_shape, r_shape = batches & non_batch(x0), batches & non_batch(r0)
+    rsq0 = _dot(r0, r0)
+    # CG is relative to the initial residual, the others to y, as in phiml
+    reference = rsq0 if solve.method == 'CG' else _dot(y, y)
+    tolerance = maximum(solve.rel_tol ** 2 * reference, solve.abs_tol ** 2)
+
+    def check(iterations: Tensor, rsq: Tensor) -> tuple:
+        converged = rsq <= tolerance
+        diverged = ~is_finite(rsq) | ((safe_div(rsq, rsq0) > _DIVERGENCE_GROWTH) & (iterations >= 8))
+        proceed = ~converged & ~diverged & (iterations < solve.max_iterations)
+        return proceed, converged, diverged
+    zero = expand(to_int32(wrap(0)), batches)
+    proceed, converged, diverged = check(zero, rsq0)
+    common = {'continue': proceed, 'converged': converged, 'diverged': diverged, 'iterations': zero,
+              'evaluations': zero + 1}
+    if solve.method == 'biCG-stab' or solve.method == 'biCG-stab(1)':
+        state, step, name = _bicgstab_start(x0, r0), _bicgstab_step, 'biCG-stab'
+    else:
+        state, step, name = _cg_start(x0, r0, rsq0), _cg_step, 'CG' if solve.method == 'CG' else 'CG-adaptive'
+    shapes = {**{k: batches for k in common}, **{k: s(x_shape, r_shape, batches) for k, s in state[1].items()}}
+    state = {**common, **state[0]}
+
+    def body(values: dict) -> dict:
+        active = values['continue']
+        new = step(operator, values)
+        evaluations = values['evaluations'] + to_int32(active) * new.pop('evaluations')
+        iterations = values['iterations'] + to_int32(active)
+        kept = {k: where(active, new[k], values[k]) for k in new}
+        proceed, converged, diverged = check(iterations, new['rsq'])
+        return {**kept, 'continue': proceed, 'converged': where(active, converged, values['converged']),
+                'diverged': where(active, diverged, values['diverged']), 'iterations': iterations,
+                'evaluations': evaluations}
+    final = _while(body, state, shapes, int(max_(solve.max_iterations, solve.max_iterations.shape)))
+    messages = _messages(final, name, solve)
+    return SolveInfo(solve, final['x'], final['residual'], final['iterations'], final['evaluations'],
+                     final['converged'], final['diverged'], f'lazyphi {name}', messages, 0.)
+
+
+def _cg_start(x0: Tensor, r0: Tensor, rsq0: Tensor) -> tuple:
+    state = {'x': x0, 'residual': r0, 'direction': r0, 'rsq': rsq0}
+    shapes = {'x': lambda xs, rs, b: xs, 'residual': lambda xs, rs, b: rs, 'direction': lambda xs, rs, b: rs,
+              'rsq': lambda xs, rs, b: b}
+    return state, shapes
+
+
+def _cg_step(operator: Callable, s: dict) -> dict:
+    """One conjugate gradient step (Hestenes and Stiefel): along the direction, then a new conjugate one."""
+    image = operator(s['direction'])
+    alpha = safe_div(s['rsq'], _dot(s['direction'], image))
+    residual = s['residual'] - alpha * image
+    rsq = _dot(residual, residual)
+    direction = residual + safe_div(rsq, s['rsq']) * s['direction']
+    return {'x': s['x'] + alpha * s['direction'], 'residual': residual, 'direction': direction, 'rsq': rsq,
+            'evaluations': 1}
+
+
+def _bicgstab_start(x0: Tensor, r0: Tensor) -> tuple:
+    one = expand(wrap(1.), batch(r0))
+    state = {'x': x0, 'residual': r0, 'shadow': r0, 'p': r0 * 0, 'v': r0 * 0, 'rho': one, 'alpha': one,
+             'omega': one, 'rsq': _dot(r0, r0)}
+    vector, scalar = (lambda xs, rs, b: rs), (lambda xs, rs, b: b)
+    shapes = {'x': lambda xs, rs, b: xs, 'residual': vector, 'shadow': vector, 'p': vector, 'v': vector,
+              'rho': scalar, 'alpha': scalar, 'omega': scalar, 'rsq': scalar}
+    return state, shapes
+
+
+def _bicgstab_step(operator: Callable, s: dict) -> dict:
+    """One step of BiCGStab (van der Vorst): a BiCG step, then a minimal-residual step along `A s`."""
+    rho = _dot(s['shadow'], s['residual'])
+    beta = safe_div(rho, s['rho']) * safe_div(s['alpha'], s['omega'])
+    p = s['residual'] + beta * (s['p'] - s['omega'] * s['v'])
+    v = operator(p)
+    alpha = safe_div(rho, _dot(s['shadow'], v))
+    half = s['residual'] - alpha * v
+    t = operator(half)
+    omega = safe_div(_dot(t, half), _dot(t, t))
+    residual = half - omega * t
+    return {'x': s['x'] + alpha * p + omega * half, 'residual': residual, 'shadow': s['shadow'], 'p': p, 'v': v,
+            'rho': rho, 'alpha': alpha, 'omega': omega, 'rsq': _dot(residual, residual), 'evaluations': 2}
+
+
+def _while(body: Callable, state: dict, shapes: dict, max_iterations: int) -> dict:
+    """Runs `state = body(state)` while any `state['continue']` is true, on the backend's `while_loop`.
+
+    The tensors travel as natives with the axes of `shapes` and the dtypes of the initial `state`.
+    """
+    names = ['continue'] + [n for n in state if n != 'continue']
+    state = {n: expand(as_tensor(state[n]), shapes[n]) for n in names}
+    dtypes = {n: state[n].dtype for n in names}
+    backend = common_backend([state[n]._dense() for n in names])
+
+    def natives(values: dict) -> tuple:
+        return tuple(convert(_typed(values[n], dtypes[n]).native(shapes[n]), backend) for n in names)
+
+    def tensors(values) -> dict:
+        return {n: Dense(v, shapes[n], backend) for n, v in zip(names, values, strict=True)}
+
+    final = backend.while_loop(lambda *values: natives(body(tensors(values))), natives(state), max_iterations)
+    return tensors(final)
+
+
+def _typed(value: Tensor, dtype: DType) -> Tensor:
+    return value if value.dtype == dtype else cast(value, dtype)
+
+
+def _messages(final: dict, method: str, solve: Solve) -> Tensor:
+    """A message per batch entry, as a layout along the batch dims (empty while a compiler traces the solve)."""
+    shape = final['converged'].shape
+    if not (final['converged'].available and final['rsq'].available):
+        return _per_entry(lambda index: '', shape)
+    converged, diverged = final['converged'].numpy(shape), final['diverged'].numpy(shape)
+    iterations, norms = final['iterations'].numpy(shape), sqrt(final['rsq']).numpy(shape)
+    rel_tol = float(max_(solve.rel_tol, solve.rel_tol.shape))
+    abs_tol = float(max_(solve.abs_tol, solve.abs_tol.shape))
+
+    def message(index: tuple) -> str:
+        if diverged[index]:
+            return f'{method} diverged within {iterations[index]} iterations'
+        if not converged[index]:
+            return f'{method} did not converge to rel_tol={rel_tol:.0e}, abs_tol={abs_tol:.0e} within ' \
+                   f'{iterations[index]} iterations; |residual| = {norms[index]:.3g}'
+        return f'Converged within {iterations[index]} iterations.'
+    return _per_entry(message, shape)
+
+
+def _per_entry(message: Callable, shape: Shape) -> Tensor:
+    """A layout along `shape` of `message(index)` for each index."""
+    text = np.empty(shape.sizes, dtype=object)
+    for index in np.ndindex(*shape.sizes):
+        text[index] = message(index)
+    return layout(text.tolist() if shape else text.item(), *[shape[i] for i in range(shape.rank)])
+
+
+# --- the direct method ----------------------------------------------------------------------
+
+
+def _direct(matrix: Tensor, y: Tensor, solve: Solve) -> SolveInfo:
+    """A dense solve per batch entry by the backend's least-squares solver (exact for an invertible matrix)."""
+    y, x0 = to_float(y), to_float(solve.x0)
+    matrix = to_float(matrix)
+    columns = x0.shape.non_batch
+    missing = [d for d in columns.as_dual().names if d not in matrix.shape]
+    if missing:
+        raise ValueError(f'solve_linear(): the matrix {matrix.shape} lacks the dual dims {missing} of the solution\'s '
+                         f'dims {columns}')
+    rows = matrix.shape.non_batch.without(matrix.shape.dual.names)
+    batches = merge_shapes(batch(matrix), batch(y), batch(x0))
+    native_matrix = reshaped_native(expand(matrix, batches), [batches, rows, columns.as_dual()])
+    native_y = reshaped_native(expand(y, batches), [batches, rows, ()])
+    backend = common_backend([matrix._dense(), y._dense()])
+    solution = backend.matrix_solve_least_squares(convert(native_matrix, backend), convert(native_y, backend))[0]
+    x = reshaped_tensor(solution[..., 0], [batches, columns], convert=False)
+    residual = y - matrix @ x
+    norm = sqrt(_dot(residual, residual))
+    limit = maximum(solve.rel_tol * sqrt(_dot(y, y)), solve.abs_tol)
+    converged = expand(is_finite(norm) & (norm <= limit), batches)
+    none = expand(to_int32(wrap(-1)), batches)
+    flags, norms = converged.numpy(converged.shape), expand(norm, batches).numpy(converged.shape) \
+        if converged.available else (None, None)
+
+    def message(index: tuple) -> str:
+        if flags is None:  # traced by a compiler: no values yet
+            return ''
+        return f'norm(residual)={norms[index]:.3g}' if flags[index] else \
+            f'Direct solution does not satisfy tolerance: norm(residual)={norms[index]:.3g}'
+    msg = _per_entry(message, converged.shape)
+    return SolveInfo(solve, x, residual, none, none, converged, ~converged, 'lazyphi direct (least squares)', msg, 0.)

@@ -1,0 +1,187 @@
+"""Linear solves (`solve_linear` with a `Solve`) against `numpy.linalg.solve` of the same matrix, on every backend."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lazyphi import math
+from lazyphi.math import Diverged, NotConverged, Solve, batch, dual, spatial
+
+pytestmark = pytest.mark.usefixtures('backend')
+
+RNG = np.random.default_rng(7)
+Y = RNG.standard_normal((3, 6))  # three right-hand sides of a 6-cell grid
+UNSYMMETRIC = np.diag(4. + np.arange(6)) + np.diag(RNG.uniform(-1, 1, 5), 1) + np.diag(RNG.uniform(-1, 1, 5), -1)
+
+
+def laplace_matrix(n: int) -> np.ndarray:
+    """The matrix of `laplace(x, padding=0)` on `n` cells: -2 on the diagonal, 1 beside it."""
+    return np.diag(-2. * np.ones(n)) + np.diag(np.ones(n - 1), 1) + np.diag(np.ones(n - 1), -1)
+
+
+def poisson(x):
+    return math.laplace(x, padding=0)
+
+
+def rhs(values=Y):
+    return math.tensor(values, batch('b'), spatial('x'))
+
+
+def x0(n: int = 6):
+    return math.zeros(spatial(x=n))
+
+
+def close(tensor, expected, order='b,x', tol=1e-4):
+    np.testing.assert_allclose(tensor.numpy(order), expected, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize('method', ['CG', 'auto', 'CG-adaptive', 'biCG-stab', 'biCG-stab(1)', 'direct',
+                                    'scipy-direct'])
+def test_a_poisson_system_is_solved_as_numpy_solves_its_matrix(method):
+    x = math.solve_linear(poisson, rhs(), Solve(method, 1e-5, 1e-5, x0=x0()))  # float32: |residual| ~ 1e-6
+    assert set(x.shape.names) == {'b', 'x'}
+    close(x, np.linalg.solve(laplace_matrix(6), Y.T).T)
+
+
+@settings(max_examples=10, deadline=None)
+@given(n=st.integers(1, 12), seed=st.integers(0, 2 ** 16))
+def test_cg_solves_poisson_systems_of_any_size(n, seed):
+    values = np.random.default_rng(seed).standard_normal((2, n))
+    x = math.solve_linear(poisson, rhs(values), Solve('CG', 1e-6, 1e-6, x0=x0(n)))
+    close(x, np.linalg.solve(laplace_matrix(n), values.T).T, tol=1e-3)
+
+
+@pytest.mark.parametrize('method', ['biCG-stab', 'direct'])
+def test_a_matrix_with_dual_columns_is_applied_by_matmul(method):
+    matrix = math.tensor(UNSYMMETRIC, spatial('x'), dual('x'))
+    x = math.solve_linear(matrix, rhs(), Solve(method, 1e-5, 1e-5, x0=x0()))
+    close(x, np.linalg.solve(UNSYMMETRIC, Y.T).T)
+
+
+def test_a_matrix_per_batch_entry():
+    matrices = np.stack([UNSYMMETRIC, UNSYMMETRIC.T + np.eye(6)])
+    matrix = math.tensor(matrices, batch('m'), spatial('x'), dual('x'))
+    x = math.solve_linear(matrix, math.tensor(Y[0], spatial('x')), Solve('biCG-stab', 1e-6, 1e-6, x0=x0()))
+    close(x, np.stack([np.linalg.solve(m, Y[0]) for m in matrices]), 'm,x')
+
+
+def test_a_jit_compile_linear_function_with_further_arguments():
+    @math.jit_compile_linear
+    def scaled_poisson(x, factor, offset=0.):
+        return math.laplace(x, padding=0) * factor + x * offset
+
+    x = math.solve_linear(scaled_poisson, rhs(), Solve('CG', 1e-6, 1e-6, x0=x0()), 2., offset=-1.)
+    close(x, np.linalg.solve(2 * laplace_matrix(6) - np.eye(6), Y.T).T)
+    x = math.solve_linear(scaled_poisson, rhs(), Solve('direct', x0=x0()), (2.,), f_kwargs={'offset': -1.})
+    close(x, np.linalg.solve(2 * laplace_matrix(6) - np.eye(6), Y.T).T)
+
+
+def test_batch_entries_converge_each_on_its_own():
+    values = Y.copy()
+    values[1] = 0  # solved by the initial guess already
+    with pytest.raises(NotConverged) as raised:
+        math.solve_linear(poisson, rhs(values), Solve('CG', 1e-6, 1e-6, x0=x0(),
+                                                      max_iterations=math.tensor([1, 100, 100], batch('b'))))
+    result = raised.value.result
+    np.testing.assert_array_equal(result.converged.numpy('b'), [False, True, True])
+    np.testing.assert_array_equal(result.diverged.numpy('b'), [False, False, False])
+    iterations = result.iterations.numpy('b')
+    assert iterations[0] == 1 and iterations[1] == 0 and 1 < iterations[2] <= 6  # CG: at most n steps
+    np.testing.assert_array_equal(result.function_evaluations.numpy('b'), iterations + 1)
+    expected = np.linalg.solve(laplace_matrix(6), values.T).T
+    close(result.x.b[1:], expected[1:])
+    assert np.abs(result.x.b[0].numpy('x') - expected[0]).max() > 1e-2  # one step is not enough
+    close(result.residual.b[1:], np.zeros((2, 6)))
+    assert result.method == 'lazyphi CG' and 'did not converge' in result.msg.b[0].native()
+    assert result.msg.b[2].native().startswith('Converged within')
+
+
+def test_not_converged_carries_the_last_estimate_and_suppress_returns_it():
+    solve = Solve('CG', 1e-6, 1e-6, x0=x0(), max_iterations=2)
+    with pytest.raises(NotConverged) as raised:
+        math.solve_linear(poisson, rhs(), solve)
+    assert isinstance(raised.value, RuntimeError) and 'did not converge' in str(raised.value)
+    np.testing.assert_array_equal(raised.value.result.iterations.numpy('b'), [2, 2, 2])
+    quiet = math.solve_linear(poisson, rhs(), Solve('CG', 1e-6, 1e-6, x0=x0(), max_iterations=2,
+                                                    suppress=[NotConverged]))
+    close(quiet, raised.value.result.x.numpy('b,x'), tol=1e-6)
+
+
+def test_a_non_finite_residual_diverges():
+    values = Y.copy()
+    values[0, 2] = np.inf
+    with pytest.raises(Diverged) as raised:
+        math.solve_linear(poisson, rhs(values), Solve('CG', 1e-6, 1e-6, x0=x0()))
+    np.testing.assert_array_equal(raised.value.result.diverged.numpy('b'), [True, False, False])
+    x = math.solve_linear(poisson, rhs(values), Solve('CG', 1e-6, 1e-6, x0=x0(), suppress=(Diverged,)))
+    close(x.b[1:], np.linalg.solve(laplace_matrix(6), Y[1:].T).T)
+
+
+def test_preprocess_y_applies_to_the_right_hand_side():
+    solve = Solve('CG', 1e-6, 1e-6, x0=x0(), preprocess_y=lambda y, factor: y * factor, preprocess_y_args=(3.,))
+    close(math.solve_linear(poisson, rhs(), solve), np.linalg.solve(laplace_matrix(6), 3 * Y.T).T)
+
+
+def test_solve_settings_defaults_and_copies():
+    solve = Solve(x0=x0())
+    assert solve.method == 'auto' and solve.rel_tol is None and int(solve.max_iterations) == 1000
+    filled = solve.with_defaults('solve')
+    assert float(filled.rel_tol) == float(filled.abs_tol) == pytest.approx(1e-5)  # single precision
+    assert float(solve.with_defaults('optimization').rel_tol) == 0
+    assert solve.gradient_solve.x0 is None and solve.gradient_solve.id == solve.id
+    assert Solve('CG', 1e-3) == Solve('CG', 1e-3) and Solve('CG', 1e-3) != Solve('CG', 1e-4)
+
+
+@pytest.mark.parametrize(('call', 'message'), [
+    (lambda: math.solve_linear(poisson, rhs(), Solve('CG')), 'initial guess'),
+    (lambda: math.solve_linear(poisson, rhs(), Solve('GMRES', x0=x0())), 'GMRES'),
+    (lambda: math.solve_linear(poisson, rhs(), Solve('biCG-stab(2)', x0=x0())), 'biCG-stab(2)'),
+    (lambda: math.solve_linear(poisson, rhs(), Solve('CG', x0=x0()), grad_for_f=True), 'grad_for_f'),
+    (lambda: math.solve_linear(math.tensor(UNSYMMETRIC, spatial('x,y')), rhs(), Solve('CG', x0=x0())), 'dual'),
+    (lambda: Solve('CG', preconditioner='ilu'), 'preconditioner'),
+    (lambda: Solve('CG', rank_deficiency=1), 'rank_deficiency'),
+])
+def test_what_is_not_offered_raises_a_value_error_naming_it(call, message):
+    with pytest.raises(ValueError, match=message.replace('(', r'\(').replace(')', r'\)')):
+        call()
+
+
+def test_solves_compile(backend):
+    @math.jit_compile
+    def solve(y):
+        return math.solve_linear(poisson, y, Solve('CG', 1e-6, 1e-6, x0=x0()))
+    close(solve(rhs()), np.linalg.solve(laplace_matrix(6), Y.T).T)
+    close(solve(rhs(2 * Y)), np.linalg.solve(laplace_matrix(6), 2 * Y.T).T)
+
+
+def test_the_gradient_solves_the_transposed_system(backend):
+    if backend.name == 'numpy':
+        pytest.skip('NumPy has no automatic differentiation')
+    matrix = math.tensor(UNSYMMETRIC, spatial('x'), dual('x'))
+
+    def loss(y, matrix):
+        x = math.solve_linear(matrix, y, Solve('biCG-stab', 1e-7, 1e-7, x0=x0()), grad_for_f=True)
+        return math.sum(x ** 2, 'b,x')
+
+    _, (dy, dmatrix) = math.gradient(loss, wrt='y,matrix')(rhs(), matrix)
+    x = np.linalg.solve(UNSYMMETRIC, Y.T)  # columns: the batch entries
+    expected_dy = np.linalg.solve(UNSYMMETRIC.T, 2 * x)
+    close(dy, expected_dy.T, tol=1e-3)
+    close(dmatrix, -expected_dy @ x.T, 'x,~x', tol=1e-3)
+
+    def poisson_loss(y):
+        return math.sum(math.solve_linear(poisson, y, Solve('CG', 1e-7, 1e-7, x0=x0())) ** 2, 'b,x')
+    x = np.linalg.solve(laplace_matrix(6), Y.T)
+    close(math.gradient(poisson_loss, get_output=False)(rhs())[0], np.linalg.solve(laplace_matrix(6), 2 * x).T,
+          tol=1e-3)
+
+
+@pytest.mark.parametrize('method', ['CG', 'biCG-stab', 'auto'])
+def test_phiml_finds_the_same_solution(method):
+    phiml = pytest.importorskip('phiml.math')
+    expected = phiml.solve_linear(lambda x: phiml.laplace(x, padding=0), phiml.tensor(Y, phiml.batch('b'),
+                                                                                         phiml.spatial('x')),
+                                  phiml.Solve(method, 1e-6, 1e-6, x0=phiml.zeros(phiml.spatial(x=6))))
+    x = math.solve_linear(poisson, rhs(), Solve(method, 1e-6, 1e-6, x0=x0()))
+    close(x, expected.numpy('b,x'))
