@@ -232,8 +232,8 @@ def jit_compile_linear(f: Callable | None = None, auxiliary_args: str | None = N
                        forget_traces: bool | None = None) -> Callable:
     """`jit_compile` for a function that is linear in its tensor arguments.
 
-    lazyphi compiles it like any function; it does not build the function's sparse matrix (phiml does,
-    for its linear solves, which lazyphi does not offer).
+    lazyphi compiles it like any function; it does not build the function's sparse matrix (phiml does, for
+    its linear solves; `solve_linear` calls it like any function, or builds a dense matrix for `'direct'`).
     """
     if f is None:
         return functools.partial(jit_compile_linear, auxiliary_args=auxiliary_args, forget_traces=forget_traces)
