@@ -412,6 +412,8 @@ OPERATIONS = {
     'downsample2x': math.downsample2x, 'upsample2x': lambda t: math.upsample2x(t, dims='x'),
     'normalize_to': lambda t: math.normalize_to(abs(t), t.x[0]),
     'finite_fill': lambda t: math.finite_fill(math.log(t)), 'masked_fill': lambda t: math.masked_fill(t, t > 0)[0],
+    # values from other cells
+    'index_shift': lambda t: math.index_shift(t, (0, math.vec(x=1, y=-1)), math.extrapolation.PERIODIC)[1],
     # vectors and losses
     'l1_loss': math.l1_loss, 'l2_loss': math.l2_loss,
     'norm': lambda t: math.norm(t, 'x'), 'vec_length': lambda t: math.vec_length(t, 'x'),

@@ -166,6 +166,7 @@ from ._magic_ops import (
     unpack_dim,
     unstack,
 )
+from ._neighbors import index_shift
 from ._npz import from_dict, load, save, to_dict
 from ._ops import (
     INF,
@@ -558,6 +559,7 @@ __all__ = [
     'imean',
     'imin',
     'incomplete_gamma',
+    'index_shift',
     'inf',
     'instance',
     'ipack',
