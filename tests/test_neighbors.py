@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lazyphi import math
-from lazyphi.math import batch, extrapolation, spatial, vec
+from lazyphi.math import batch, channel, extrapolation, spatial, vec
 
 pytestmark = pytest.mark.usefixtures('backend')
 
@@ -107,3 +107,98 @@ def test_index_shift_with_periodic_padding_is_a_roll(n, shifts):
     results = math.index_shift(grid(values), [vec(x=s) for s in shifts], extrapolation.PERIODIC)
     for s, result in zip(shifts, results, strict=True):
         close(result, np.roll(values, -s, 0))
+
+
+# --- at_max_neighbor, at_min_neighbor --------------------------------------------------------
+
+KEYS = np.random.default_rng(5).standard_normal((5, 4))
+
+
+def np_shifted(a, offsets, axis, mode):
+    """The copies of `a` at `offsets` along `axis`, padded with `mode` (None: cut to where all have values)."""
+    low, high = min(0, *offsets), max(0, *offsets)
+    n = a.shape[axis]
+    if mode is not None:
+        widths = [(0, 0)] * a.ndim
+        widths[axis] = (-low, high)
+        a = np.pad(a, widths, mode=mode)
+    else:
+        n -= high - low
+    return [np.take(a, np.arange(n) + o - low, axis) for o in offsets]
+
+
+def np_cut(a, offsets, axes):
+    """`a` cut along `axes` as the unpadded shifts cut it."""
+    low, high = min(0, *offsets), max(0, *offsets)
+    for axis in axes:
+        a = np.take(a, np.arange(a.shape[axis] - (high - low)) - low, axis)
+    return a
+
+
+def np_at_neighbor(values, keys, offsets, mode, diagonal, arg=np.argmax, axes=(0, 1)):
+    if diagonal:
+        for axis in axes:
+            candidates = np.stack(np_shifted(keys, offsets, axis, mode))
+            choice = arg(candidates, 0)
+            keys = np.take_along_axis(candidates, choice[None], 0)[0]
+            values = np.take_along_axis(np.stack(np_shifted(values, offsets, axis, mode)), choice[None], 0)[0]
+        return values
+    key_parts, value_parts = [], []
+    for i in range(len(offsets)):
+        for axis in axes:
+            other = [a for a in axes if a != axis] if mode is None else []
+            key_parts.append(np_cut(np_shifted(keys, offsets, axis, mode)[i], offsets, other))
+            value_parts.append(np_cut(np_shifted(values, offsets, axis, mode)[i], offsets, other))
+    choice = arg(np.stack(key_parts), 0)
+    return np.take_along_axis(np.stack(value_parts), choice[None], 0)[0]
+
+
+@pytest.mark.parametrize('diagonal', [True, False])
+@pytest.mark.parametrize(('padding', 'mode'), [(None, None), (extrapolation.ZERO, 'constant'),
+                                               (extrapolation.PERIODIC, 'wrap'), (extrapolation.ZERO_GRADIENT, 'edge')])
+@pytest.mark.parametrize('offsets', [(0, 1), (-1, 0, 1), (-2, 1)])
+def test_neighbour_selection_matches_a_numpy_search(diagonal, padding, mode, offsets):
+    largest = math.at_max_neighbor(grid(), grid(KEYS), padding=padding, offsets=offsets, diagonal=diagonal)
+    close(largest, np_at_neighbor(VALUES, KEYS, offsets, mode, diagonal))
+    smallest = math.at_min_neighbor(grid(), grid(KEYS), padding=padding, offsets=offsets, diagonal=diagonal)
+    close(smallest, np_at_neighbor(VALUES, KEYS, offsets, mode, diagonal, np.argmin))
+
+
+def test_neighbour_selection_takes_trees_and_values_with_other_dims():
+    values = math.stack([grid(), -grid()], channel(vector='a,b'))
+    pair = math.at_max_neighbor((values, {'twice': 2 * grid()}), grid(KEYS), 'x', extrapolation.ZERO_GRADIENT)
+    expected = np_at_neighbor(VALUES[:, :, None] * [1, -1], KEYS[:, :, None], (0, 1), 'edge', True, axes=(0,))
+    assert pair[0].shape == values.shape
+    close(pair[0], expected, order='x,y,vector')
+    close(pair[1]['twice'], 2 * expected[..., 0])
+    along_y = math.tensor(np.arange(4.), spatial('y'))  # the same along x
+    close(math.at_min_neighbor(along_y, grid(KEYS), padding=None),
+          np_at_neighbor(np.broadcast_to(np.arange(4.), (5, 4)), KEYS, (0, 1), None, True, np.argmin))
+    keys = math.stack([grid(KEYS), -grid(KEYS)], batch('b'))  # a key per batch entry picks per entry
+    per_entry = math.at_max_neighbor(grid(), keys)
+    assert per_entry.shape == batch(b=2) & spatial(x=4, y=3)
+    close(per_entry.b[1], np_at_neighbor(VALUES, KEYS, (0, 1), None, True, np.argmin))
+    with pytest.raises(ValueError, match=r'offsets must be a non-empty tuple of ints, got \(0, 0\.5\)'):
+        math.at_max_neighbor(grid(), grid(KEYS), offsets=(0, 0.5))
+
+
+@pytest.mark.parametrize('name', ['at_max_neighbor', 'at_min_neighbor'])
+@pytest.mark.parametrize(('padding', 'diagonal'), [(None, True), ('zero', True), ('periodic', False),
+                                                   ('zero-gradient', False)])
+def test_neighbour_selection_equals_phiml(phi, name, padding, diagonal):
+    values = (grid(), 3 * grid())
+    ours = getattr(math, name)(values, grid(KEYS), padding=padding, offsets=(-1, 0, 2), diagonal=diagonal)
+    theirs = phi(name, (phi_grid(phi), phi_grid(phi, 3 * VALUES)), phi_grid(phi, KEYS), padding=padding,
+                 offsets=(-1, 0, 2), diagonal=diagonal)
+    for mine, reference in zip(ours, theirs, strict=True):
+        np.testing.assert_array_equal(mine.numpy('x,y'), reference.numpy('x,y'))
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(3, 6), st.integers(3, 6), st.sampled_from([(0, 1), (-1, 0, 1), (-1, 1)]), st.booleans())
+def test_neighbour_selection_of_random_grids(nx, ny, offsets, diagonal):
+    rng = np.random.default_rng(nx * 7 + ny)
+    keys, values = rng.standard_normal((nx, ny)), rng.standard_normal((nx, ny))
+    result = math.at_max_neighbor(grid(values), grid(keys), padding=extrapolation.PERIODIC, offsets=offsets,
+                                  diagonal=diagonal)
+    close(result, np_at_neighbor(values, keys, offsets, 'wrap', diagonal))

@@ -166,7 +166,7 @@ from ._magic_ops import (
     unpack_dim,
     unstack,
 )
-from ._neighbors import index_shift
+from ._neighbors import at_max_neighbor, at_min_neighbor, index_shift
 from ._npz import from_dict, load, save, to_dict
 from ._ops import (
     INF,
@@ -432,7 +432,9 @@ __all__ = [
     'as_extrapolation',
     'assert_close',
     'at_max',
+    'at_max_neighbor',
     'at_min',
+    'at_min_neighbor',
     'b2i',
     'batch',
     'boolean_mask',

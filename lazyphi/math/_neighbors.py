@@ -7,10 +7,17 @@ sub-grid's start are read as Python numbers, because the results' sizes depend o
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from ._padding import pad
-from ._tensor import Tensor, as_tensor
+from ._dims import batch, spatial
+from ._magic_ops import expand, stack
+from ._padding import pad, shift
+from ._sorting import at_max, at_min
+from ._tensor import Tensor, as_tensor, dims_in
+from ._tree import tree_map
+
+_CANDIDATES = '_candidates'  # the batch dim along which the neighbour selection stacks a cell's candidates
+_AXES = '_shift_axes'  # the batch dim along which `shift` lists the shifts along each dim
 
 # --- index_shift -------------------------------------------------------------------------
 
@@ -77,3 +84,58 @@ def _index_vector(offset, x: Tensor) -> dict:
             raise ValueError(f'index_shift(): offsets must be integers, got {value} for {n!r}')
         result[n] = int(value)
     return result
+
+
+# --- the neighbour with the largest or smallest key --------------------------------------------------
+
+
+def at_max_neighbor(values, key_grid: Tensor, dims=spatial, padding=None, offsets=(0, 1), diagonal=True):
+    """`values` at the neighbour of each cell whose entry of `key_grid` is largest, the neighbours being the cells at
+    `offsets` from it along `dims`.
+
+    Args:
+        values: a tensor or a tree of tensors (tuple, list, dict, dataclass) on the same grid as `key_grid`; a tensor
+            lacking some of the dims is the same along them.
+        key_grid: the values compared.
+        dims: the dims along which neighbours lie.
+        padding: the extrapolation of `values` and `key_grid` beyond the edges; None: no padding, so the result is
+            smaller than the grid (by the spread of `offsets` along each dim).
+        offsets: int offsets of the neighbours along each dim; 0 is the cell itself.
+        diagonal: True: choose along each dim in turn, first among the offsets along the first dim, then among those
+            winners along the next, so cells diagonally apart compete too (`len(offsets)^d` of them). False: choose
+            once among the cells at the offsets along a single dim (`len(offsets) * d` of them).
+
+    Returns:
+        A tree like `values`.
+
+    Raises:
+        ValueError: `offsets` is empty or holds something other than ints.
+    """
+    return _at_neighbor(at_max, values, key_grid, dims, padding, offsets, diagonal)
+
+
+def at_min_neighbor(values, key_grid: Tensor, dims=spatial, padding=None, offsets=(0, 1), diagonal=True):
+    """`values` at the neighbour of each cell whose entry of `key_grid` is smallest (see `at_max_neighbor`)."""
+    return _at_neighbor(at_min, values, key_grid, dims, padding, offsets, diagonal)
+
+
+def _at_neighbor(pick: Callable, values, key_grid: Tensor, dims, padding, offsets, diagonal: bool):
+    key = as_tensor(key_grid)
+    offsets = tuple(offsets) if isinstance(offsets, (tuple, list)) else (offsets,)
+    if not offsets or not all(isinstance(o, int) and not isinstance(o, bool) for o in offsets):
+        raise ValueError(f'at_max_neighbor()/at_min_neighbor(): offsets must be a non-empty tuple of ints, got '
+                         f'{offsets!r}')
+    names = dims_in(key.shape, dims)
+    grid = key.shape.only(names)
+    values = tree_map(lambda t: expand(t, grid.without(t.shape.names)), values)  # same candidates as the key
+
+    def candidates(t: Tensor, along: tuple) -> Tensor:
+        """The cells at `offsets` along each of `along`, stacked along `_CANDIDATES` (offset by offset, each dim in
+        `along`'s order, so that a key and its values list them alike)."""
+        shifted = shift(t, offsets, along, padding, batch(_AXES))
+        return stack([s[{_AXES: name}] for s in shifted for name in along], batch(_CANDIDATES))
+
+    for along in [(name,) for name in names] if diagonal else [names] if names else []:
+        stacked = candidates(key, along)
+        key, values = pick([stacked, tree_map(lambda t, a=along: candidates(t, a), values)], stacked, _CANDIDATES)
+    return values
