@@ -202,3 +202,64 @@ def test_neighbour_selection_of_random_grids(nx, ny, offsets, diagonal):
     result = math.at_max_neighbor(grid(values), grid(keys), padding=extrapolation.PERIODIC, offsets=offsets,
                                   diagonal=diagonal)
     close(result, np_at_neighbor(values, keys, offsets, 'wrap', diagonal))
+
+
+# --- sample_subgrid --------------------------------------------------------------------------
+
+
+def np_subgrid(values, start, size):
+    """Linear interpolation of `values` at `start + i` along each axis, one axis after the other."""
+    for axis, (first, k) in enumerate(zip(start, size, strict=True)):
+        whole = int(np.floor(first))
+        fraction = first - whole
+        lower = np.take(values, np.arange(whole, whole + k), axis)
+        upper = np.take(values, np.arange(whole + 1, whole + 1 + k), axis) if fraction else lower
+        values = (1 - fraction) * lower + fraction * upper
+    return values
+
+
+def test_sample_subgrid_interpolates_between_cells_and_slices_at_whole_starts():
+    between = math.sample_subgrid(grid(), vec(x=1.5, y=0.25), spatial(x=3, y=3))
+    assert between.shape == spatial(x=3, y=3)
+    close(between, np_subgrid(VALUES, (1.5, 0.25), (3, 3)))
+    close(between, 4 * np.arange(1.5, 4.5)[:, None] + np.arange(0.25, 3.25)[None, :])  # linear values stay exact
+    reordered = math.sample_subgrid(grid(), vec(y=0.25, x=1.5), spatial(y=3, x=3))  # labels name the dims
+    close(reordered, np_subgrid(VALUES, (1.5, 0.25), (3, 3)))
+    close(math.sample_subgrid(grid(), (1.5, 0.25), spatial(x=3, y=3)), np_subgrid(VALUES, (1.5, 0.25), (3, 3)))
+    integers = math.tensor(VALUES.astype(np.int32), spatial('x,y'))
+    whole = math.sample_subgrid(integers, vec(x=1, y=2), spatial(x=4, y=2))
+    assert whole.dtype == integers.dtype
+    np.testing.assert_array_equal(whole.numpy('x,y'), VALUES[1:5, 2:4])
+
+
+def test_sample_subgrid_keeps_other_dims_and_names_bad_arguments():
+    stacked = math.stack([grid(), -grid()], channel(vector='a,b'))
+    sampled = math.sample_subgrid(stacked, vec(x=0.5, y=1), spatial(x=4, y=2))
+    assert sampled.shape == spatial(x=4, y=2) & channel(vector='a,b')
+    close(sampled.vector['b'], -np_subgrid(VALUES, (0.5, 1), (4, 2)))
+    with pytest.raises(ValueError, match=r"4 cells from 1\.5 along 'x' reach beyond the 5 cells"):
+        math.sample_subgrid(grid(), vec(x=1.5, y=0), spatial(x=4, y=2))
+    with pytest.raises(ValueError, match=r"reach beyond"):
+        math.sample_subgrid(grid(), vec(x=-0.5, y=0), spatial(x=2, y=2))
+    with pytest.raises(ValueError, match=r"size must be a Shape with the spatial dims \('x', 'y'\)"):
+        math.sample_subgrid(grid(), vec(x=0, y=0), spatial(x=2))
+    with pytest.raises(ValueError, match='start has 1 entries for the 2 spatial dims'):
+        math.sample_subgrid(grid(), vec(x=0), spatial(x=2, y=2))
+    with pytest.raises(ValueError, match='start must be a vector'):
+        math.sample_subgrid(grid(), math.zeros(batch(b=2), channel(vector='x,y')), spatial(x=2, y=2))
+
+
+@pytest.mark.parametrize(('start', 'size'), [((1.5, 0.25), (3, 3)), ((0, 1), (5, 3)), ((3.75, 2.5), (1, 1))])
+def test_sample_subgrid_equals_phiml(phi, start, size):
+    ours = math.sample_subgrid(grid(KEYS), vec(x=start[0], y=start[1]), spatial(x=size[0], y=size[1]))
+    theirs = phi('sample_subgrid', phi_grid(phi, KEYS), phi_vec(phi, x=start[0], y=start[1]),
+                 phi.math.spatial(x=size[0], y=size[1]))
+    np.testing.assert_allclose(ours.numpy('x,y'), theirs.numpy('x,y'), rtol=1e-5, atol=1e-6)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 5), st.integers(1, 4), st.floats(0, 1, exclude_max=True), st.floats(0, 1, exclude_max=True))
+def test_sample_subgrid_of_random_starts(kx, ky, fx, fy):
+    start = ((5 - kx) * fx, (4 - ky) * fy)  # every sub-grid that fits
+    result = math.sample_subgrid(grid(KEYS), vec(x=start[0], y=start[1]), spatial(x=kx, y=ky))
+    close(result, np_subgrid(KEYS, start, (kx, ky)), rtol=1e-4)

@@ -416,6 +416,7 @@ OPERATIONS = {
     'index_shift': lambda t: math.index_shift(t, (0, math.vec(x=1, y=-1)), math.extrapolation.PERIODIC)[1],
     'at_max_neighbor': lambda t: math.at_max_neighbor(t, -t, padding=math.extrapolation.ZERO),
     'at_min_neighbor': lambda t: math.at_min_neighbor((t, t * 2), t, 'x', offsets=(-1, 0, 1), diagonal=False)[1],
+    'sample_subgrid': lambda t: math.sample_subgrid(t, math.vec(x=1.5, y=2), spatial(x=8, y=4)),
     # vectors and losses
     'l1_loss': math.l1_loss, 'l2_loss': math.l2_loss,
     'norm': lambda t: math.norm(t, 'x'), 'vec_length': lambda t: math.vec_length(t, 'x'),

@@ -166,7 +166,7 @@ from ._magic_ops import (
     unpack_dim,
     unstack,
 )
-from ._neighbors import at_max_neighbor, at_min_neighbor, index_shift
+from ._neighbors import at_max_neighbor, at_min_neighbor, index_shift, sample_subgrid
 from ._npz import from_dict, load, save, to_dict
 from ._ops import (
     INF,
@@ -674,6 +674,7 @@ __all__ = [
     's2b',
     'safe_div',
     'safe_mul',
+    'sample_subgrid',
     'save',
     'scat',
     'scatter',

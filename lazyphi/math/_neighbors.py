@@ -7,11 +7,13 @@ sub-grid's start are read as Python numbers, because the results' sizes depend o
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 from ._dims import batch, spatial
 from ._magic_ops import expand, stack
 from ._padding import pad, shift
+from ._shape import Shape
 from ._sorting import at_max, at_min
 from ._tensor import Tensor, as_tensor, dims_in
 from ._tree import tree_map
@@ -139,3 +141,61 @@ def _at_neighbor(pick: Callable, values, key_grid: Tensor, dims, padding, offset
         stacked = candidates(key, along)
         key, values = pick([stacked, tree_map(lambda t, a=along: candidates(t, a), values)], stacked, _CANDIDATES)
     return values
+
+
+# --- sample_subgrid --------------------------------------------------------------------------
+
+
+def sample_subgrid(grid: Tensor, start: Tensor, size: Shape) -> Tensor:
+    """The sub-grid of `size` cells whose first cell lies at `start` (in cells, possibly between them) in `grid`,
+    linearly interpolated between the two cells around each sample along each dim with a fractional start.
+
+    Args:
+        grid: the values, at the cell centres; its spatial dims are sampled.
+        start: the position of the sub-grid's first cell, one entry per spatial dim of `grid`: a vector labelled by
+            the dims' names (`vec(x=1, y=0.5)`), or a vector or a tuple of numbers in the order of `grid`'s spatial
+            dims. Read as Python numbers, since the slices depend on them.
+        size: the sub-grid's size along each spatial dim of `grid`.
+
+    Raises:
+        ValueError: `size` does not name the grid's spatial dims, `start` has the wrong form or no values (being
+            traced), or the sub-grid reaches beyond the grid.
+    """
+    grid = as_tensor(grid)
+    names = grid.shape.spatial.names
+    if not isinstance(size, Shape) or set(size.names) != set(names):
+        raise ValueError(f'sample_subgrid(): size must be a Shape with the spatial dims {names} of the grid, '
+                         f'got {size!r}')
+    corner = _start_per_dim(start, names)
+    for name in names:
+        first, n, k = corner[name], grid.shape.get_size(name), size.get_size(name)
+        whole = math.floor(first)
+        fraction = first - whole
+        if whole < 0 or whole + k + (1 if fraction else 0) > n:
+            raise ValueError(f'sample_subgrid(): {k} cells from {first} along {name!r} reach beyond the {n} cells of '
+                             f'the grid')
+        lower = grid[{name: slice(whole, whole + k)}]
+        grid = lower if not fraction else grid[{name: slice(whole + 1, whole + 1 + k)}] * fraction + lower * (
+            1 - fraction)
+    return grid
+
+
+def _start_per_dim(start, names: tuple) -> dict:
+    """`start` of `sample_subgrid` as `{dim: float}`."""
+    if isinstance(start, (tuple, list)):
+        entries, labels = list(start), None
+    elif isinstance(start, Tensor) and start.shape.rank == 1:
+        dim = start.shape.name
+        labels = start.shape.get_labels(dim)
+        entries = [start[{dim: i}] for i in range(start.shape.get_size(dim))]
+    else:
+        raise ValueError(f'sample_subgrid(): start must be a vector with one entry per spatial dim {names}, '
+                         f'got {start!r}')
+    if len(entries) != len(names):
+        raise ValueError(f'sample_subgrid(): start has {len(entries)} entries for the {len(names)} spatial dims '
+                         f'{names}')
+    if any(isinstance(e, Tensor) and not e.available for e in entries):
+        raise ValueError('sample_subgrid(): start is read as numbers, so it must have values (not be traced)')
+    if labels is not None and set(labels) == set(names):
+        return {label: float(entry) for label, entry in zip(labels, entries, strict=True)}
+    return {name: float(entry) for name, entry in zip(names, entries, strict=True)}
