@@ -263,3 +263,69 @@ def test_sample_subgrid_of_random_starts(kx, ky, fx, fy):
     start = ((5 - kx) * fx, (4 - ky) * fy)  # every sub-grid that fits
     result = math.sample_subgrid(grid(KEYS), vec(x=start[0], y=start[1]), spatial(x=kx, y=ky))
     close(result, np_subgrid(KEYS, start, (kx, ky)), rtol=1e-4)
+
+
+# --- frequency_loss --------------------------------------------------------------------------
+
+
+def np_frequency_loss(values, falloff=100, threshold=1e-5, ignore_mean=False, n=2, axes=(-2, -1)):
+    """The loss of each leading entry of `values`, whose last two axes are spatial."""
+    if ignore_mean:
+        values = values - values.mean(axis=tuple(range(1, values.ndim)), keepdims=True)
+    k = np.meshgrid(*[np.fft.fftfreq(values.shape[a]) for a in axes], indexing='ij')
+    weights = np.exp(-0.5 * falloff ** 2 * sum(f ** 2 for f in k))
+    amplitude = np.sqrt(np.maximum(np.abs(np.fft.fftn(values, axes=axes) * weights) ** 2, threshold))
+    summed = tuple(range(1, values.ndim))
+    return (amplitude ** 2).sum(summed) / 2 if n == 2 else amplitude.sum(summed)
+
+
+BATCHED = np.random.default_rng(9).standard_normal((2, 6, 5))
+
+
+@pytest.mark.parametrize('kwargs', [{}, {'frequency_falloff': 1}, {'frequency_falloff': 0.3, 'n': 1},
+                                    {'ignore_mean': True, 'threshold': 0, 'frequency_falloff': 0.5},
+                                    {'frequency_falloff': 2, 'threshold': 1}])
+def test_frequency_loss_matches_numpy_per_batch_entry(kwargs):
+    x = math.tensor(BATCHED, batch('b'), spatial('x,y'))
+    loss = math.frequency_loss(x, **kwargs)
+    assert loss.shape == batch(b=2)
+    expected = np_frequency_loss(BATCHED, kwargs.get('frequency_falloff', 100), kwargs.get('threshold', 1e-5),
+                                 kwargs.get('ignore_mean', False), kwargs.get('n', 2))
+    np.testing.assert_allclose(loss.numpy('b'), expected, rtol=1e-4)
+
+
+def test_frequency_loss_sums_channels_and_trees_and_names_bad_arguments():
+    vectors = math.tensor(BATCHED[0][..., None] * [1, 2], spatial('x,y'), channel(vector='x,y'))
+    # the mean over all non-batch dims, channels included, is subtracted (as phiml does)
+    expected = np_frequency_loss(np.moveaxis(BATCHED[0][..., None] * [1, 2], -1, 0)[None], 1, ignore_mean=True,
+                                 axes=(-2, -1))
+    np.testing.assert_allclose(float(math.frequency_loss(vectors, 1, ignore_mean=True)), expected[0], rtol=1e-4)
+    single = math.tensor(BATCHED[0], spatial('x,y'))
+    assert math.frequency_loss(math.zeros(spatial(x=4, y=3))).shape.rank == 0
+    np.testing.assert_allclose(float(math.frequency_loss(math.zeros(spatial(x=4, y=3)))), 12 * 1e-5 / 2, rtol=1e-5)
+    np.testing.assert_allclose(float(math.frequency_loss({'a': single, 'b': (single, 2 * single)}, 1)),
+                               np_frequency_loss(BATCHED[:1], 1)[0] * (2 + 4), rtol=1e-4)
+    with pytest.raises(ValueError, match='n must be 1 or 2, got 3'):
+        math.frequency_loss(single, n=3)
+    with pytest.raises(ValueError, match='needs spatial dims to transform along'):
+        math.frequency_loss(math.zeros(batch(b=3)))
+    with pytest.raises(ValueError, match=r'needs a tensor or a tree of tensors, got 1\.5'):
+        math.frequency_loss(1.5)
+
+
+@pytest.mark.parametrize('kwargs', [{}, {'frequency_falloff': 1, 'n': 1},
+                                    {'ignore_mean': True, 'frequency_falloff': 2}])
+def test_frequency_loss_equals_phiml(phi, kwargs):
+    values = BATCHED[..., None] * [1, -3]
+    ours = math.frequency_loss(math.tensor(values, batch('b'), spatial('x,y'), channel('c')), **kwargs)
+    theirs = phi('frequency_loss', phi('tensor', values, phi.math.batch('b'), phi.math.spatial('x,y'),
+                                       phi.math.channel('c')), **kwargs)
+    np.testing.assert_allclose(ours.numpy('b'), theirs.numpy('b'), rtol=1e-4)
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(2, 7), st.integers(1, 6), st.floats(0.1, 5))
+def test_frequency_loss_of_random_grids(nx, ny, falloff):
+    values = np.random.default_rng(nx * 10 + ny).standard_normal((1, nx, ny))
+    loss = math.frequency_loss(math.tensor(values[0], spatial('x,y')), falloff)
+    np.testing.assert_allclose(float(loss), np_frequency_loss(values, falloff)[0], rtol=1e-4)

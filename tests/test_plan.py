@@ -412,6 +412,7 @@ OPERATIONS = {
     'downsample2x': math.downsample2x, 'upsample2x': lambda t: math.upsample2x(t, dims='x'),
     'normalize_to': lambda t: math.normalize_to(abs(t), t.x[0]),
     'finite_fill': lambda t: math.finite_fill(math.log(t)), 'masked_fill': lambda t: math.masked_fill(t, t > 0)[0],
+    'frequency_loss': lambda t: math.frequency_loss(t, 1, ignore_mean=True),
     # values from other cells
     'index_shift': lambda t: math.index_shift(t, (0, math.vec(x=1, y=-1)), math.extrapolation.PERIODIC)[1],
     'at_max_neighbor': lambda t: math.at_max_neighbor(t, -t, padding=math.extrapolation.ZERO),

@@ -1,7 +1,8 @@
 """Derivatives on grids: finite differences (`spatial_gradient`, `laplace`, the reductions of neighbours in
 `neighbor_reduce`) and the spectral Laplace operator and its inverse (`fourier_laplace`, `fourier_poisson`);
 resampling by a factor of two (`downsample2x`, `upsample2x`), as a multigrid method does; and filling invalid
-cells from valid neighbours (`finite_fill`, `masked_fill`).
+cells from valid neighbours (`finite_fill`, `masked_fill`); and `frequency_loss`, a loss on the Fourier transform
+damped at high frequencies.
 
 The finite differences are built on `shift`: the values one cell below and above along each dim, with the
 extrapolation `padding` supplying those beyond the edges (None: no padding, so the result is smaller than
@@ -11,6 +12,8 @@ the grid). The spectral ones multiply the Fourier transform by `-(2 pi k)^2` for
 
 from __future__ import annotations
 
+import functools
+import operator
 from collections.abc import Callable
 
 import numpy as np
@@ -20,11 +23,13 @@ from ._creation import meshgrid, wrap
 from ._dims import batch, channel, spatial
 from ._elementwise import cast_tensor, where
 from ._magic_ops import pack_dims, rename_dims, stack
-from ._ops import fft, ifft, is_finite, real, safe_div, to_complex, to_float
+from ._ops import abs_square, exp, fft, ifft, is_finite, maximum, real, safe_div, sqrt, to_complex, to_float
 from ._padding import pad, shift
 from ._reduce import max_, mean, min_, sum_
 from ._shape import Shape
 from ._tensor import Tensor, as_tensor, dims_in
+from ._tree import leaves
+from ._vectors import l1_loss, l2_loss
 from .extrapolation import ZERO, ZERO_GRADIENT
 
 _AXES = '_laplace_axes'  # the batch dim along which `laplace` holds the second differences of each dim
@@ -219,6 +224,45 @@ def _laplace_symbol(grid: Tensor, dx) -> Tensor:
 
 def _spectral(grid: Tensor, factor: Tensor) -> Tensor:
     return cast_tensor(real(ifft(fft(to_complex(grid)) * factor)), grid.dtype)
+
+
+def frequency_loss(x, frequency_falloff: float = 100, threshold=1e-5, ignore_mean=False, n=2) -> Tensor:
+    """A loss on the Fourier transform of `x` (along its spatial dims) that weighs low frequencies more than high ones:
+    the transform is damped by `exp(-k² falloff² / 2)` for the frequencies `k` of `fftfreq`, its magnitudes are
+    raised to at least `sqrt(threshold)`, and `l2_loss` (n=2) or `l1_loss` (n=1) of them is the result.
+
+    Args:
+        x: a tensor with spatial dims, typically `prediction - target`, or a tree of such tensors (the losses of its
+            tensors are summed).
+        frequency_falloff: how fast the weights fall with the frequency; 1 weighs all frequencies nearly alike, the
+            default 100 leaves little but the mean. The loss's scale changes with it.
+        threshold: the smallest squared magnitude counted; above 0, the gradient stays finite where a magnitude is 0.
+        ignore_mean: subtract the mean over all non-batch dims (channel dims included, as phiml does) first.
+        n: 2 for the sum of squares over 2, 1 for the sum of magnitudes.
+
+    Returns:
+        The loss per entry of the batch dims.
+
+    Raises:
+        ValueError: `n` is not 1 or 2, `x` holds no tensor, or a tensor without spatial dims.
+    """
+    if n not in (1, 2):
+        raise ValueError(f'frequency_loss(): n must be 1 or 2, got {n!r}')
+    tensors = [x] if isinstance(x, Tensor) else leaves(x)
+    if not tensors:
+        raise ValueError(f'frequency_loss(): needs a tensor or a tree of tensors, got {x!r}')
+    losses = [_frequency_loss(t, frequency_falloff, threshold, ignore_mean, l2_loss if n == 2 else l1_loss)
+              for t in tensors]
+    return functools.reduce(operator.add, losses)
+
+
+def _frequency_loss(x: Tensor, frequency_falloff, threshold, ignore_mean: bool, loss: Callable) -> Tensor:
+    if not x.shape.spatial:
+        raise ValueError(f'frequency_loss(): needs spatial dims to transform along, got a tensor of shape {x.shape}')
+    if ignore_mean:
+        x = x - mean(x, x.shape.non_batch)
+    weights = exp(-0.5 * frequency_falloff ** 2 * sum_(fftfreq(x.shape) ** 2, 'vector'))
+    return loss(sqrt(maximum(abs_square(fft(x) * weights), threshold)))
 
 
 def downsample2x(grid: Tensor, padding=ZERO_GRADIENT, dims=spatial) -> Tensor:
