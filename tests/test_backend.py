@@ -262,6 +262,8 @@ CASES = {
     'svd': lambda: (NUMPY.svd(_M, full_matrices=False), np.linalg.svd(_M, full_matrices=False)),
     'matrix_solve_least_squares': lambda m=f32(6, 3), r=f32(6, 2): (
         NUMPY.matrix_solve_least_squares(m[None], r[None])[0][0], np.linalg.lstsq(m, r, rcond=None)[0]),
+    'eigvals': lambda m=f32(2, 4, 4): ((NUMPY.eigvals(m), NUMPY.eigvals(np.diag([1., 2.]))),  # complex even where real
+                                       (np.linalg.eigvals(m), np.array([1, 2], np.complex128))),
     # --- element-wise ---
     'clip': lambda: (NUMPY.clip(_X, -0.5, 0.5), np.clip(_X, -0.5, 0.5)),
     'divide_no_nan': lambda y=np.array([0, 2, 0, 4], np.float32): (NUMPY.divide_no_nan(_X, y),

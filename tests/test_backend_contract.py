@@ -248,6 +248,7 @@ CASES = {
     'svd': lambda b, t: _svd_products(b, t(_M)),  # the factors' signs differ between libraries
     'matrix_solve_least_squares': lambda b, t, m=f32(2, 6, 3), r=f32(2, 6, 2):
         b.matrix_solve_least_squares(t(m), t(r))[0],
+    'eigvals': lambda b, t, m=f32(2, 4, 4), s=f32(3, 3).astype(np.float64): _eigvals_invariants(b, t(m), t(s + s.T)),
     # --- element-wise ---
     'clip': lambda b, t: (b.clip(t(_X), -0.5, 0.5), b.clip(t(_I), 2, 5), b.clip(t(_X), t(_Y), 1.0)),
     'divide_no_nan': lambda b, t, y=np.array([0, 2, 0, 4], np.float32): b.divide_no_nan(t(_X), t(y)),
@@ -333,6 +334,13 @@ def _svd_products(b, matrix) -> tuple:
     k = b.staticshape(full_s)[-1]
     return s, b.einsum('...ik,...k,...kj->...ij', u, s, vh), \
         b.einsum('...ik,...k,...kj->...ij', full_u[..., :k], full_s, full_vh[..., :k, :])
+
+
+def _eigvals_invariants(b, matrix, symmetric) -> tuple:
+    """What does not depend on the order the libraries list eigenvalues in: their sum and product, and the sorted
+    real eigenvalues of a symmetric matrix; all complex."""
+    values, real_values = b.eigvals(matrix), b.eigvals(symmetric)
+    return b.sum(values, -1), b.prod(values, -1), b.sort(b.real(real_values), -1), b.imag(real_values)
 
 
 # --- every operation of NumPy, on every backend ---

@@ -1,4 +1,7 @@
-"""Matrices over named dims: `@`, `svd`, `fit_hyperplane` and `matrix_from_function`, on every backend."""
+"""Matrices over named dims: `@`, `svd`, `fit_hyperplane`, `eigenvalues`, `matrix_rank`, `with_diagonal` and
+`matrix_from_function`, on every backend."""
+
+import warnings
 
 import numpy as np
 import pytest
@@ -206,3 +209,139 @@ def test_matrix_from_function_names_bad_arguments(call, error, message):
         return x * 2
     with pytest.raises(error, match=message):
         call(f, math.zeros(spatial(x=2)))
+
+
+# --- eigenvalues, matrix_rank, with_diagonal ---------------------------------------------------------------------
+
+def phiml_math():
+    """phiml.math where it is installed, to compare with; its import and calls warn about things lazyphi ignores."""
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        return pytest.importorskip('phiml.math')
+
+
+def ordered(values: np.ndarray) -> np.ndarray:
+    """Eigenvalues in one order (libraries list them in their own): by real part, then imaginary part."""
+    return np.sort_complex(np.round(values, 4))
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(1, 5), st.integers(1, 3))
+def test_eigenvalues_are_numpys_for_every_matrix_of_a_batch(size, matrices):
+    values = RNG.normal(size=(matrices, size, size))
+    result = math.eigenvalues(math.tensor(values, batch('m'), instance('i'), dual('i')))
+    assert result.shape == batch(m=matrices) & channel(eigenvalues=size) and result.dtype.kind is complex
+    found = result.numpy('m,eigenvalues')
+    for m in range(matrices):
+        np.testing.assert_allclose(ordered(found[m]), ordered(np.linalg.eigvals(values[m])), atol=2e-3)
+
+
+def test_eigenvalues_on_every_backend_are_complex_also_where_all_are_real(backend):
+    symmetric = RNG.normal(size=(4, 4))
+    symmetric = symmetric + symmetric.T
+    result = math.eigenvalues(math.tensor(symmetric, spatial('x'), dual('x')), 'ev')
+    assert result.shape == channel(ev=4) and result.dtype.kind is complex
+    np.testing.assert_allclose(np.sort(result.numpy().real), np.linalg.eigvalsh(symmetric), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(result.numpy().imag, 0, atol=1e-4)
+    integers = math.eigenvalues(math.tensor(np.array([[2, 0], [0, 3]]), instance('i'), dual('i')))
+    np.testing.assert_allclose(np.sort(integers.numpy().real), [2, 3], rtol=1e-6)
+
+
+def test_eigenvalues_pair_each_column_dim_with_the_row_dim_of_its_name_whatever_their_order(backend):
+    a = RNG.normal(size=(6, 6))  # rows and columns numbered (x, y) row-major
+    columns_swapped = a.reshape(2, 3, 2, 3).transpose(0, 1, 3, 2)  # the columns listed as (~y, ~x)
+    matrix = math.tensor(columns_swapped, spatial('x,y'), dual('y,x'))
+    found = math.eigenvalues(matrix).numpy()
+    np.testing.assert_allclose(ordered(found), ordered(np.linalg.eigvals(a)), atol=1e-3)
+
+
+def test_eigenvalues_of_rows_named_otherwise_are_taken_along_the_primal_dims(backend):
+    a = RNG.normal(size=(2, 3, 3))
+    result = math.eigenvalues(math.tensor(a, batch('b'), instance('rows'), dual('cols')), channel('e'))
+    for b in range(2):
+        np.testing.assert_allclose(ordered(result.b[b].numpy()), ordered(np.linalg.eigvals(a[b])), atol=1e-3)
+
+
+def test_eigenvalues_as_phiml_gives_them():
+    pm = phiml_math()
+    a = np.arange(9.).reshape(3, 3) + np.eye(3)
+    ours = math.eigenvalues(math.tensor(a, instance('i'), dual('i')))
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        theirs = pm.eigenvalues(pm.tensor(a, pm.instance('i'), pm.dual('i')))
+    assert ours.shape.names == theirs.shape.names == ('eigenvalues',)
+    np.testing.assert_allclose(ordered(ours.numpy()), ordered(theirs.numpy().astype(complex)), atol=1e-6)
+
+
+def test_eigenvalues_refuse_what_is_not_a_square_matrix():
+    with pytest.raises(ValueError, match='no dual dim'):
+        math.eigenvalues(math.zeros(instance(i=3), channel(c=3)))
+    with pytest.raises(ValueError, match='not square: 3 rows'):
+        math.eigenvalues(math.zeros(instance(i=3), dual(j=2)))
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(1, 5), st.integers(1, 5), st.integers(0, 5))
+def test_matrix_rank_is_numpys(rows, columns, rank):
+    values = RNG.normal(size=(2, rows, rank)) @ RNG.normal(size=(2, rank, columns))  # of rank min(rows, columns, rank)
+    result = math.matrix_rank(math.tensor(values, batch('b'), instance('i'), dual('j')))
+    assert result.shape == batch(b=2) and result.dtype == math.DType(int, 64)
+    np.testing.assert_array_equal(result.numpy('b'), np.linalg.matrix_rank(values))
+
+
+def test_matrix_rank_on_every_backend(backend):
+    full, low = RNG.normal(size=(4, 4)), RNG.normal(size=(4, 1)) @ RNG.normal(size=(1, 4))
+    matrices = math.tensor(np.stack([full, low, np.zeros((4, 4))]), batch('b'), spatial('x'), dual('x'))
+    np.testing.assert_array_equal(math.matrix_rank(matrices).numpy('b'), [4, 1, 0])
+    assert int(math.matrix_rank(math.tensor(np.array([[1, 2], [2, 4]]), instance('i'), dual('i')))) == 1
+    assert int(math.matrix_rank(math.tensor([0., 2., 0.], instance('i')))) == 1  # without dual dims: one column
+
+
+def test_matrix_rank_as_phiml_gives_it():
+    pm = phiml_math()
+    a = np.arange(16.).reshape(2, 2, 4)  # two matrices of rank 2 with rows (x, y)
+    ours = math.matrix_rank(math.tensor(a, spatial('x,y'), dual('c')))
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        theirs = pm.matrix_rank(pm.tensor(a, pm.spatial('x,y'), pm.dual('c')))
+    assert int(ours) == int(theirs) == 2
+
+
+def test_with_diagonal_replaces_the_diagonal_by_a_number_or_a_value_per_row(backend):
+    a = RNG.normal(size=(3, 3))
+    matrix = math.tensor(a, instance('i'), dual('i'))
+    zeroed = math.with_diagonal(matrix, 0)
+    np.testing.assert_allclose(zeroed.numpy('i,~i'), a - np.diag(np.diag(a)), rtol=1e-6)
+    per_row = math.with_diagonal(matrix, math.tensor([1., 2., 3.], instance('i')))
+    np.testing.assert_allclose(per_row.numpy('i,~i'), a - np.diag(np.diag(a)) + np.diag([1, 2, 3]), rtol=1e-6)
+
+
+def test_with_diagonal_of_several_dims_and_batches(backend):
+    a = RNG.normal(size=(2, 6, 6))  # rows and columns numbered (x, y) row-major
+    matrix = math.tensor(a.reshape(2, 2, 3, 2, 3).transpose(0, 1, 2, 4, 3), batch('b'), spatial('x,y'), dual('y,x'))
+    result = math.with_diagonal(matrix, math.tensor([5., 7.], batch('b')))
+    expected = a.copy()
+    expected[0][np.diag_indices(6)], expected[1][np.diag_indices(6)] = 5, 7
+    np.testing.assert_allclose(result.numpy('b,x,y,~x,~y').reshape(2, 6, 6), expected, rtol=1e-6)
+
+
+def test_with_diagonal_of_a_rectangular_matrix_only_without_check_square(backend):
+    matrix = math.tensor(RNG.normal(size=(2, 3)), instance('rows'), dual('cols'))
+    with pytest.raises(ValueError, match='not square: 2 rows'):
+        math.with_diagonal(matrix, 1)
+    result = math.with_diagonal(matrix, 1, check_square=False).numpy('rows,~cols')
+    np.testing.assert_allclose(np.diag(result), 1)
+    with pytest.raises(ValueError, match='no dual dim'):
+        math.with_diagonal(math.zeros(instance(i=2), channel(c=2)), 1)
+
+
+def test_with_diagonal_as_phiml_gives_it_for_its_sparse_matrices():
+    pm = phiml_math()
+    a = np.arange(9.).reshape(3, 3) + 1
+    values = [5., 6., 7.]
+    ours = math.with_diagonal(math.tensor(a, instance('i'), dual('i')), math.tensor(values, instance('i')))
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        sparse = pm.to_format(pm.tensor(a, pm.instance('i'), pm.dual('i')), 'csr')  # phiml's is for sparse only
+        theirs = pm.dense(pm.with_diagonal(sparse, pm.tensor(values, pm.instance('i'))))
+    np.testing.assert_array_equal(ours.numpy('i,~i'), theirs.numpy('i,~i'))

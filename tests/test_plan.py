@@ -441,6 +441,9 @@ OPERATIONS = {
     'svd': lambda t: math.svd(t, 'x', 'y')[1],
     'fit_hyperplane': lambda t: math.fit_hyperplane(math.stack([t, t * 2], channel('vector')), t * 3, 'y')[0],
     'matrix_from_function': lambda t: math.matrix_from_function(lambda x: math.sum(x, 'y'), t)[0],
+    'eigenvalues': lambda t: math.eigenvalues(math.rename_dims(t, 'y', math.dual('x'))),
+    'matrix_rank': lambda t: math.matrix_rank(math.rename_dims(t, 'y', math.dual('x'))),
+    'with_diagonal': lambda t: math.with_diagonal(math.rename_dims(t, 'y', math.dual('x')), t.y[0]),
     'reshaped_numpy': lambda t: math.reshaped_numpy(t, ['example', 'x,y']),
     'close': lambda t: math.close(t, t), 'equal': lambda t: math.equal(t, t),
     'always_close': lambda t: t * math.always_close(t, t),
@@ -458,6 +461,7 @@ FALLBACKS = {
     'native': 'native()', 'numpy': 'numpy()',  # leave lazyphi: the values are needed
     'reshaped_native': 'materialising the values', 'reshaped_numpy': 'materialising the values',
     'svd': 'materialising the values', 'fit_hyperplane': 'materialising the values',  # through reshaped_native
+    'eigenvalues': 'materialising the values', 'matrix_rank': 'materialising the values',  # the same
     'close': 'bool()', 'equal': 'bool()',  # answer a Python bool about the values
     'f': 'f-string',  # formats each value: a conversion to Python data
 }

@@ -38,7 +38,7 @@ NATIVE_OPS = frozenset({
     # selection
     'where', 'nonzero', 'boolean_mask', 'gather', 'batched_gather_nd', 'scatter', 'get_diagonal', 'grid_sample',
     # linear algebra and signals
-    'tensordot', 'einsum', 'mul_matrix_batched_vector', 'conv', 'fft', 'ifft', 'svd',
+    'tensordot', 'einsum', 'mul_matrix_batched_vector', 'conv', 'fft', 'ifft', 'svd', 'eigvals',
     # element-wise
     'add', 'sub', 'mul', 'div', 'pow', 'mod', 'floordiv', 'and_', 'or_', 'xor', 'invert', 'shift_bits_left',
     'shift_bits_right', 'equal', 'greater_than', 'greater_or_equal', 'maximum', 'minimum', 'clip',

@@ -53,6 +53,11 @@ def numpy_like_ops(xp: ModuleType) -> dict[str, Callable]:
             return xp.pad(value, pad_width, 'constant', constant_values=constant_values)
         return xp.pad(value, pad_width, library_mode)
 
+    def eigvals(matrix: Any) -> Any:
+        """The eigenvalues of `matrix (batch..., n, n)`, always complex: NumPy gives real ones where all are real."""
+        values = xp.linalg.eigvals(matrix)
+        return values.astype(xp.result_type(values.dtype, xp.complex64))
+
     def expand_dims(a: Any, axis: int = 0, number: int = 1) -> Any:
         position = axis if axis >= 0 else xp.ndim(a) + 1 + axis
         return xp.expand_dims(a, tuple(range(position, position + number)))
@@ -145,6 +150,7 @@ def numpy_like_ops(xp: ModuleType) -> dict[str, Callable]:
         'fft': fourier(xp.fft.fftn),
         'ifft': fourier(xp.fft.ifftn),
         'svd': lambda matrix, full_matrices=True: tuple(xp.linalg.svd(matrix, full_matrices=full_matrices)),
+        'eigvals': eigvals,
         # the minimum-norm least-squares solution, by the pseudo-inverse, which batches (`lstsq` does not)
         'matrix_solve_least_squares': lambda matrix, rhs: (xp.linalg.pinv(matrix) @ rhs, None, None, None),
         # --- element-wise ---

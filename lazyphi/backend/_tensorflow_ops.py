@@ -368,6 +368,7 @@ OPS: dict[str, Callable] = {
     'fft': compositions.fourier({1: tf.signal.fft, 2: tf.signal.fft2d, 3: tf.signal.fft3d}),
     'ifft': compositions.fourier({1: tf.signal.ifft, 2: tf.signal.ifft2d, 3: tf.signal.ifft3d}),
     'svd': compositions.svd,
+    'eigvals': tf.linalg.eigvals,
     'matrix_solve_least_squares': lambda matrix, rhs: (tf.linalg.lstsq(matrix, rhs, fast=False), None, None, None),
     # --- element-wise ---
     'add': _typed(np.add, _on_booleans(tf.math.logical_or, tf.math.add)),

@@ -661,6 +661,7 @@ OPS: dict[str, Callable] = {
     'fft': _fourier(torch.fft.fftn),
     'ifft': _fourier(torch.fft.ifftn),
     'svd': lambda matrix, full_matrices=True: tuple(torch.linalg.svd(matrix, full_matrices=full_matrices)),
+    'eigvals': torch.linalg.eigvals,
     'matrix_solve_least_squares': lambda matrix, rhs: tuple(torch.linalg.lstsq(matrix, rhs)),
     # --- element-wise; the operators also take a Python number on either side ---
     'add': operator.add,

@@ -135,7 +135,7 @@ from ._gather_scatter import (
 )
 from ._kinds import Expanded, Stacked
 from ._layout import Layout, is_none, layout, object_dims
-from ._linalg import fit_hyperplane, matrix_from_function, svd
+from ._linalg import eigenvalues, fit_hyperplane, matrix_from_function, matrix_rank, svd, with_diagonal
 from ._magic_ops import (
     b2i,
     c2b,
@@ -500,6 +500,7 @@ __all__ = [
     'dsum',
     'dtype',
     'dual',
+    'eigenvalues',
     'equal',
     'equality_by_ref',
     'equality_by_shape_and_value',
@@ -604,6 +605,7 @@ __all__ = [
     'map_types',
     'masked_fill',
     'matrix_from_function',
+    'matrix_rank',
     'max',
     'max_',
     'maximum',
@@ -745,6 +747,7 @@ __all__ = [
     'vec_squared',
     'when_available',
     'where',
+    'with_diagonal',
     'wrap',
     'zeros',
     'zeros_like',

@@ -1,10 +1,15 @@
-"""Matrices over named dims: `svd`, `fit_hyperplane` and `matrix_from_function`.
+"""Matrices over named dims: `svd`, `fit_hyperplane`, `eigenvalues`, `matrix_rank`, `with_diagonal` and
+`matrix_from_function`.
 
-The first two lay their tensors out as a batch of matrices, one axis each for the batch, the rows and the
-columns (`reshaped_native`, each axis packing the dims of one group), hand them to the backend (`svd`,
-`matrix_solve_least_squares`), and name the axes of the results again (`reshaped_tensor`). `svd` takes rows
-of non-uniform length too: the rows of all slices form one matrix, whose latent vectors are split again.
-`matrix_from_function` only calls the function, on the identity and on zeros.
+A matrix lists its columns along dual dims `~d` and its rows along the dims `d` of the same names (or, where
+it has none of those, along its other non-batch dims), as `@` pairs them. The decompositions lay their
+tensors out as a batch of matrices, one axis each for the batch, the rows and the columns
+(`reshaped_native`, each axis packing the dims of one group), hand them to the backend (`svd`,
+`matrix_solve_least_squares`, `eigvals`), and name the axes of the results again (`reshaped_tensor`). `svd`
+takes rows of non-uniform length too: the rows of all slices form one matrix, whose latent vectors are split
+again. `matrix_rank` counts the singular values above NumPy's tolerance; `with_diagonal` is a `where` on the
+positions whose row and column numbers agree. `matrix_from_function` only calls the function, on the
+identity and on zeros.
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ import inspect
 import itertools
 import warnings
 
+import numpy as np
+
 from ..backend import DType, convert, get_precision
 from ._compare import always_close
 from ._conversion import reshaped_native
@@ -20,12 +27,13 @@ from ._convert import convert as convert_tensors
 from ._creation import random_normal, range_tensor, reshaped_tensor, zeros_like
 from ._dims import batch, channel, instance, merge_shapes, non_batch, parse_dim_spec
 from ._magic_ops import expand, rename_dims, stack, unstack
-from ._ops import abs_, cast, sqrt
-from ._reduce import max_
-from ._shape import Shape
+from ._ops import abs_, cast, sqrt, to_float, where
+from ._reduce import max_, sum_
+from ._shape import EMPTY_SHAPE, Shape
 from ._tensor import Tensor, as_tensor, dims_in
 
 SINGULAR = channel('singular')  # the latent dim of `svd` by default
+EIGENVALUES = channel('eigenvalues')  # the dim listing the results of `eigenvalues` by default
 _COLUMN = '_column_of_'  # prefix of the batch dims numbering the basis vectors in `matrix_from_function`
 
 
@@ -140,6 +148,98 @@ def fit_hyperplane(x, y, point_dim=instance, weights=1.):
     solution = backend.matrix_solve_least_squares(matrix, rhs)[0]
     return (reshaped_tensor(solution[:, :-1, 0], [fits, components], convert=False),
             reshaped_tensor(solution[:, -1, 0], [fits], convert=False))
+
+
+def eigenvalues(matrix: Tensor, eigen_dim=EIGENVALUES) -> Tensor:
+    """The eigenvalues of the square matrices in `matrix`, as complex numbers listed along `eigen_dim`.
+
+    Args:
+        matrix: columns along dual dims, rows along the dims of the same names (or, if it has none of those,
+            along its non-batch, non-dual dims); its other dims list independent matrices. Integers and
+            booleans are taken as floats of the current precision.
+        eigen_dim: the dim listing the eigenvalues (a Shape, or a spec such as `'eigenvalues'`, channel by
+            default), in the order the backend gives them.
+
+    Returns:
+        Complex eigenvalues (on every backend, also where all are real), with the dims of the matrices and
+        `eigen_dim`.
+
+    Raises:
+        ValueError: `matrix` has no dual dim, or its rows and columns differ in number.
+    """
+    matrix = as_tensor(matrix)
+    rows, columns = _rows_and_columns(matrix, 'eigenvalues')
+    if rows.volume != columns.volume:
+        raise ValueError(f'eigenvalues(): the matrix {matrix.shape} is not square: {rows.volume} rows ({rows}) '
+                         f'but {columns.volume} columns ({columns})')
+    matrices = matrix.shape.without(rows.names).without(columns.names)
+    if matrix.dtype.kind not in (float, complex):
+        matrix = to_float(matrix)
+    values = matrix.backend.eigvals(reshaped_native(matrix, [matrices, rows, columns]))
+    eigen = parse_dim_spec(eigen_dim, 'channel') if isinstance(eigen_dim, str) else eigen_dim
+    return reshaped_tensor(values, [matrices, eigen], convert=False)
+
+
+def matrix_rank(matrix: Tensor) -> Tensor:
+    """The rank of each matrix in `matrix`: the number of its singular values above a tolerance.
+
+    The tolerance is NumPy's (`numpy.linalg.matrix_rank`): the largest singular value times the larger of the
+    numbers of rows and columns times the machine epsilon of the singular values' precision.
+
+    Args:
+        matrix: columns along its dual dims, rows along all its other non-batch dims; each batch entry is a
+            matrix of its own. Without dual dims, each matrix is one column.
+
+    Returns:
+        64-bit integers with the batch dims of `matrix`.
+    """
+    matrix = as_tensor(matrix)
+    rows, columns, matrices = matrix.shape.primal, matrix.shape.dual, matrix.shape.batch
+    if matrix.dtype.kind not in (float, complex):
+        matrix = to_float(matrix)
+    singular = matrix.backend.svd(reshaped_native(matrix, [matrices, rows, columns]), full_matrices=False)[1]
+    values = reshaped_tensor(singular, [matrices, channel('_singular')], convert=False)
+    epsilon = float(np.finfo(np.dtype(f'float{values.dtype.bits}')).eps)
+    tolerance = max_(values, '_singular') * (max(rows.volume, columns.volume) * epsilon)
+    return cast(sum_(values > tolerance, '_singular'), DType(int, 64))
+
+
+def with_diagonal(matrix: Tensor, values, check_square: bool = True) -> Tensor:
+    """A copy of the dense matrix `matrix` whose diagonal holds `values`.
+
+    The diagonal is where the row and the column have the same number, both counted row-major over their dims:
+    with rows `x, y` and columns `~x, ~y`, where `x == ~x` and `y == ~y`.
+
+    Args:
+        matrix: columns along dual dims; rows along the dims of the same names, else along the non-batch,
+            non-dual dims, else along the batch dims. Other dims list independent matrices.
+        values: the new diagonal: a number, or a tensor whose dims broadcast against `matrix` (along the rows,
+            one value per diagonal entry).
+        check_square: refuse matrices with more rows than columns or fewer; otherwise the diagonal of a
+            rectangular matrix has as many entries as it has rows or columns, whichever is fewer.
+
+    Raises:
+        ValueError: `matrix` has no dual dim, or is not square with `check_square`.
+    """
+    matrix = as_tensor(matrix)
+    rows, columns = _rows_and_columns(matrix, 'with_diagonal', matrix.shape.batch)
+    if check_square and rows.volume != columns.volume:
+        raise ValueError(f'with_diagonal(): the matrix {matrix.shape} is not square: {rows.volume} rows ({rows}) '
+                         f'but {columns.volume} columns ({columns}); pass check_square=False for the diagonal of '
+                         f'a rectangular matrix')
+    return where(range_tensor(rows) == range_tensor(columns), values, matrix)
+
+
+def _rows_and_columns(matrix: Tensor, function: str, last_resort: Shape = EMPTY_SHAPE) -> tuple[Shape, Shape]:
+    """The columns (the dual dims) of `matrix` and its rows: the dims named like the columns, in their order;
+    where there are none, the non-batch, non-dual dims; where there are none of those either, `last_resort`."""
+    columns = matrix.shape.dual
+    if not columns:
+        raise ValueError(f'{function}(): the matrix {matrix.shape} has no dual dim; a matrix lists its columns '
+                         f'along dual dims (~d) and its rows along the dims of the same names')
+    named = [name[1:] for name in columns.names if name[1:] in matrix.shape]
+    rows = matrix.shape.only(named, reorder=True) if named else matrix.shape.primal or last_resort
+    return rows, columns
 
 
 def matrix_from_function(f, *args, auxiliary_args: str | None = None, auto_compress: bool = False,
