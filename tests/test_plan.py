@@ -418,6 +418,12 @@ OPERATIONS = {
     'at_max_neighbor': lambda t: math.at_max_neighbor(t, -t, padding=math.extrapolation.ZERO),
     'at_min_neighbor': lambda t: math.at_min_neighbor((t, t * 2), t, 'x', offsets=(-1, 0, 1), diagonal=False)[1],
     'sample_subgrid': lambda t: math.sample_subgrid(t, math.vec(x=1.5, y=2), spatial(x=8, y=4)),
+    # pairs of points
+    **{name: (lambda f: lambda t: f(math.stack([t.y[0], t.y[1]], channel('vector')), 1.))(getattr(math, name))
+       for name in ('pairwise_differences', 'pairwise_distances')},
+    'find_closest': lambda t: math.find_closest(math.stack([t.y[0], t.y[1]], channel('vector')),
+                                                math.rename_dims(math.stack([t.y[2], t.y[3]], channel('vector')), 'x',
+                                                                 instance('q'))),
     # vectors and losses
     'l1_loss': math.l1_loss, 'l2_loss': math.l2_loss,
     'norm': lambda t: math.norm(t, 'x'), 'vec_length': lambda t: math.vec_length(t, 'x'),

@@ -234,6 +234,7 @@ from ._padding import (
     shift,
     slice_off,
 )
+from ._pairs import find_closest, pairwise_differences
 from ._ranges import (
     brange,
     crange,
@@ -371,6 +372,7 @@ any = any_
 all = all_
 slice = slice_
 replace_dims = rename_dims  # phiml's other name for it
+pairwise_distances = pairwise_differences  # phiml's other name for it
 copy_with = replace  # phiml's other name for it
 conj = conjugate
 inf = INF
@@ -512,6 +514,7 @@ __all__ = [
     'factorial',
     'fft',
     'fftfreq',
+    'find_closest',
     'finite_cmax',
     'finite_cmean',
     'finite_cmin',
@@ -643,6 +646,8 @@ __all__ = [
     'p2d',
     'pack_dims',
     'pad',
+    'pairwise_differences',
+    'pairwise_distances',
     'perf_counter',
     'pi',
     'pmax',
