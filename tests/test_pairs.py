@@ -1,4 +1,5 @@
-"""Pairs of points (`pairwise_differences`, `find_closest`) against NumPy, SciPy and phiml, on every backend."""
+"""Pairs of points (`pairwise_differences`, `find_closest`, `map_pairs`, `count_intersections`) against NumPy,
+SciPy and phiml, on every backend."""
 
 import warnings
 
@@ -208,3 +209,95 @@ def test_find_closest_names_what_it_cannot_do():
         math.find_closest(math.zeros(channel(vector='x,y')))
     with pytest.raises(ValueError, match="components' dims"):
         math.find_closest(vectors, math.zeros(instance(q=2)))
+
+
+# --- map_pairs -------------------------------------------------------------------------------------------------
+
+def test_map_pairs_applies_the_function_to_every_pair_of_a_dense_connection_matrix():
+    values = RNG.normal(size=(4, 2))
+    received = []
+
+    def distance(origin, neighbor):
+        received.append(origin.shape)
+        return math.vec_length(neighbor - origin)
+    connections = math.tensor(np.eye(4), instance('p'), dual('p'))  # the values do not matter: all pairs are stored
+    result = math.map_pairs(distance, points(values, instance('p')), connections)
+    assert received == [instance(entries=16) & channel(vector='x,y')]
+    assert set(result.shape.names) == {'p', '~p'}
+    np.testing.assert_allclose(result.numpy('p,~p'), np.linalg.norm(values[None] - values[:, None], axis=-1),
+                               rtol=1e-5)
+
+
+def test_map_pairs_as_phiml_gives_it_for_a_connection_matrix_storing_all_pairs():
+    """phiml's result for a sparse matrix storing every pair (for a dense one it depends on the order of the
+    connection's axes in memory: with `p` before `~p` it comes out transposed)."""
+    pm = phiml_math()
+    values, connections = RNG.normal(size=(3, 2)), np.ones((3, 3))
+    ours = math.map_pairs(lambda a, b: b - a, points(values, instance('p')),
+                          math.tensor(connections, instance('p'), dual('p')))
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        sparse = pm.to_format(pm.tensor(connections, pm.instance('p'), pm.dual('p')), 'coo')
+        theirs = pm.dense(pm.map_pairs(lambda a, b: b - a, pm.tensor(values, pm.instance('p'),
+                                                                     pm.channel(vector='x,y')), sparse))
+    assert set(ours.shape.names) == set(theirs.shape.names)
+    np.testing.assert_allclose(ours.numpy('p,~p,vector'), theirs.numpy('p,~p,vector'), rtol=1e-5)
+
+
+def test_map_pairs_names_bad_connections():
+    values = math.zeros(instance(p=3))
+    with pytest.raises(ValueError, match='dual dim ~d for a dim d'):
+        math.map_pairs(lambda a, b: b, values, math.zeros(instance(p=3), dual(q=3)))
+    with pytest.raises(ValueError, match='as many as the entries'):
+        math.map_pairs(lambda a, b: b, values, math.zeros(dual(p=2)))
+    with pytest.raises(ValueError, match='no dual dims'):
+        math.map_pairs(lambda a, b: b, math.zeros(dual(p=3)), math.zeros(dual(p=3)))
+
+
+# --- count_intersections ---------------------------------------------------------------------------------------
+
+def shared_counts(lists: np.ndarray) -> np.ndarray:
+    """The number of distinct values each pair of the rows of `lists` shares; 0 on the diagonal."""
+    n = len(lists)
+    return np.array([[0 if i == j else len(np.intersect1d(lists[i], lists[j])) for j in range(n)] for i in range(n)])
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(1, 5), st.integers(1, 6), st.integers(1, 8))
+def test_count_intersections_counts_the_distinct_shared_elements_of_each_pair_of_lists(lists, length, high):
+    values = RNG.integers(0, high, size=(2, lists, length))
+    counts = math.count_intersections(math.tensor(values, batch('b'), spatial('lists'), instance('elements')), 'lists')
+    assert set(counts.shape.names) == {'b', 'lists', '~lists'} and counts.dtype == math.DType(int, 64)
+    for b in range(2):
+        np.testing.assert_array_equal(counts.b[b].numpy('lists,~lists'), shared_counts(values[b]))
+
+
+def test_count_intersections_on_every_backend_with_nan_and_vector_elements(backend):
+    floats = np.array([[1.5, 2, np.nan, 2], [np.nan, 1.5, 3, 2]])
+    counts = math.count_intersections(math.tensor(floats, instance('lists'), spatial('e')), 'lists', spatial)
+    np.testing.assert_array_equal(counts.numpy('lists,~lists'), [[0, 2], [2, 0]])  # NaN equals nothing
+    pairs = np.array([[[1, 2], [3, 4]], [[3, 4], [2, 1]], [[1, 2], [1, 2]]])  # elements equal in both components
+    counts = math.count_intersections(math.tensor(pairs, instance('lists'), spatial('e'), channel('c')), 'lists',
+                                      spatial)
+    np.testing.assert_array_equal(counts.numpy('lists,~lists'), [[0, 1, 1], [1, 0, 0], [1, 0, 0]])
+
+
+def test_count_intersections_as_phiml_counts_them():
+    pm = phiml_math()
+    values = np.array([[1, 2, 3, 3], [2, 3, 4, 5], [7, 8, 9, 1]])
+    ours = math.count_intersections(math.tensor(values, instance('lists'), instance('elements')), 'lists')
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        theirs = pm.count_intersections(pm.tensor(values, pm.instance('lists'), pm.instance('elements')), 'lists')
+    assert set(ours.shape.names) == set(theirs.shape.names)
+    np.testing.assert_array_equal(ours.numpy('lists,~lists'), theirs.numpy('lists,~lists'))
+
+
+def test_count_intersections_names_bad_dims():
+    values = math.zeros(instance(lists=2, e=3))
+    with pytest.raises(ValueError, match='arg_dims=batch'):
+        math.count_intersections(values, batch)
+    with pytest.raises(ValueError, match='no lists'):
+        math.count_intersections(values, 'z')
+    with pytest.raises(ValueError, match='no elements'):
+        math.count_intersections(values, 'lists', spatial)

@@ -424,6 +424,8 @@ OPERATIONS = {
     'find_closest': lambda t: math.find_closest(math.stack([t.y[0], t.y[1]], channel('vector')),
                                                 math.rename_dims(math.stack([t.y[2], t.y[3]], channel('vector')), 'x',
                                                                  instance('q'))),
+    'map_pairs': lambda t: math.map_pairs(lambda a, b: b - a, t.y[0], math.rename_dims(t, 'y', math.dual('x'))),
+    'count_intersections': lambda t: math.count_intersections(math.round(t), 'x', 'y'),
     # vectors and losses
     'l1_loss': math.l1_loss, 'l2_loss': math.l2_loss,
     'norm': lambda t: math.norm(t, 'x'), 'vec_length': lambda t: math.vec_length(t, 'x'),

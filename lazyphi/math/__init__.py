@@ -234,7 +234,7 @@ from ._padding import (
     shift,
     slice_off,
 )
-from ._pairs import find_closest, pairwise_differences
+from ._pairs import count_intersections, find_closest, map_pairs, pairwise_differences
 from ._ranges import (
     brange,
     crange,
@@ -469,6 +469,7 @@ __all__ = [
     'copy_with',
     'cos',
     'cosh',
+    'count_intersections',
     'count_occurrences',
     'cpack',
     'cprod',
@@ -604,6 +605,7 @@ __all__ = [
     'map_d2b',
     'map_d2c',
     'map_i2b',
+    'map_pairs',
     'map_s2b',
     'map_types',
     'masked_fill',

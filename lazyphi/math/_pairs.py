@@ -1,4 +1,5 @@
-"""Pairs of points: `pairwise_differences` between all of them and `find_closest` of a set to each query.
+"""Pairs of points: `pairwise_differences` between all of them, `find_closest` of a set to each query,
+`map_pairs` of a function over the pairs of a dense connection matrix, and `count_intersections` of lists.
 
 All results are dense: lazyphi has no sparse tensors, so the pairs a neighbour search would keep are all
 computed, and those farther apart than a cut-off are masked instead of left out. The neighbours of a point
@@ -9,22 +10,27 @@ host-side algorithm is `find_closest(method='kd')`, SciPy's k-d tree; where the 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
+from ..backend import DType
 from ._convert import all_available, choose_backend_t, convert
-from ._creation import wrap
-from ._dims import channel, instance
-from ._magic_ops import pack_dims, rename_dims, stack, unpack_dim
-from ._ops import where
-from ._reduce import sum_
+from ._creation import range_tensor, wrap
+from ._dims import batch, channel, instance
+from ._magic_ops import expand, pack_dims, rename_dims, stack, unpack_dim
+from ._ops import cast, where
+from ._reduce import all_, any_, sum_
 from ._shape import Shape
 from ._sorting import argmin
-from ._tensor import Tensor, as_tensor
+from ._tensor import Tensor, as_tensor, dims_in
 
 INDEX = channel('index')  # the dim listing the components of the indices of `find_closest` by default
 _SPARSE_FORMATS = ('sparse', 'coo', 'csr', 'csc')
 _METHODS = ('auto', 'sparse', 'scipy-kd')  # phiml's neighbour searches; all give the same dense result
+_ENTRIES = instance('entries')  # the dim listing the pairs handed to the function of `map_pairs`, as phiml names it
 _PAIRS = '_pairs'  # the dim through which `pairwise_differences` lists the points again along the dual dims
+_OTHER = '_other_element'  # the dim of the elements of the other list in `count_intersections`
 _CANDIDATE = '_candidate_'  # prefix of the dims listing the vectors searched by `find_closest`
 
 
@@ -188,3 +194,93 @@ def _closest_on_host(vectors: Tensor, query: Tensor, trees: list, listed: Shape)
         results.append(wrap(multi, spread, channel(index=listed.names)))
     result = stack(results, vectors.shape.batch) if vectors.shape.batch else results[0]
     return convert(result, choose_backend_t(vectors, query))
+
+
+def map_pairs(map_function: Callable, values: Tensor, connections: Tensor) -> Tensor:
+    """`map_function(origin, neighbor)` for every pair of entries of `values` that `connections` lists.
+
+    `connections` is a dense matrix: each of its rows `d` (dims of `values`) is connected to each of its
+    columns `~d`, whatever its values, and its other dims play no part (phiml reads the stored entries of a
+    sparse matrix; lazyphi has no sparse tensors, and a dense one stores all). The pairs are listed along the
+    instance dim `entries`, as phiml lists them, so `map_function` receives `values` of the origin and of the
+    neighbour of each pair.
+
+    Args:
+        map_function: `(origin, neighbor) -> Tensor`, applied to all pairs at once.
+        values: the entries, listed along the dims `d` whose dual twins `~d` are the columns of `connections`;
+            no dual dims.
+        connections: a tensor with the dual dims `~d` (of the sizes of `d` in `values`) and maybe `d`.
+
+    Returns:
+        The results along the dims `d` and `~d`, with the other dims `map_function` gives.
+
+    Raises:
+        ValueError: `values` have dual dims, or `connections` has no dual dim whose twin `values` have, or
+            one of another size.
+    """
+    values, connections = as_tensor(values), as_tensor(connections)
+    if values.shape.dual:
+        raise ValueError(f'map_pairs(): values must have no dual dims, but have {values.shape.dual}')
+    columns = connections.shape.dual.only([f'~{name}' for name in values.shape.names])
+    if not columns:
+        raise ValueError(f'map_pairs(): connections {connections.shape} must have a dual dim ~d for a dim d of '
+                         f'values {values.shape}, listing the neighbours')
+    rows = values.shape.only([name[1:] for name in columns.names], reorder=True)
+    if rows.sizes != columns.sizes:
+        raise ValueError(f'map_pairs(): the neighbours {columns} of connections must be as many as the entries '
+                         f'{rows} of values')
+    pairs = rows + columns
+    origin = pack_dims(expand(values, columns), pairs, _ENTRIES)
+    neighbor = pack_dims(expand(rename_dims(values, rows, columns), rows), pairs, _ENTRIES)
+    return unpack_dim(map_function(origin, neighbor), _ENTRIES.name, pairs)
+
+
+def count_intersections(values: Tensor, arg_dims, list_dims=instance, feature_dims=channel) -> Tensor:
+    """How many distinct elements each pair of lists shares.
+
+    Two elements are equal if all their components along `feature_dims` are (NaN equals nothing). The counts
+    form a matrix over the lists: rows along `arg_dims`, columns along their dual twins; its diagonal is 0.
+    It compares every element of every list with every element of every other list: memory for (lists x
+    elements)² comparisons.
+
+    Args:
+        values: the lists, with equal numbers of elements (uniform shape).
+        arg_dims: the dims listing the lists (not `batch`).
+        list_dims: the dims listing the elements of each list (those of `arg_dims` excluded).
+        feature_dims: the dims listing the components of one element.
+
+    Returns:
+        64-bit integer counts: `arg_dims`, their dual twins, and the dims of `values` not named in the arguments
+        (each entry of those has lists of its own).
+
+    Raises:
+        ValueError: `arg_dims` is `batch` or selects no dim, no dims are left to list the elements, or the
+            shape of `values` is not uniform.
+    """
+    if arg_dims is batch:
+        raise ValueError('count_intersections(): arg_dims=batch: batch dims list independent entries, not lists; '
+                         'name the dims listing the lists')
+    values = as_tensor(values)
+    if not values.shape.is_uniform:
+        raise ValueError(f'count_intersections(): values {values.shape} must be uniform (lists of equal length); '
+                         f'pad the lists first')
+    args = values.shape.only(arg_dims)
+    features = values.shape.only(feature_dims).without(args.names)
+    elements = values.shape.only(list_dims).without(args.names).without(features.names)
+    if not args or not elements:
+        raise ValueError(f'count_intersections(): arg_dims={arg_dims!r} must select the dims listing the lists and '
+                         f'list_dims={list_dims!r} the dims listing their elements, in {values.shape}; found '
+                         f'{args or "no lists"} and {elements or "no elements"}')
+    items = instance('_element')
+    own = pack_dims(values, elements, items)
+    other = rename_dims(own, items.name, _OTHER)
+
+    def same(a: Tensor, b: Tensor) -> Tensor:
+        equal = a == b
+        return all_(equal, dims_in(equal.shape, features.names)) if features else equal
+
+    in_other_list = any_(same(own, rename_dims(other, args, args.as_dual())), _OTHER)
+    earlier = range_tensor(instance(**{_OTHER: own.shape.get_size(items.name)})) < range_tensor(own.shape[items.name])
+    repeated = any_(same(own, other) & earlier, _OTHER)  # counted at its first position only
+    counts = sum_(cast(in_other_list & ~repeated, DType(int, 64)), items.name)
+    return where(range_tensor(args) == range_tensor(args.as_dual()), 0, counts)
