@@ -34,6 +34,7 @@ from ._compare import (
     equality_by_shape_and_value,
 )
 from ._conversion import (
+    copy,
     native,
     numpy,
     print_,
@@ -466,6 +467,7 @@ __all__ = [
     'contains',
     'convert',
     'convolve',
+    'copy',
     'copy_with',
     'cos',
     'cosh',

@@ -144,6 +144,30 @@ def _dense_to_device(ts, device: ComputeDevice) -> Dense:
 TO_DEVICE = Op('to_device', ELEMENTWISE, _dense_to_device)
 
 
+def _dense_copy(ts) -> Dense:
+    t = ts[0]
+    return Dense(read_only_native(t._backend.copy(t._native)), t._shape, t._backend)
+
+
+COPY = Op('copy', ELEMENTWISE, _dense_copy)
+
+
+def copy(value):
+    """A tensor equal to `value` whose values lie in new native arrays of the same backend and device.
+
+    A kind that holds its values in several natives, or lazily (an expanded tensor), copies each of its
+    natives and stays that kind. Trees of tensors give trees of copies; numbers are returned as they are,
+    natives are copied by their backend.
+    """
+    if isinstance(value, Tensor):
+        return dispatch(COPY, (value,))
+    if isinstance(value, NUMBER_TYPES) or value is None:
+        return value
+    if isinstance(value, (tuple, list, dict)) or hasattr(type(value), '__dataclass_fields__'):
+        return tree_map(copy, value)
+    return choose_backend(value).copy(value)
+
+
 def to_device(value, device, convert: bool = True, use_dlpack: bool = True):
     """`value` (a tensor, native or tree) with its values on `device` (a ComputeDevice, or a type like 'CPU').
 
