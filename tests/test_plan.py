@@ -462,7 +462,7 @@ OPERATIONS = {
     'f': lambda t: -math.f - f'{t:.2f}',
     'point_index': lambda t: t[math.vec(x=1, y=2)], 'mask': lambda t: t.x[math.wrap(np.arange(16) % 2 == 0, X)],
     'index_own_dim': lambda t: t.x[math.wrap(np.array([3, 1]), X)], 'dense': math.dense,
-    'copy': math.copy,
+    'copy': math.copy, 'print_gradient': lambda t: math.print_gradient(t, 't'),
 }
 FALLBACKS = {
     'assert_close': 'numpy()',  # compares values: data-dependent conversion, per element

@@ -1,4 +1,4 @@
-"""`copy`, on every backend, against NumPy and phiml."""
+"""`copy` and `print_gradient`, on every backend, against NumPy and phiml."""
 
 import warnings
 
@@ -71,3 +71,50 @@ def test_copy_values_equal_phimls(phiml_math):
     ours = math.copy(math.tensor(VALUES, batch('b'), spatial('x,y')))
     theirs = phiml_math.copy(phiml_math.tensor(VALUES, phiml_math.batch('b'), phiml_math.spatial('x,y')))
     np.testing.assert_array_equal(ours.numpy('b,x,y'), theirs.numpy('b,x,y'))
+
+
+# --- print_gradient -------------------------------------------------------------------------------
+
+
+def test_print_gradient_prints_the_gradient_in_the_backward_pass(backend, capsys):
+    x = math.tensor(np.array([1., 2., 3.], np.float32), spatial('x'))
+    if not backend.supports('jacobian'):
+        assert math.print_gradient(x, 'dx') is x  # NumPy has no backward pass: the value itself, as in phiml
+        return
+
+    def loss(x):
+        return math.l2_loss(math.print_gradient(x, 'dx') * 2)
+    grad = math.gradient(loss, 'x', get_output=False)(x)
+    np.testing.assert_allclose(grad.numpy('x'), [4., 8., 12.])
+    assert capsys.readouterr().out == f'dx: {grad}\n'
+
+    def detailed(x):
+        return math.l2_loss(math.print_gradient(x, 'dx', detailed=True) * 2)
+    math.gradient(detailed, 'x', get_output=False)(x)
+    out = capsys.readouterr().out
+    assert out.startswith('dx: (xˢ=3) float32') and '4.' in out and '12.' in out
+
+
+def test_print_gradient_inside_jit_prints_after_each_call(backend, capsys):
+    if not backend.supports('jacobian'):
+        pytest.skip(f'{backend.name} has no backward pass')
+
+    def loss(x):
+        return math.l2_loss(math.print_gradient(x) * 3)
+    compiled = math.jit_compile(math.gradient(loss, 'x', get_output=False))
+    for offset in (0., 1.):
+        x = math.tensor(np.array([1., 2.], np.float32) + offset, spatial('x'))
+        grad = compiled(x)
+        np.testing.assert_allclose(grad.numpy('x'), 9 * x.numpy('x'))
+        assert capsys.readouterr().out == f'{grad}\n'
+
+
+def test_print_gradient_of_numpy_values_under_a_differentiating_default(backend, capsys):
+    if not backend.supports('jacobian'):
+        pytest.skip(f'{backend.name} has no backward pass')
+    x = math.tensor(np.array([1., 2.], np.float32), spatial('x'), convert=False)
+    grad = math.gradient(lambda x: math.sum(math.print_gradient(x, 'g') ** 2), 'x', get_output=False)(x)
+    np.testing.assert_allclose(grad.numpy('x'), [2., 4.])
+    assert capsys.readouterr().out.startswith('g: ')
+    with pytest.raises(TypeError, match='takes a Tensor'):
+        math.print_gradient(np.ones(2))

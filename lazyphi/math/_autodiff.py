@@ -1,4 +1,5 @@
-"""Transforming functions of tensors: `jit_compile`, `gradient`, `custom_gradient`, `stop_gradient`.
+"""Transforming functions of tensors: `jit_compile`, `gradient`, `custom_gradient`, `stop_gradient`,
+`print_gradient`.
 
 The functions take and return tensors or trees of them (tuples, lists, dicts, dataclasses). They are
 flattened to backend natives, handed to the backend's compiler or automatic differentiation, and the
@@ -8,6 +9,7 @@ and `auxiliary_args` / `wrt` name parameters.
 
 from __future__ import annotations
 
+import builtins
 import contextvars
 import functools
 import inspect
@@ -15,6 +17,7 @@ from collections.abc import Callable, Sequence
 
 from .._errors import NoBackendFound
 from ..backend import Backend, choose_backend, convert, default_backend
+from ._conversion import print_
 from ._elementwise import positional_tensor
 from ._tensor import ELEMENTWISE, NUMBER_TYPES, Dense, Op, Tensor, as_tensor, common_backend, content_hash, dispatch
 from ._tree import tree_map
@@ -437,3 +440,33 @@ def stop_gradient(x):
         return x
     return choose_backend(x).stop_gradient(x)
 
+
+
+def print_gradient(value: Tensor, name: str = '', detailed: bool = False) -> Tensor:
+    """`value` unchanged, marked so that the gradient reaching it in a backward pass is printed.
+
+    Built on `custom_gradient` with the identity as function, so it prints on the backends that
+    differentiate (torch, jax, tensorflow) whenever `gradient` computes through it; on NumPy, which has no
+    backward pass, `value` itself is returned. Inside `jit_compile`, the gradient is printed once the compiled
+    function has run, with the values of that call.
+
+    Args:
+        value: the tensor whose gradient to print.
+        name: printed before the gradient.
+        detailed: print every value (`print_`) instead of the one-line summary.
+    """
+    if not isinstance(value, Tensor):
+        raise TypeError(f'print_gradient() takes a Tensor, got {type(value).__name__}')
+    if not value.backend.supports('custom_gradient'):
+        return value
+
+    def show(gradient_value: Tensor) -> None:
+        if detailed:
+            print_(gradient_value, name)
+        else:
+            builtins.print(f'{name}: {gradient_value}' if name else str(gradient_value))
+
+    def backward(inputs: dict, _output, d_output) -> dict:
+        when_available(show, d_output)
+        return {'x': d_output}
+    return custom_gradient(lambda x: x, backward)(value)
