@@ -463,12 +463,14 @@ OPERATIONS = {
     'point_index': lambda t: t[math.vec(x=1, y=2)], 'mask': lambda t: t.x[math.wrap(np.arange(16) % 2 == 0, X)],
     'index_own_dim': lambda t: t.x[math.wrap(np.array([3, 1]), X)], 'dense': math.dense,
     'copy': math.copy, 'print_gradient': lambda t: math.print_gradient(t, 't'),
+    'native_call': lambda t: math.native_call(lambda n: n * 2, t),
 }
 FALLBACKS = {
     'assert_close': 'numpy()',  # compares values: data-dependent conversion, per element
     'nonzero': 'materialising the values',  # the number of positions depends on the values
     'native': 'native()', 'numpy': 'numpy()',  # leave lazyphi: the values are needed
     'reshaped_native': 'materialising the values', 'reshaped_numpy': 'materialising the values',
+    'native_call': 'materialising the values',  # hands natives to a function: through reshaped_native
     'svd': 'materialising the values', 'fit_hyperplane': 'materialising the values',  # through reshaped_native
     'eigenvalues': 'materialising the values', 'matrix_rank': 'materialising the values',  # the same
     'close': 'bool()', 'equal': 'bool()',  # answer a Python bool about the values

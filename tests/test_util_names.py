@@ -1,4 +1,4 @@
-"""`copy` and `print_gradient`, on every backend, against NumPy and phiml."""
+"""`copy`, `native_call` and `print_gradient`, on every backend, against NumPy and phiml."""
 
 import warnings
 
@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from lazyphi import math
-from lazyphi.math import batch, spatial
+from lazyphi.backend import NUMPY
+from lazyphi.math import batch, channel, dual, instance, spatial
 
 pytestmark = pytest.mark.usefixtures('backend')
 
@@ -71,6 +72,121 @@ def test_copy_values_equal_phimls(phiml_math):
     ours = math.copy(math.tensor(VALUES, batch('b'), spatial('x,y')))
     theirs = phiml_math.copy(phiml_math.tensor(VALUES, phiml_math.batch('b'), phiml_math.spatial('x,y')))
     np.testing.assert_array_equal(ours.numpy('b,x,y'), theirs.numpy('b,x,y'))
+
+
+# --- native_call ----------------------------------------------------------------------------------
+
+
+@ON_NUMPY
+def test_native_call_lays_out_batch_spatial_and_channels_for_numpy_functions():
+    data = RNG.standard_normal((2, 4, 3, 2))
+    t = math.tensor(data, batch('b'), spatial('x,y'), channel(vector='u,v'))
+    scale = math.tensor(data[0, :, :, 0], spatial('x,y'))
+    seen = []
+
+    def record(x, y):
+        seen.append((x.shape, y.shape))
+        return x * y
+    result = math.native_call(record, t, scale, channels_last=True)
+    assert seen == [((2, 4, 3, 2), (2, 4, 3, 1))]  # the batch repeated for the input without it
+    assert result.shape == batch(b=2) & spatial(x=4, y=3) & channel(vector=2)
+    np.testing.assert_allclose(result.numpy('b,x,y,vector'), data * data[0, :, :, 0][None, :, :, None])
+    first = math.native_call(lambda x: (seen.append(x.shape), x)[1], t, channels_last=False)
+    assert seen[-1] == (2, 2, 4, 3)
+    np.testing.assert_array_equal(first.numpy('b,x,y,vector'), data)
+
+
+@ON_NUMPY
+def test_native_call_names_results_by_their_axes():
+    data = RNG.standard_normal((2, 4, 3, 2))
+    t = math.tensor(data, batch('b'), spatial('x,y'), channel(vector='u,v'))
+    summed = math.native_call(lambda x: x.sum(axis=(1, 2)), t, channels_last=True)
+    assert summed.shape == batch(b=2) & channel(vector=2)
+    np.testing.assert_allclose(summed.numpy('b,vector'), data.sum(axis=(1, 2)))
+    total = math.native_call(lambda x: x.sum(axis=(1, 2, 3)), t, channels_last=True)
+    assert total.shape == batch(b=2)
+    cut = math.native_call(lambda x: x[:, 1:], t, channels_last=True)  # sizes come from the result
+    assert cut.shape == batch(b=2) & spatial(x=3, y=3) & channel(vector=2)
+    along_k = math.native_call(lambda x: x[:, 0], t, channels_last=True, spatial_dim='k')
+    assert along_k.shape == batch(b=2) & spatial(k=3) & channel(vector=2)
+    labelled = math.native_call(lambda x: x, t, channels_last=True, channel_dim=channel(c='p,q'))
+    assert labelled.shape.get_labels('c') == ('p', 'q')
+    flat = math.native_call(lambda x: x[..., 0], t, channels_last=True, channel_dim=None)
+    assert flat.shape == batch(b=2) & spatial(x=4, y=3)
+    scalar = math.native_call(lambda x: x, math.tensor(VALUES[0, 0, 0], ()))
+    assert scalar.shape.rank == 0 and float(scalar) == pytest.approx(float(VALUES[0, 0, 0]))
+    pair = math.native_call(lambda x: (x, 2 * x), t, channels_last=True)
+    math.assert_close(pair[1], 2 * pair[0])
+
+
+@ON_NUMPY
+def test_native_call_packs_batch_and_dual_dims_and_channels():
+    data = RNG.standard_normal((2, 3, 4, 5))
+    t = math.tensor(data, batch('b'), dual('k'), spatial('x'), channel('c'))
+    seen = []
+    result = math.native_call(lambda x: (seen.append(x.shape), x)[1], t, channels_last=True)
+    assert seen == [(6, 4, 5)]
+    assert result.shape == batch(b=2) & dual(k=3) & spatial(x=4) & channel(vector=5)
+    np.testing.assert_array_equal(result.numpy('b,~k,x,vector'), data)
+
+
+@ON_NUMPY
+def test_native_call_rejects_what_has_no_axis():
+    t = math.tensor(VALUES, batch('b'), spatial('x'), instance('i'))
+    with pytest.raises(ValueError, match='instance dims'):
+        math.native_call(lambda x: x, t)
+    ragged = math.stack([math.tensor([1, 2, 3], spatial('x')), math.tensor([4, 5], spatial('x'))], batch('b'))
+    with pytest.raises(ValueError, match='non-uniform'):
+        math.native_call(lambda x: x, ragged)
+    with pytest.raises(TypeError, match='pass tensors'):
+        math.native_call(lambda x: x, VALUES)
+    with pytest.raises(math.IncompatibleShapes, match=r'native_call.*channel_dim'):
+        math.native_call(lambda x: x[..., 0], math.tensor(VALUES, batch('b'), spatial('x,y')))
+
+
+def test_native_call_hands_the_backends_own_arrays_to_its_functions(backend):
+    data = RNG.standard_normal((2, 6, 6, 3)).astype(np.float32)
+    t = math.tensor(data, batch('b'), spatial('x,y'), channel('c'))
+    if backend.name == 'numpy':
+        result = math.native_call(lambda x: np.flip(x, axis=1), t)
+        expected = np.flip(data, 1)
+    elif backend.name == 'torch':
+        import torch
+        kernel = np.zeros((4, 3, 3, 3), np.float32)
+        kernel[:, :, 1, 1] = RNG.standard_normal((4, 3))
+        result = math.native_call(torch.nn.functional.conv2d, t, weight=torch.tensor(kernel), padding=1)
+        expected = np.einsum('bxyc,oc->bxyo', data, kernel[:, :, 1, 1])
+    elif backend.name == 'jax':
+        import jax
+        result = math.native_call(lambda x: jax.nn.softmax(x, axis=-1), t)
+        expected = np.exp(data) / np.exp(data).sum(-1, keepdims=True)
+    else:
+        import tensorflow as tf
+        kernel = RNG.standard_normal((1, 1, 3, 4)).astype(np.float32)
+        result = math.native_call(tf.nn.conv2d, t, filters=tf.constant(kernel), strides=1, padding='SAME')
+        expected = np.einsum('bxyc,co->bxyo', data, kernel[0, 0])
+    assert result.backend is backend
+    assert result.shape.non_channel == batch(b=2) & spatial(x=6, y=6)
+    np.testing.assert_allclose(result.numpy('b,x,y,vector'), expected, rtol=1e-4, atol=1e-5)
+
+
+def test_native_call_sends_numpy_inputs_to_the_default_backend(backend):
+    t = math.tensor(VALUES, batch('b'), spatial('x,y'), convert=False)
+    assert t.backend is NUMPY
+    types = []
+    math.native_call(lambda x: (types.append(type(x)), x)[1], t)
+    assert type(backend.as_tensor(np.zeros(1))) is types[0]
+
+
+@ON_NUMPY
+def test_native_call_equals_phimls(phiml_math):
+    data = RNG.standard_normal((2, 4, 3, 2)).astype(np.float32)  # phiml casts to the precision's float32
+    ours = math.native_call(lambda x: np.cumsum(x, 1), math.tensor(data, batch('b'), spatial('x,y'), channel('c')),
+                            channels_last=True)
+    theirs = phiml_math.native_call(lambda x: np.cumsum(x, 1), phiml_math.tensor(
+        data, phiml_math.batch('b'), phiml_math.spatial('x,y'), phiml_math.channel('c')), channels_last=True)
+    assert ours.shape.names == theirs.shape.names
+    np.testing.assert_allclose(ours.numpy('b,x,y,vector'), theirs.numpy('b,x,y,vector'))
 
 
 # --- print_gradient -------------------------------------------------------------------------------

@@ -37,6 +37,7 @@ from ._compare import (
 from ._conversion import (
     copy,
     native,
+    native_call,
     numpy,
     print_,
     reshaped_native,
@@ -627,6 +628,7 @@ __all__ = [
     'nan',
     'nan_to_0',
     'native',
+    'native_call',
     'ncat',
     'neighbor_max',
     'neighbor_mean',

@@ -5,16 +5,24 @@ from __future__ import annotations
 
 import builtins
 import math
+from collections.abc import Callable
 
 import numpy as np
 
+from .._errors import IncompatibleShapes
 from ..backend import (
+    BACKENDS,
+    NUMPY,
     Backend,
     ComputeDevice,
     choose_backend,
+    default_backend,
     set_global_default_backend,
 )
-from ._shape import Shape, resolve_dims
+from ..backend import convert as convert_native
+from ._creation import reshaped_tensor
+from ._dims import channel, merge_shapes, spatial
+from ._shape import EMPTY_SHAPE, Shape, resolve_dims
 from ._structure import expand_tensor, transpose
 from ._tensor import ELEMENTWISE, NUMBER_TYPES, Dense, Op, Tensor, dispatch, read_only_native
 from ._tree import tree_map
@@ -108,6 +116,115 @@ def reshaped_native(value: Tensor, groups, force_expand=True, to_numpy: bool = F
 def reshaped_numpy(value: Tensor, groups, force_expand=True) -> np.ndarray:
     """`reshaped_native` as a NumPy array."""
     return reshaped_native(value, groups, force_expand, to_numpy=True)
+
+
+def _dim_group(value, dim_type, what: str) -> Shape:
+    """`value` (a Shape, a str of names or None) as dims of `dim_type` for `native_call`."""
+    if isinstance(value, Shape):
+        return value
+    if value is None or value == '':
+        return EMPTY_SHAPE
+    if isinstance(value, str):
+        return dim_type(*[n.strip() for n in value.split(',') if n.strip()])
+    raise TypeError(f'native_call(): {what} must be a Shape, a str of dim names or None, got {value!r}')
+
+
+def _module_backend(f) -> Backend | None:
+    """The backend of a loaded library whose module (torch.nn.Module, tf.Module) `f` is, if any."""
+    return next((b for b in BACKENDS if b.supports('is_module') and b.is_module(f)), None)
+
+
+def native_call(f: Callable, *inputs: Tensor, channels_last=None, channel_dim='vector', spatial_dim=None,
+                **f_kwargs):
+    """Call `f`, a function of natives, on `inputs` laid out as batch, spatial and channel axes, and name its result.
+
+    Each input becomes one native with the axes (batch, spatial..., channel) if `channels_last`, else
+    (batch, channel, spatial...): all batch and dual dims of all inputs packed into the first axis, one axis
+    per spatial dim of all inputs (in the order of their merged shape), and the input's channel dims packed
+    into one axis (of size 1 without any). Batch and spatial dims an input lacks are repeated to the size the
+    others give them. The natives belong to one backend: that of `f` if it is a module (`torch.nn.Module`,
+    `tf.Module`) of a library lazyphi has loaded, else that of the inputs, and for NumPy inputs the default
+    backend, as in phiml.
+
+    The result of `f` is named by its number of axes: one axis is the batch, two are batch and channel,
+    more are batch, spatial and channel as in the inputs (or along `spatial_dim`); sizes are taken from the
+    result. A channel dim of size 1 without labels is removed.
+
+    Args:
+        f: called as `f(*natives, **f_kwargs)`; returns one native, or a tuple or list of natives (each named
+            alike; phiml takes only one).
+        *inputs: tensors of uniform shape without instance dims (pack or retype those first).
+        channels_last: where the channel axis goes; None: where the backend prefers it (last for NumPy,
+            JAX and TensorFlow, first after the batch for torch).
+        channel_dim: the channel dims of the result, one axis each: a name, names 'a,b', a Shape (for labels)
+            or None for a result without a channel axis.
+        spatial_dim: the spatial dims of the result, if they are not those of the inputs: names or a Shape.
+        **f_kwargs: passed on to `f` as they are.
+
+    Returns:
+        A tensor of the result's backend, or a tuple or list of them.
+    """
+    if not inputs:
+        raise ValueError('native_call() needs at least one input tensor')
+    for i, value in enumerate(inputs):
+        if not isinstance(value, Tensor):
+            raise TypeError(f'native_call(): input {i} is a {type(value).__name__}; pass tensors')
+        if not value.shape.is_uniform:
+            raise ValueError(f'native_call(): input {i} has the non-uniform shape {value.shape}; unstack it or pad '
+                             f'it to a uniform shape first (pad_to_uniform)')
+        if value.shape.instance:
+            raise ValueError(f'native_call(): input {i} has the instance dims {value.shape.instance}, which have no '
+                             f'axis in the layout; pack them into a batch, spatial or channel dim first')
+    if channels_last not in (None, True, False):
+        raise TypeError(f'native_call(): channels_last must be True, False or None, got {channels_last!r}')
+    channel_dims = _dim_group(channel_dim, channel, 'channel_dim')
+    batch_dims = merge_shapes(*[v.shape.non_primal for v in inputs])
+    spatial_dims = merge_shapes(*[v.shape.spatial for v in inputs])
+    spatial_groups = [spatial_dims[n] for n in spatial_dims.names]
+    backend = _module_backend(f) or _inputs_backend(inputs)
+    if channels_last is None:
+        channels_last = bool(backend.prefers_channels_last())
+
+    def layout(spatial_axes: list, channel_axes: list) -> list:
+        return [batch_dims, *spatial_axes, *channel_axes] if channels_last else \
+            [batch_dims, *channel_axes, *spatial_axes]
+    natives = [convert_native(reshaped_native(v, layout(spatial_groups, [v.shape.channel])), backend) for v in inputs]
+    output = f(*natives, **f_kwargs)
+    channel_groups = [channel_dims[n] for n in channel_dims.names]
+    result_spatial = spatial_groups if spatial_dim is None else \
+        list(_dim_group(spatial_dim, spatial, 'spatial_dim'))
+
+    def named(native) -> Tensor:
+        sizes = tuple(choose_backend(native).staticshape(native))
+        rank = len(sizes)
+        if spatial_dim is None and rank == 1:
+            groups = [batch_dims]
+        elif spatial_dim is None and rank == 1 + len(channel_groups):
+            groups = [batch_dims, *channel_groups]
+        else:
+            groups = layout(result_spatial, channel_groups)
+        try:
+            result = reshaped_tensor(native, groups, convert=False)
+        except IncompatibleShapes as err:
+            raise IncompatibleShapes(f'native_call(): f returned an array of shape {sizes}, which does '
+                                     f'not fit the axes {groups}; pass spatial_dim= or channel_dim= to name its '
+                                     f'axes') from err
+        if channel_dims.rank == 1 and channel_dims.labels[0] is None and \
+                result.shape.get_size(channel_dims.name, 0) == 1:
+            result = result[{channel_dims.name: 0}]
+        return result
+    if isinstance(output, (tuple, list)):
+        return type(output)(named(o) for o in output)
+    return named(output)
+
+
+def _inputs_backend(inputs) -> Backend:
+    """The backend for natives of `inputs`: the one library among them besides NumPy, else the default backend."""
+    libraries = list(dict.fromkeys(v.backend for v in inputs if v.backend is not NUMPY))
+    if len(libraries) > 1:
+        raise TypeError(f'native_call(): the inputs belong to the backends {[b.name for b in libraries]}; convert '
+                        f'them to one first (convert(t, backend))')
+    return libraries[0] if libraries else default_backend()
 
 
 def swap_axes(x, axes):
