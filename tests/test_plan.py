@@ -462,7 +462,8 @@ OPERATIONS = {
     'f': lambda t: -math.f - f'{t:.2f}',
     'point_index': lambda t: t[math.vec(x=1, y=2)], 'mask': lambda t: t.x[math.wrap(np.arange(16) % 2 == 0, X)],
     'index_own_dim': lambda t: t.x[math.wrap(np.array([3, 1]), X)], 'dense': math.dense,
-    'copy': math.copy, 'print_gradient': lambda t: math.print_gradient(t, 't'),
+    'copy': math.copy, 'pad_to_uniform': lambda t: math.pad_to_uniform(t, spatial(x=20), pad_value=-1),
+    'print_gradient': lambda t: math.print_gradient(t, 't'),
     'native_call': lambda t: math.native_call(lambda n: n * 2, t),
 }
 FALLBACKS = {

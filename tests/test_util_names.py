@@ -1,9 +1,11 @@
-"""`copy`, `native_call` and `print_gradient`, on every backend, against NumPy and phiml."""
+"""`copy`, `native_call`, `pad_to_uniform` and `print_gradient`, on every backend, against NumPy and phiml."""
 
 import warnings
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lazyphi import math
 from lazyphi.backend import NUMPY
@@ -187,6 +189,63 @@ def test_native_call_equals_phimls(phiml_math):
         data, phiml_math.batch('b'), phiml_math.spatial('x,y'), phiml_math.channel('c')), channels_last=True)
     assert ours.shape.names == theirs.shape.names
     np.testing.assert_allclose(ours.numpy('b,x,y,vector'), theirs.numpy('b,x,y,vector'))
+
+
+# --- pad_to_uniform -------------------------------------------------------------------------------
+
+
+def ragged_tensor(lengths: list, dtype=np.float32):
+    parts = [math.tensor(np.arange(1, n + 1, dtype=dtype), spatial('x')) for n in lengths]
+    return math.stack(parts, batch('b'))
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.integers(1, 6), min_size=1, max_size=4), st.integers(0, 3), st.sampled_from([0, -1.5]))
+def test_pad_to_uniform_fills_the_end_of_each_part(lengths, extra, pad_value):
+    target = max(lengths) + extra
+    padded = math.pad_to_uniform(ragged_tensor(lengths), spatial(x=target) if extra else math.EMPTY_SHAPE, pad_value)
+    expected = np.full((len(lengths), target), pad_value, np.float32)
+    for i, n in enumerate(lengths):
+        expected[i, :n] = np.arange(1, n + 1)
+    assert padded.shape == batch(b=len(lengths)) & spatial(x=target) and padded.shape.is_uniform
+    np.testing.assert_array_equal(padded.numpy('b,x'), expected)
+
+
+def test_pad_to_uniform_in_several_dims_and_with_uniform_dims_kept():
+    parts = [math.ones(spatial(x=2, y=3), channel(c=2)), 2 * math.ones(spatial(x=3, y=1), channel(c=2))]
+    padded = math.pad_to_uniform(math.stack(parts, instance('i')), spatial(y=4))
+    assert padded.shape == instance(i=2) & spatial(x=3, y=4) & channel(c=2)
+    expected = np.zeros((2, 3, 4, 2), np.float32)
+    expected[0, :2, :3] = 1
+    expected[1, :3, :1] = 2
+    np.testing.assert_array_equal(padded.numpy('i,x,y,c'), expected)
+
+
+def test_pad_to_uniform_of_a_uniform_tensor_pads_to_the_target(backend):
+    t = math.tensor(np.arange(3), spatial('x'))
+    assert math.pad_to_uniform(t) is t
+    padded = math.pad_to_uniform(t, spatial(x=5), pad_value=9)
+    assert padded.backend is backend
+    np.testing.assert_array_equal(padded.numpy('x'), [0, 1, 2, 9, 9])  # phiml pads uniform tensors with 0 only
+
+
+def test_pad_to_uniform_rejects_targets_that_cut_or_name_other_dims():
+    ragged = ragged_tensor([3, 2])
+    with pytest.raises(ValueError, match=r"dim 'x' has up to 3 entries.*size 2"):
+        math.pad_to_uniform(ragged, spatial(x=2))
+    with pytest.raises(ValueError, match=r"names dims \['z'\]"):
+        math.pad_to_uniform(ragged, spatial(z=4))
+    with pytest.raises(TypeError, match='takes a Tensor'):
+        math.pad_to_uniform([1, 2])
+
+
+@ON_NUMPY
+def test_pad_to_uniform_equals_phimls(phiml_math):
+    ours = math.pad_to_uniform(ragged_tensor([3, 1, 2], np.int64), spatial(x=4), pad_value=-1)
+    theirs = phiml_math.pad_to_uniform(phiml_math.stack(
+        [phiml_math.tensor(np.arange(1, n + 1), phiml_math.spatial('x')) for n in (3, 1, 2)],
+        phiml_math.batch('b')), phiml_math.spatial(x=4), pad_value=-1)
+    np.testing.assert_array_equal(ours.numpy('b,x'), theirs.numpy('b,x'))
 
 
 # --- print_gradient -------------------------------------------------------------------------------

@@ -234,6 +234,7 @@ from ._optimize import ConvergenceException, Diverged, NotConverged, Solve, Solv
 from ._padding import (
     convolve,
     pad,
+    pad_to_uniform,
     shift,
     slice_off,
 )
@@ -653,6 +654,7 @@ __all__ = [
     'p2d',
     'pack_dims',
     'pad',
+    'pad_to_uniform',
     'pairwise_differences',
     'pairwise_distances',
     'perf_counter',

@@ -1,4 +1,4 @@
-"""Padding and its relatives: `pad`, `slice_off`, `shift` and `convolve`, built on `extrapolation`.
+"""Padding and its relatives: `pad`, `pad_to_uniform`, `slice_off`, `shift` and `convolve`, built on `extrapolation`.
 
 All of them are slicing, concatenation and element-wise arithmetic, so every tensor kind and the
 tracer take part without operations of their own.
@@ -15,7 +15,7 @@ from ._dims import channel, shape, spatial
 from ._items import normalize_selection
 from ._magic_ops import pack_dims, stack
 from ._reductions import REDUCTIONS
-from ._shape import Shape, resolve_dims
+from ._shape import EMPTY_SHAPE, NonUniform, Shape, resolve_dims
 from ._structure import rename_tensor_dims, stack_tensors
 from ._tensor import Tensor, as_tensor, dims_in
 from .extrapolation import ZERO, ZERO_GRADIENT, Extrapolation, as_extrapolation
@@ -108,6 +108,49 @@ def _pad_part(value: Tensor, slices: list, mode: Extrapolation, **kwargs) -> Ten
         previous = widths.get(dim, (0, 0))
         widths[dim] = (previous[0] + lower, previous[1] + upper)
     return mode.pad(value, widths, **kwargs)
+
+
+def pad_to_uniform(x: Tensor, target_shape: Shape = EMPTY_SHAPE, pad_value=0) -> Tensor:
+    """`x` padded at the upper end of its dims to one size per dim: a non-uniform tensor becomes uniform.
+
+    Each dim gets the size `target_shape` gives it, else the largest size it has anywhere in `x`. Every part
+    of a non-uniform tensor is padded on its own (parts nested along several dims too), then the parts are
+    stacked again; a uniform tensor is padded as a whole.
+
+    Args:
+        x: the tensor, uniform or not.
+        target_shape: sizes for some dims of `x`, at least their largest size (None: every dim its largest).
+        pad_value: the value of the new entries, a number or a tensor broadcast to them.
+    """
+    if not isinstance(x, Tensor):
+        raise TypeError(f'pad_to_uniform() takes a Tensor, got {type(x).__name__}')
+    if target_shape is None:
+        target_shape = EMPTY_SHAPE
+    if not isinstance(target_shape, Shape):
+        raise TypeError(f'pad_to_uniform(): target_shape must be a Shape such as spatial(x=8), got {target_shape!r}')
+    unknown = [n for n in target_shape.names if n not in x.shape.names]
+    if unknown:
+        raise ValueError(f'pad_to_uniform(): target_shape {target_shape} names dims {unknown} that {x.shape} lacks')
+    targets = {}
+    for name, size in zip(x.shape.names, x.shape.sizes, strict=True):
+        largest = size.max if isinstance(size, NonUniform) else size
+        wanted = target_shape.get_size(name) if name in target_shape.names else largest
+        if type(wanted) is not int or wanted < largest:
+            raise ValueError(f'pad_to_uniform(): dim {name!r} has up to {largest} entries, so it cannot be padded to '
+                             f'the size {wanted!r}; give a target size of at least {largest}')
+        targets[name] = wanted
+    return _padded_to(x, targets, pad_value)
+
+
+def _padded_to(x: Tensor, targets: dict, pad_value) -> Tensor:
+    """`x` padded to the sizes `targets`, part by part along the dims its sizes vary along."""
+    varying = x.shape.non_uniform_shape
+    if varying:
+        dim = varying.names[0]
+        parts = [_padded_to(x[{dim: i}], targets, pad_value) for i in range(x.shape.get_size(dim))]
+        return stack_tensors(parts, x.shape[dim])
+    widths = {n: (0, targets[n] - s) for n, s in zip(x.shape.names, x.shape.sizes, strict=True) if targets[n] > s}
+    return pad(x, widths, pad_value) if widths else x
 
 
 # --- slice_off -----------------------------------------------------------------------------
