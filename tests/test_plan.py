@@ -501,6 +501,7 @@ NOT_OPERATIONS = {  # names in lazyphi.math that construct values or describe sh
     'ravel_index', 'unravel_index',  # integer index arithmetic on the backend: index tensors, not traced data
     'Solve', 'SolveInfo', 'ConvergenceException', 'NotConverged', 'Diverged',  # a solve's settings, report, errors
     'solve_linear',  # iterates until the values converge: it needs them, and runs on the backend's while_loop
+    'find_differences', 'is_composite',  # answer about the structure of trees: lists and bools, not tensors
 }
 
 

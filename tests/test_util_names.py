@@ -1,5 +1,7 @@
-"""`copy`, `native_call`, `pad_to_uniform` and `print_gradient`, on every backend, against NumPy and phiml."""
+"""`copy`, `is_composite`, `find_differences`, `native_call`, `pad_to_uniform` and `print_gradient`, on every
+backend, against NumPy and phiml."""
 
+import dataclasses
 import warnings
 
 import numpy as np
@@ -9,7 +11,8 @@ from hypothesis import strategies as st
 
 from lazyphi import math
 from lazyphi.backend import NUMPY
-from lazyphi.math import batch, channel, dual, instance, spatial
+from lazyphi.math import Tensor, batch, channel, dual, instance, spatial
+from lazyphi.math.magic import value_attributes, variable_attributes
 
 pytestmark = pytest.mark.usefixtures('backend')
 
@@ -74,6 +77,133 @@ def test_copy_values_equal_phimls(phiml_math):
     ours = math.copy(math.tensor(VALUES, batch('b'), spatial('x,y')))
     theirs = phiml_math.copy(phiml_math.tensor(VALUES, phiml_math.batch('b'), phiml_math.spatial('x,y')))
     np.testing.assert_array_equal(ours.numpy('b,x,y'), theirs.numpy('b,x,y'))
+
+
+# --- is_composite ---------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Pair:
+    a: Tensor
+    label: str = 'p'
+
+
+class Listed:
+    def __init__(self, v):
+        self.v = v
+
+    def __value_attrs__(self):
+        return ('v',)
+
+
+def composite_cases(t: Tensor) -> list:
+    return [(t, False), (1, False), (2.5, False), (True, False), (None, False), ('abc', False),
+            (t.native('x,y'), False), ((t,), True), ([1, 2], True), ({'a': t}, True), (Pair(t), True),
+            (Pair, True), (math.layout(['a', 'b'], 'i'), True), (Listed(t), True), (spatial(x=2), False)]
+
+
+def test_is_composite_tells_containers_from_values():
+    t = math.tensor(VALUES[0], spatial('x,y'))
+    for value, expected in composite_cases(t):
+        assert math.is_composite(value) is expected, value
+    with pytest.raises(ValueError, match=r'is_composite.*object'):
+        math.is_composite(object())
+
+
+@ON_NUMPY
+def test_is_composite_agrees_with_phiml(phiml_math):
+    t = math.tensor(VALUES[0], spatial('x,y'))
+    theirs_t = phiml_math.tensor(VALUES[0], phiml_math.spatial('x,y'))
+    shared = [(t, theirs_t), (1, 1), (None, None), ('abc', 'abc'), (VALUES, VALUES), ((t,), (theirs_t,)),
+              ({'a': t}, {'a': theirs_t}), (Pair(t), Pair(theirs_t)),
+              (math.layout(['a', 'b'], 'i'), phiml_math.layout(['a', 'b'], 'i'))]
+    for ours, theirs in shared:
+        assert math.is_composite(ours) == phiml_math.is_composite(theirs)
+
+
+# --- find_differences -----------------------------------------------------------------------------
+
+
+def kinds_and_paths(differences: list) -> list:
+    return [(kind, path) for kind, path, _, _ in differences]
+
+
+def test_find_differences_reports_each_place_with_its_path():
+    t = math.tensor(VALUES[0], spatial('x,y'))
+    tree1 = {'a': (t, 1, 'x'), 'b': [t, None], 'c': Pair(t), 'd': Listed(t)}
+    tree2 = {'a': (t + 1, 2, 'x'), 'b': [t, t], 'c': Pair(t.x[0]), 'd': Listed(t)}
+    found = math.find_differences(tree1, tree2)
+    assert kinds_and_paths(found) == [
+        ('Tensor values do not match', "[a][0]"), ('Values do not match', '[a][1]'),
+        ('Only one tree has a value, other is None', '[b][1]'),
+        (f'Tensor shapes do not match: {t.shape} vs {t.x[0].shape}', '[c].a')]
+    assert found[0][2] is t and found[1][2:] == (1, 2)
+    assert math.find_differences(tree1, tree1) == []
+
+
+def test_find_differences_of_structures():
+    t = math.tensor(VALUES[0], spatial('x,y'))
+    assert kinds_and_paths(math.find_differences([t, t], [t])) == [('Lengths do not match: 2 vs 1', '')]
+    assert kinds_and_paths(math.find_differences({'a': t}, {'b': t})) == [("Keys do not match: {'a'} vs {'b'}", '')]
+    assert kinds_and_paths(math.find_differences(1, 1.)) == [('Types do not match: int vs float', '')]
+    assert kinds_and_paths(math.find_differences(t, VALUES[0])) == \
+        [(f'Only one value is a Tensor: {type(t).__name__} vs ndarray', '')]
+    layout = math.layout(['a', 'b'], 'i')
+    assert kinds_and_paths(math.find_differences(layout, math.layout(['a', 'c'], 'i'))) == \
+        [('Values do not match', '[1]')]
+    assert kinds_and_paths(math.find_differences(layout, ['a', 'b'])) == \
+        [('Only one value is a Layout, the other is list', '')]
+
+
+def test_find_differences_of_tensors_by_value_id_or_own_equality():
+    t = math.tensor(np.array([np.nan, 1.], np.float32), spatial('x'))
+    same = math.tensor(np.array([np.nan, 1.], np.float32), spatial('x'))
+    assert math.find_differences(t, same) == []  # NaN equals NaN
+    assert kinds_and_paths(math.find_differences(t, same, compare_tensors_by_id=True)) == \
+        [('Tensor ids do not match', '')]
+    assert kinds_and_paths(math.find_differences(t, same, tensor_equality=lambda a, b: False)) == \
+        [('Tensor values do not match', '')]
+    grid = math.tensor(VALUES[0], spatial('x,y'))
+    assert math.find_differences(grid, math.transpose(grid, 'y,x')) == []  # the same dims in another order
+
+
+def test_find_differences_of_natives_of_the_backend(backend):
+    a = math.tensor(np.array([np.nan, 1., 2.], np.float32), spatial('x')).native('x')
+    b = math.tensor(np.array([np.nan, 1., 2.], np.float32), spatial('x')).native('x')
+    c = math.tensor(np.array([np.nan, 1., 3.], np.float32), spatial('x')).native('x')
+    d = math.tensor(np.zeros(4, np.float32), spatial('x')).native('x')
+    assert math.find_differences(a, b) == []
+    assert kinds_and_paths(math.find_differences(a, c)) == [('Values do not match', '')]
+    assert kinds_and_paths(math.find_differences([a], [d])) == [('Shapes do not match: (3,) vs (4,)', '[0]')]
+    ints = math.tensor(np.arange(3), spatial('x')).native('x')
+    assert math.find_differences(ints, math.tensor(np.arange(3), spatial('x')).native('x')) == []
+
+
+def test_find_differences_attributes_of_dataclasses_and_attribute_lists():
+    @dataclasses.dataclass
+    class Tracked:
+        a: Tensor
+        b: Tensor
+        variable_attrs: tuple = ('a',)
+    t = math.tensor(VALUES[0], spatial('x,y'))
+    one, other = Tracked(t, t), Tracked(t, t + 1)
+    assert value_attributes(one) == ('a', 'b') and variable_attributes(one) == ('a',)
+    assert kinds_and_paths(math.find_differences(one, other)) == [('Tensor values do not match', '.b')]
+    assert math.find_differences(one, other, attr_type=variable_attributes) == []
+    assert kinds_and_paths(math.find_differences(Pair(t, 'p'), Pair(t, 'q'))) == []  # config fields hold no values
+    with pytest.raises(ValueError, match=r'value_attributes.*object'):
+        value_attributes(object())
+
+
+@ON_NUMPY
+def test_find_differences_agrees_with_phiml(phiml_math):
+    def trees(m, wrap):
+        t = wrap(VALUES[0])
+        return ({'a': (t, 1, 'x'), 'b': [t, None], 'c': [t, t]},
+                {'a': (wrap(VALUES[0] + 1), 2, 'x'), 'b': [t, t], 'c': [t]})
+    ours = trees(math, lambda v: math.tensor(v, spatial('x,y')))
+    theirs = trees(phiml_math, lambda v: phiml_math.tensor(v, phiml_math.spatial('x,y')))
+    assert kinds_and_paths(math.find_differences(*ours)) == kinds_and_paths(phiml_math.find_differences(*theirs))
 
 
 # --- native_call ----------------------------------------------------------------------------------

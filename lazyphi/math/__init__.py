@@ -33,6 +33,7 @@ from ._compare import (
     equal,
     equality_by_ref,
     equality_by_shape_and_value,
+    find_differences,
 )
 from ._conversion import (
     copy,
@@ -345,7 +346,7 @@ from ._sorting import (
 )
 from ._structure import transpose
 from ._tensor import Tensor
-from ._tree import replace
+from ._tree import is_composite, replace
 from ._vectors import (
     clip_length,
     cross,
@@ -521,6 +522,7 @@ __all__ = [
     'fft',
     'fftfreq',
     'find_closest',
+    'find_differences',
     'finite_cmax',
     'finite_cmean',
     'finite_cmin',
@@ -579,6 +581,7 @@ __all__ = [
     'ipack',
     'iprod',
     'irange',
+    'is_composite',
     'is_finite',
     'is_inf',
     'is_nan',

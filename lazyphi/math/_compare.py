@@ -1,20 +1,25 @@
-"""Comparing values: `close`, `equal`, `always_close`, `assert_close`, and what `==` between tensors means inside
-`equality_by_...` blocks."""
+"""Comparing values: `close`, `equal`, `always_close`, `assert_close`, what `==` between tensors means inside
+`equality_by_...` blocks, and where two trees differ (`find_differences`)."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import dataclasses
+import functools
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 
-from .._errors import IncompatibleShapes
+from .._errors import IncompatibleShapes, NoBackendFound
+from ..backend import OBJECTS, choose_backend
 from ._autodiff import compiling
 from ._dims import merge_shapes, shape
 from ._elementwise import IS_NAN
+from ._layout import Layout
 from ._reductions import REDUCTIONS
 from ._tensor import EQUALITY_MODE, NUMBER_TYPES, Dense, Tensor, as_tensor, dims_in, dispatch
-from ._tree import tree_map
+from ._tree import lists_attributes, tree_map, value_attributes
 
 
 def _close_mask(a: Tensor, b: Tensor, rel_tolerance, abs_tolerance, equal_nan: bool) -> Tensor:
@@ -212,3 +217,107 @@ def equality_by_shape_and_value(rel_tolerance: float = 0., abs_tolerance: float 
         yield
     finally:
         EQUALITY_MODE.reset(token)
+
+
+# --- differences between trees ---------------------------------------------------------------------
+
+
+def find_differences(tree1, tree2, compare_tensors_by_id: bool = False, attr_type: Callable = value_attributes,
+                     tensor_equality: Callable | None = None) -> list[tuple[str, str, Any, Any]]:
+    """Every place where two trees differ, as `(description, path, value in tree1, value in tree2)`.
+
+    The trees are walked together: tuples and lists item by item (path `[i]`), dicts key by key (`[key]`),
+    dataclasses and objects listing `__value_attrs__` attribute by attribute (`.name`), layouts through the
+    objects they hold. A difference is reported where the structures part (one value is None, types,
+    lengths, keys or attributes differ) or where two leaves differ: tensors by their dims (in any order) and
+    then their values, natives by their shape and values, other objects by `==`. NaN equals NaN.
+
+    Args:
+        tree1: a tree or leaf.
+        tree2: a tree or leaf.
+        compare_tensors_by_id: tensors differ unless they are the same object.
+        attr_type: the attributes of dataclasses and other objects to compare: `value_attributes` or
+            `variable_attributes` (both in `lazyphi.math.magic`), or a function of the object giving names.
+        tensor_equality: compares two tensors of the same dims; by default `equal(a, b, equal_nan=True)`.
+
+    Returns:
+        A list, empty where the trees agree.
+    """
+    found = []
+    _differences(tree1, tree2, '', found, compare_tensors_by_id, attr_type,
+                 tensor_equality or functools.partial(equal, equal_nan=True))
+    return found
+
+
+def _differences(a, b, path: str, found: list, by_id: bool, attr_type: Callable, tensor_equality: Callable) -> None:
+    if a is b:
+        return
+    if a is None or b is None:
+        found.append(('Only one tree has a value, other is None', path, a, b))
+    elif isinstance(a, Layout) or isinstance(b, Layout):
+        if not (isinstance(a, Layout) and isinstance(b, Layout)):
+            other = b if isinstance(a, Layout) else a
+            found.append((f'Only one value is a Layout, the other is {type(other).__name__}', path, a, b))
+        else:
+            _differences(a._obj, b._obj, path, found, by_id, attr_type, tensor_equality)
+    elif isinstance(a, Tensor) or isinstance(b, Tensor):
+        if not (isinstance(a, Tensor) and isinstance(b, Tensor)):
+            found.append((f'Only one value is a Tensor: {type(a).__name__} vs {type(b).__name__}', path, a, b))
+        elif by_id:
+            found.append(('Tensor ids do not match', path, a, b))
+        elif _dims_of(a.shape) != _dims_of(b.shape):
+            found.append((f'Tensor shapes do not match: {a.shape} vs {b.shape}', path, a, b))
+        elif not tensor_equality(a, b):
+            found.append(('Tensor values do not match', path, a, b))
+    elif type(a) is not type(b):
+        found.append((f'Types do not match: {type(a).__name__} vs {type(b).__name__}', path, a, b))
+    elif isinstance(a, (tuple, list)):
+        if len(a) != len(b):
+            found.append((f'Lengths do not match: {len(a)} vs {len(b)}', path, a, b))
+        else:
+            for i, (item_a, item_b) in enumerate(zip(a, b, strict=True)):
+                _differences(item_a, item_b, f'{path}[{i}]', found, by_id, attr_type, tensor_equality)
+    elif isinstance(a, dict):
+        if set(a) != set(b):
+            found.append((f'Keys do not match: {set(a)} vs {set(b)}', path, a, b))
+        else:
+            for key, value in a.items():
+                _differences(value, b[key], f'{path}[{key}]', found, by_id, attr_type, tensor_equality)
+    elif dataclasses.is_dataclass(a) or lists_attributes(a):
+        names_a, names_b = attr_type(a), attr_type(b)
+        if set(names_a) != set(names_b):
+            found.append((f'Available properties do not match: {set(names_a)} vs {set(names_b)}', path, a, b))
+        else:
+            for name in names_a:
+                _differences(getattr(a, name), getattr(b, name), f'{path}.{name}', found, by_id, attr_type,
+                             tensor_equality)
+    else:
+        difference = _leaf_difference(a, b)
+        if difference:
+            found.append((difference, path, a, b))
+
+
+def _dims_of(s) -> dict:
+    return {n: (size, t, labels) for n, size, t, labels in zip(s.names, s.sizes, s.types, s.labels, strict=True)}
+
+
+def _leaf_difference(a, b) -> str | None:
+    """How two leaves of one type differ: natives by shape and values (NaN equal to NaN), others by `==`."""
+    if isinstance(a, NUMBER_TYPES):
+        same = a == b or (a != a and b != b)  # NaN is the only value unequal to itself
+        return None if same else 'Values do not match'
+    try:
+        backend = choose_backend(a, b)
+    except NoBackendFound:
+        backend = None
+    if backend is None or backend is OBJECTS or isinstance(a, str):
+        if isinstance(a, np.ndarray):
+            return None if np.array_equal(a, b) else 'Values do not match'  # object arrays: element by element
+        return None if _plain_equal(a, b) else 'Values do not match'
+    shape_a, shape_b = tuple(backend.staticshape(a)), tuple(backend.staticshape(b))
+    if shape_a != shape_b:
+        return f'Shapes do not match: {shape_a} vs {shape_b}'
+    same = backend.equal(a, b)
+    if backend.dtype(a).kind in (float, complex):
+        same = backend.or_(same, backend.and_(backend.isnan(a), backend.isnan(b)))
+    return None if bool(backend.numpy(backend.all(same))) else 'Values do not match'

@@ -32,12 +32,14 @@ import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..backend import DType
+from .._errors import NoBackendFound
+from ..backend import DType, choose_backend
 from ._dims import shape
 from ._fields import config_fields, data_fields, field_names, non_data_fields
+from ._layout import Layout
 from ._properties import cached_property_names, class_attribute
 from ._shape import Shape, ShapeDtype
-from ._tensor import Tensor, element_bytes
+from ._tensor import NUMBER_TYPES, Tensor, element_bytes
 from ._trace import DataNeeded, PerElement, Trace, TraceAborted, tracer_for
 
 _TREE_FORMS = 'a Tensor, a number, or a tuple, list, dict or dataclass instance holding those'
@@ -432,3 +434,81 @@ def replace(obj, **updates):
     for name, value in updates.items():
         setattr(result, name, value)
     return result
+
+
+# --- the attributes of tree nodes ----------------------------------------------------------------
+
+
+def _listed(obj, method: str) -> tuple[str, ...]:
+    names = getattr(obj, method)
+    names = names() if callable(names) else names
+    if not isinstance(names, tuple) or not all(isinstance(n, str) for n in names):
+        raise TypeError(f'{type(obj).__qualname__}.{method} must give a tuple of attribute names, got {names!r}')
+    return names
+
+
+def _data_field_names(obj) -> tuple[str, ...]:
+    return tuple(sorted(f.name for f in data_fields(obj)))
+
+
+def value_attributes(obj) -> tuple[str, ...]:
+    """The attributes of `obj` holding the values that math functions on trees act on.
+
+    The names `obj.__value_attrs__()` lists (or `__all_attrs__()`); for a dataclass instance its `value_attrs`
+    if it has that attribute, else the names of its data fields, sorted.
+    """
+    for method in ('__value_attrs__', '__all_attrs__'):
+        if hasattr(obj, method):
+            return _listed(obj, method)
+    if dataclasses.is_dataclass(obj):
+        return _listed(obj, 'value_attrs') if hasattr(obj, 'value_attrs') else _data_field_names(obj)
+    raise ValueError(f'value_attributes(): a {type(obj).__qualname__} lists no value attributes; it needs '
+                     f'__value_attrs__() or must be a dataclass')
+
+
+def variable_attributes(obj) -> tuple[str, ...]:
+    """The attributes of `obj` that vary (what optimisers and tracers see), which include its value attributes.
+
+    The names `obj.__variable_attrs__()` lists, else `__all_attrs__()`, else `__value_attrs__()`; for a
+    dataclass instance its `variable_attrs` if it has that attribute, else the names of its data fields, sorted.
+    """
+    for method in ('__variable_attrs__', '__all_attrs__', '__value_attrs__'):
+        if hasattr(obj, method):
+            return _listed(obj, method)
+    if dataclasses.is_dataclass(obj):
+        return _listed(obj, 'variable_attrs') if hasattr(obj, 'variable_attrs') else _data_field_names(obj)
+    raise ValueError(f'variable_attributes(): a {type(obj).__qualname__} lists no variable attributes; it needs '
+                     f'__variable_attrs__() or must be a dataclass')
+
+
+def lists_attributes(obj) -> bool:
+    """Whether `obj` names its attributes holding values (`__value_attrs__`, `__variable_attrs__`, `__all_attrs__`)."""
+    return any(hasattr(obj, m) for m in ('__value_attrs__', '__variable_attrs__', '__all_attrs__'))
+
+
+def is_composite(x: Any) -> bool:
+    """Whether `x` is a container of values (a node of a tree) rather than a value.
+
+    Containers are tuples, lists, dicts, dataclasses (instances and types), objects listing their attributes
+    in `__value_attrs__()` / `__variable_attrs__()`, and `Layout`s. Tensors, numbers, strings, `None`, Shapes
+    and natives of any backend are values.
+
+    Raises:
+        ValueError: `x` is none of these (an object no backend holds).
+    """
+    if x is None or isinstance(x, (str, bytes, Shape, *NUMBER_TYPES)):
+        return False
+    if isinstance(x, Layout):
+        return True
+    if isinstance(x, Tensor):
+        return False
+    if dataclasses.is_dataclass(x) or isinstance(x, (tuple, list, dict)):
+        return True
+    if lists_attributes(x):
+        return True
+    try:
+        choose_backend(x)
+    except NoBackendFound as err:
+        raise ValueError(f'is_composite(): a {type(x).__qualname__} is neither a container (tuple, list, dict, '
+                         f'dataclass, object with __value_attrs__) nor a value (tensor, number, native)') from err
+    return False

@@ -19,9 +19,10 @@ from ._dims import shape
 from ._items import normalize_selection
 from ._shape import Shape
 from ._tensor import Tensor
-from ._tree import holds_dims
+from ._tree import holds_dims, value_attributes, variable_attributes
 
-__all__ = ['BoundDim', 'BoundDims', 'PhiTreeNode', 'Shapable', 'Shaped', 'Sliceable', 'slicing_dict']
+__all__ = ['BoundDim', 'BoundDims', 'PhiTreeNode', 'Shapable', 'Shaped', 'Sliceable', 'slicing_dict',
+           'value_attributes', 'variable_attributes']
 
 
 def _holds_dims(obj) -> bool:
