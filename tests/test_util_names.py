@@ -1,5 +1,5 @@
-"""`copy`, `is_composite`, `find_differences`, `native_call`, `pad_to_uniform` and `print_gradient`, on every
-backend, against NumPy and phiml."""
+"""`copy`, `is_composite`, `find_differences`, `enable_debug_checks`, `native_call`, `pad_to_uniform` and
+`print_gradient`, on every backend, against NumPy and phiml."""
 
 import dataclasses
 import warnings
@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from lazyphi import math
 from lazyphi.backend import NUMPY
-from lazyphi.math import Tensor, batch, channel, dual, instance, spatial
+from lazyphi.math import Shape, Tensor, batch, channel, dual, instance, spatial
+from lazyphi.math.kinds import Dense
 from lazyphi.math.magic import value_attributes, variable_attributes
 
 pytestmark = pytest.mark.usefixtures('backend')
@@ -204,6 +205,44 @@ def test_find_differences_agrees_with_phiml(phiml_math):
     ours = trees(math, lambda v: math.tensor(v, spatial('x,y')))
     theirs = trees(phiml_math, lambda v: phiml_math.tensor(v, phiml_math.spatial('x,y')))
     assert kinds_and_paths(math.find_differences(*ours)) == kinds_and_paths(phiml_math.find_differences(*theirs))
+
+
+# --- enable_debug_checks --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def debug_checks(monkeypatch):
+    """Checks on for one test: the constructors it replaces are put back afterwards."""
+    for cls in (Shape, Dense, math.Expanded):
+        monkeypatch.setattr(cls, '__init__', cls.__init__)
+    math.enable_debug_checks()
+    math.enable_debug_checks()  # a second call adds nothing
+
+
+def test_debug_checks_catch_broken_shapes_and_tensors(debug_checks):
+    with pytest.raises(ValueError, match="dim 'x' has the size -1"):
+        Shape((-1,), ('x',), ('spatial',), (None,))
+    with pytest.raises(ValueError, match="type 'sideways'"):
+        Shape((2,), ('x',), ('sideways',), (None,))
+    with pytest.raises(ValueError, match="dim 'v' has size 3 but 2 labels"):
+        Shape((3,), ('v',), ('channel',), (('a', 'b'),))
+    with pytest.raises(ValueError, match='tuples of one length'):
+        Shape((3, 4), ('x',), ('spatial',), (None,))
+    with pytest.raises(ValueError, match=r'the native has the axes \(3,\)'):
+        Dense(np.zeros(3), spatial(x=4), NUMPY)
+    with pytest.raises(ValueError, match='does not lie within'):
+        math.Expanded(math.tensor([1., 2.], spatial('x')), batch(b=3))
+
+
+def test_operations_run_with_debug_checks_on(debug_checks, backend):
+    t = math.tensor(VALUES, batch('b'), spatial('x,y'))
+    result = math.sum(math.pad(math.expand(t, channel(c='u,v')), {'x': (1, 1)}, 0) ** 2, 'y')
+    assert result.shape == batch(b=2) & spatial(x=6) & channel(c='u,v')
+    np.testing.assert_allclose(result.c['u'].numpy('b,x')[:, 1:-1], (VALUES ** 2).sum(-1), rtol=1e-5)
+
+
+def test_without_debug_checks_nothing_is_checked():
+    assert Shape((-1,), ('x',), ('spatial',), (None,)).sizes == (-1,)  # the constructor stores what it is given
 
 
 # --- native_call ----------------------------------------------------------------------------------

@@ -72,6 +72,7 @@ from ._creation import (
     zeros,
     zeros_like,
 )
+from ._debug import enable_debug_checks
 from ._dict import Dict
 from ._differences import (
     downsample2x,
@@ -510,6 +511,7 @@ __all__ = [
     'dtype',
     'dual',
     'eigenvalues',
+    'enable_debug_checks',
     'equal',
     'equality_by_ref',
     'equality_by_shape_and_value',
