@@ -502,7 +502,7 @@ NOT_OPERATIONS = {  # names in lazyphi.math that construct values or describe sh
     'Solve', 'SolveInfo', 'ConvergenceException', 'NotConverged', 'Diverged',  # a solve's settings, report, errors
     'solve_linear',  # iterates until the values converge: it needs them, and runs on the backend's while_loop
     'find_differences', 'is_composite',  # answer about the structure of trees: lists and bools, not tensors
-    'enable_debug_checks',  # a global switch
+    'enable_debug_checks', 'DimFilter', 'magic',  # a global switch, a type alias, a module of protocols
 }
 
 

@@ -561,9 +561,15 @@ def test_resolve_dims_str_subclass():
     assert resolve_dims(Name('x,y')) == ('x', 'y')
 
 
+def test_a_set_of_dims_takes_the_order_of_the_shape_then_of_the_names():
+    assert resolve_dims({'vector', 'points', 'b'}, FULL) == ('b', 'points', 'vector')
+    assert resolve_dims({'vector', 'zz', 'b'}, FULL) == ('b', 'vector', 'zz')
+    assert resolve_dims(frozenset({'v', 'u'})) == ('u', 'v')
+
+
 @pytest.mark.parametrize('dims, shape, message', [
     (3, None, r"Invalid dim filter 3 of type int: expected None, a str like 'x,y', a Shape"),
-    ({'x'}, None, r"Invalid dim filter \{'x'\} of type set"),
+    ({'x': 1}, None, r"Invalid dim filter \{'x': 1\} of type dict"),
     (['x', 2.5], None, r"Invalid dim filter 2\.5 of type float"),
     (spatial, None, r"The dim filter 'spatial' is a function, which needs a shape to act on"),
     (lambda s: 'x', FULL, r"The dim filter '<lambda>' returned str instead of a Shape"),

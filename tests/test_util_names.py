@@ -1,7 +1,9 @@
-"""`copy`, `is_composite`, `find_differences`, `enable_debug_checks`, `native_call`, `pad_to_uniform` and
-`print_gradient`, on every backend, against NumPy and phiml."""
+"""`copy`, `is_composite`, `find_differences`, `enable_debug_checks`, `native_call`, `pad_to_uniform`,
+`print_gradient`, `DimFilter` and `lazyphi.math.magic`, on every backend, against NumPy and phiml."""
 
 import dataclasses
+import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -462,3 +464,20 @@ def test_print_gradient_of_numpy_values_under_a_differentiating_default(backend,
     assert capsys.readouterr().out.startswith('g: ')
     with pytest.raises(TypeError, match='takes a Tensor'):
         math.print_gradient(np.ones(2))
+
+
+# --- DimFilter and magic --------------------------------------------------------------------------
+
+
+def test_dim_filter_names_the_accepted_forms_and_sets_are_filters():
+    assert {str, set, Shape, type(None)} <= set(math.DimFilter.__args__)
+    t = math.tensor(VALUES, batch('b'), spatial('x,y'))
+    math.assert_close(math.sum(t, {'x', 'y'}), math.sum(t, 'x,y'))
+    packed = math.pack_dims(t, {'y', 'x'}, instance('p'))  # a set takes the order of the shape
+    np.testing.assert_array_equal(packed.numpy('b,p'), VALUES.reshape(2, 12))
+
+
+def test_magic_is_an_attribute_after_importing_the_package():
+    code = 'import lazyphi.math; print(lazyphi.math.magic.PhiTreeNode.__name__)'
+    out = subprocess.run([sys.executable, '-c', code], check=True, capture_output=True, text=True).stdout
+    assert out.strip() == 'PhiTreeNode'

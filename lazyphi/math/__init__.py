@@ -13,6 +13,7 @@ from ..backend import DType as DType
 from . import (
     _indexing,  # noqa: F401 (t[index_tensor] reaches it through the package, see _tensor.py)
     extrapolation,
+    magic,
 )
 from ._autodiff import (
     custom_gradient,
@@ -331,6 +332,7 @@ from ._shape import (
     EMPTY_SHAPE,
     INSTANCE,
     SPATIAL,
+    DimFilter,
     NonUniform,
     Shape,
     ShapeDtype,
@@ -403,6 +405,7 @@ __all__ = [
     'BoundDims',
     'ConvergenceException',
     'Dict',
+    'DimFilter',
     'DimNotFound',
     'Diverged',
     'Expanded',
@@ -609,6 +612,7 @@ __all__ = [
     'log2',
     'log10',
     'log_gamma',
+    'magic',
     'map',
     'map_c2b',
     'map_c2d',

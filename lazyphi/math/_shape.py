@@ -6,7 +6,7 @@ few attribute stores, and the functions here keep the common cases (equal shapes
 empty shape, one shape holding the other) free of any loops.
 """
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partialmethod
 from operator import itemgetter
@@ -25,7 +25,7 @@ DIM_TYPES = (BATCH, DUAL, INSTANCE, SPATIAL, CHANNEL)
 
 _TYPE_ORDER = {t: i for i, t in enumerate(DIM_TYPES)}
 _SUPERSCRIPTS = {BATCH: 'ᵇ', DUAL: 'ᵈ', INSTANCE: 'ⁱ', SPATIAL: 'ˢ', CHANNEL: 'ᶜ'}
-_FILTER_FORMS = ("None, a str like 'x,y', a Shape, a sequence of those, "
+_FILTER_FORMS = ("None, a str like 'x,y', a Shape, a sequence or set of those, "
                  "or a function mapping a Shape to a Shape (such as spatial or non_batch)")
 _RAISE = object()  # default marker: no default was given
 _CACHE_LIMIT = 4096  # entries per memo dict; they are keyed by small tuples and strings
@@ -717,13 +717,18 @@ def _dim_type_arg(dim_type) -> str:
 
 # --- dim filters ---
 
+# What the `dim`/`dims` parameters of the operations accept: names as 'x,y', a Shape, a sequence or set of
+# those, a function selecting from a Shape (`spatial`, `non_batch`), or None for no dims; see `resolve_dims`.
+DimFilter = str | Sequence | set | Shape | Callable | None
+
 
 def resolve_dims(dims, shape: Shape | None = None) -> tuple[str, ...]:
     """Names selected by a dim filter.
 
     Args:
-        dims: None (no dims), a str 'x,y', a Shape, a sequence of those (flattened), or a function
-            such as `spatial` that maps a Shape to the Shape of the dims it selects.
+        dims: None (no dims), a str 'x,y', a Shape, a sequence of those (flattened), a set of those (in
+            the order of `shape`, others by name), or a function such as `spatial` that maps a Shape to the
+            Shape of the dims it selects.
         shape: the shape a function filter acts on.
 
     Raises:
@@ -749,6 +754,10 @@ def resolve_dims(dims, shape: Shape | None = None) -> tuple[str, ...]:
         return dims.names
     if isinstance(dims, (str, tuple, list)):
         return resolve_dims(str(dims) if isinstance(dims, str) else tuple(dims), shape)
+    if isinstance(dims, (set, frozenset)):  # no order of its own: the shape's, then by name
+        names = set(_resolve_sequence(dims, shape))
+        in_shape = tuple(n for n in shape.names if n in names) if shape is not None else ()
+        return in_shape + tuple(sorted(names.difference(in_shape)))
     if callable(dims):
         if shape is None:
             raise TypeError(f"The dim filter {getattr(dims, '__name__', dims)!r} is a function, "
