@@ -503,6 +503,7 @@ NOT_OPERATIONS = {  # names in lazyphi.math that construct values or describe sh
     'solve_linear',  # iterates until the values converge: it needs them, and runs on the backend's while_loop
     'find_differences', 'is_composite',  # answer about the structure of trees: lists and bools, not tensors
     'enable_debug_checks', 'DimFilter', 'magic',  # a global switch, a type alias, a module of protocols
+    'minimize', 'solve_nonlinear',  # take a function and a Solve; iterate on values (SciPy on the host, or a loop)
 }
 
 

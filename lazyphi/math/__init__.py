@@ -233,7 +233,16 @@ from ._ops import (
     to_int64,
     where,
 )
-from ._optimize import ConvergenceException, Diverged, NotConverged, Solve, SolveInfo, solve_linear
+from ._optimize import (
+    ConvergenceException,
+    Diverged,
+    NotConverged,
+    Solve,
+    SolveInfo,
+    minimize,
+    solve_linear,
+    solve_nonlinear,
+)
 from ._padding import (
     convolve,
     pad,
@@ -634,6 +643,7 @@ __all__ = [
     'meshgrid',
     'min',
     'min_',
+    'minimize',
     'minimum',
     'nan',
     'nan_to_0',
@@ -724,6 +734,7 @@ __all__ = [
     'soft_plus',
     'softmax',
     'solve_linear',
+    'solve_nonlinear',
     'sort',
     'spack',
     'spatial',
