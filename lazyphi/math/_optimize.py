@@ -505,7 +505,7 @@ def _direct(matrix: Tensor, y: Tensor, solve: Solve) -> SolveInfo:
     limit = maximum(solve.rel_tol * sqrt(_dot(y, y)), solve.abs_tol)
     converged = expand(is_finite(norm) & (norm <= limit), batches)
     none = expand(to_int32(wrap(-1)), batches)
-    flags, norms = converged.numpy(converged.shape), expand(norm, batches).numpy(converged.shape) \
+    flags, norms = (converged.numpy(converged.shape), expand(norm, batches).numpy(converged.shape)) \
         if converged.available else (None, None)
 
     def message(index: tuple) -> str:
