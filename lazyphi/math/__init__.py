@@ -173,6 +173,7 @@ from ._magic_ops import (
     unpack_dim,
     unstack,
 )
+from ._minimize import minimize, solve_nonlinear
 from ._neighbors import at_max_neighbor, at_min_neighbor, index_shift, sample_subgrid
 from ._npz import from_dict, load, save, to_dict
 from ._ops import (
@@ -239,9 +240,7 @@ from ._optimize import (
     NotConverged,
     Solve,
     SolveInfo,
-    minimize,
     solve_linear,
-    solve_nonlinear,
 )
 from ._padding import (
     convolve,
