@@ -645,11 +645,12 @@ def test_numpy_has_one_cpu_device_with_real_properties():
     assert _CPU.device_type == 'CPU' and _CPU.processor_count == os.cpu_count() and _CPU.memory > 2 ** 20
     assert repr(_CPU).startswith("numpy CPU 'CPU' | ") and 'processors' in repr(_CPU)
     assert NUMPY.list_devices('GPU') == [] and NUMPY.devices == (_CPU,)
+    assert NUMPY.list_devices('cpu') == [_CPU] and NUMPY.list_devices('gpu') == []  # as torch users write them
     assert hash(_CPU) == hash('CPU') and OBJECTS.list_devices()[0] == _CPU
 
 
 def test_device_errors():
-    with pytest.raises(ValueError, match="device_type must be 'CPU', 'GPU', 'TPU' or None but got 'XPU'"):
+    with pytest.raises(ValueError, match=r"'CPU', 'GPU', 'TPU' \(in any case\) or None but got 'XPU'"):
         NUMPY.list_devices('XPU')
     with pytest.warns(RuntimeWarning, match="numpy has no 'GPU' device"):
         assert NUMPY.set_default_device('GPU') is False

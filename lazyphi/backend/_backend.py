@@ -216,12 +216,13 @@ class Backend:
     # --- Devices ---
 
     def list_devices(self, device_type: str | None = None) -> list[ComputeDevice]:
-        """Lists the devices this backend can use, optionally only those of `device_type` ('CPU', 'GPU', 'TPU')."""
+        """Lists the devices this backend can use, optionally only those of `device_type` ('CPU', 'GPU', 'TPU', in
+        any case: torch's and tensordict's 'cpu' works too)."""
         if device_type is None:
             return list(self._devices)
-        if device_type not in ('CPU', 'GPU', 'TPU'):
-            raise ValueError(f"device_type must be 'CPU', 'GPU', 'TPU' or None but got {device_type!r}")
-        return [device for device in self._devices if device.device_type == device_type]
+        if not isinstance(device_type, str) or device_type.upper() not in ('CPU', 'GPU', 'TPU'):
+            raise ValueError(f"device_type must be 'CPU', 'GPU', 'TPU' (in any case) or None but got {device_type!r}")
+        return [device for device in self._devices if device.device_type == device_type.upper()]
 
     def get_default_device(self) -> ComputeDevice:
         return self._default_device

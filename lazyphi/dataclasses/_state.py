@@ -235,7 +235,7 @@ def to_device(obj: T, device: ComputeDevice | str) -> T:
     Args:
         obj: a Tensor, or a tuple, list, dict or dataclass instance holding Tensors.
         device: a `ComputeDevice`, whose backend then holds every Tensor, or a device type
-            ('CPU', 'GPU', 'TPU'), which picks the first device of that type of each Tensor's backend.
+            ('CPU', 'GPU', 'TPU', in any case), which picks the first device of that type of each Tensor's backend.
 
     Raises:
         ValueError: a Tensor's backend has no device of the given type.
