@@ -80,16 +80,18 @@ class _Parameters:
 def minimize(f: Callable, solve: Solve):
     """A minimum `x` of `f(x)`, searched from `solve.x0`, one minimisation per batch entry.
 
-    Methods:
-        'GD': gradient descent with an adaptive step size, written with lazyphi operations on the backend's
-            `while_loop` (so it also runs inside `jit_compile`); a batch entry converges once a step shorter than
-            `abs_tol` no longer lowers its loss. Needs automatic differentiation (torch, jax, tensorflow).
-        'L-BFGS-B' (also 'auto'), 'BFGS', 'CG', 'SLSQP', 'trust-constr': `scipy.optimize.minimize`
-            on the host in float64, one run per batch entry (in threads, their evaluations of `f` batched), given
-            the gradient from `math.gradient`: needs torch, jax or tensorflow (NumPy raises NotImplementedError;
-            no finite-difference estimate is made, as `f` evaluates in single precision by default).
-        'Nelder-Mead', 'Powell', 'COBYLA': the same without gradients, so on NumPy too.
-        SciPy's tolerance `tol` is `abs_tol`; convergence and the messages are SciPy's.
+    `solve.method` picks the algorithm:
+
+    - 'GD': gradient descent with an adaptive step size, written with lazyphi operations on the backend's
+      `while_loop` (so it also runs inside `jit_compile`); a batch entry converges once a step shorter than
+      `abs_tol` no longer lowers its loss. Needs automatic differentiation (torch, jax, tensorflow).
+    - 'L-BFGS-B' (also 'auto'), 'BFGS', 'CG', 'SLSQP', 'trust-constr': `scipy.optimize.minimize` on the host in
+      float64, one run per batch entry (in threads, their evaluations of `f` batched), given the gradient from
+      `math.gradient`: needs torch, jax or tensorflow (NumPy raises NotImplementedError; no finite-difference
+      estimate is made, as `f` evaluates in single precision by default).
+    - 'Nelder-Mead', 'Powell', 'COBYLA': the same without gradients, so on NumPy too.
+
+    For the SciPy methods, SciPy's tolerance `tol` is `abs_tol`; convergence and the messages are SciPy's.
 
     Args:
         f: the function to minimise. It takes `x` (for `x0` a tuple or list, its items as positional arguments)
