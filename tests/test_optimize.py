@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lazyphi import math
-from lazyphi.math import Diverged, NotConverged, Solve, batch, dual, spatial
+from lazyphi.math import Diverged, NotConverged, Solve, batch, channel, dual, spatial, tensor
 
 pytestmark = pytest.mark.usefixtures('backend')
 
@@ -186,3 +186,25 @@ def test_phiml_finds_the_same_solution(method):
                                   phiml.Solve(method, 1e-6, 1e-6, x0=phiml.zeros(phiml.spatial(x=6))))
     x = math.solve_linear(poisson, rhs(), Solve(method, 1e-6, 1e-6, x0=x0()))
     close(x, expected.numpy('b,x'))
+
+
+@pytest.mark.parametrize('method', ['auto', 'CG', 'biCG-stab', 'direct'])
+def test_a_matrix_whose_rows_are_named_apart_from_its_columns(backend, method):
+    """phiml's Linear_Solves notebook: rows `b_vec` (the dims of `y`), columns `~x_vec` (the dims of `x0`)."""
+    A = tensor([[0, 1], [1, 0]], channel('b_vec'), dual('x_vec'))
+    b = tensor([2, 3], channel('b_vec'))
+    x0 = tensor([0, 0], channel('x_vec'))
+    x = math.solve_linear(A, b, Solve(method, x0=x0))
+    assert x.shape.names == ('x_vec',)
+    np.testing.assert_allclose(x.numpy('x_vec'), [3, 2], atol=1e-5)
+    if backend.name != 'numpy':
+        def loss(b):
+            return math.l2_loss(math.solve_linear(A, b, Solve(method, x0=x0)))
+        gradient = math.gradient(loss, 'b', get_output=False)(tensor([2., 5.], channel('b_vec')))
+        np.testing.assert_allclose(gradient.numpy('b_vec'), [2, 5], atol=1e-4)  # A swaps: |x| = |b|
+
+
+def test_rows_that_do_not_pair_with_the_columns_raise():
+    matrix = math.ones(channel(rows=3) & dual(cols=2))
+    with pytest.raises(ValueError, match='pair up'):
+        math.solve_linear(matrix, math.ones(channel(rows=3)), Solve('CG', x0=math.zeros(channel(cols=2))))

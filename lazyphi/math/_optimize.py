@@ -263,7 +263,7 @@ def solve_linear(f, y, solve: Solve, *f_args, grad_for_f=False, f_kwargs: dict |
         if not f.shape.dual:
             raise ValueError(f'solve_linear(): a matrix needs dual dims naming its columns (~x for the dim x of the '
                              f'solution), got {f.shape}')
-        matrix = f
+        matrix, y = _rows_named_as_columns(f, y)
     elif callable(f):
         if grad_for_f:
             raise ValueError('solve_linear(): grad_for_f=True needs a matrix; pass math.matrix_from_function(f, '
@@ -279,6 +279,28 @@ def solve_linear(f, y, solve: Solve, *f_args, grad_for_f=False, f_kwargs: dict |
     # everything a compiler or autodiff may trace is an argument, not a closure (JAX rejects leaked tracers)
     solve_function = custom_gradient(_forward, _backward, auxiliary_args='solve,function,f_kwargs,grad_for_f')
     return solve_function(y, matrix, f_args, solve, None if matrix is not None else f, f_kwargs, grad_for_f)
+
+
+def _rows_named_as_columns(matrix: Tensor, y: Tensor) -> tuple:
+    """`matrix` and `y` with the matrix's row dims renamed to its columns' names where the two differ.
+
+    A matrix may map the dims `x` of the solution to other dims `b` of `y` (`~x, b`); the iterative methods
+    need residuals and solutions in one space, so the rows `b` take the names `x` (pairwise in shape order, as
+    phiml pairs them when it lays the matrix out). The solution keeps the dims of `x0`.
+    """
+    columns = matrix.shape.dual
+    column_names = [n[1:] for n in columns.names]
+    rows = matrix.shape.non_batch.without(columns.names)
+    own_rows = [n for n in rows.names if n not in column_names]
+    own_columns = [n for n in column_names if n not in rows.names]
+    if not own_rows and not own_columns:
+        return matrix, y
+    if len(own_rows) != len(own_columns) or \
+            [rows.get_size(n) for n in own_rows] != [columns.get_size('~' + n) for n in own_columns]:
+        raise ValueError(f'solve_linear(): the matrix {matrix.shape} has rows {own_rows} that do not pair up with '
+                         f'its columns {["~" + n for n in own_columns]}: give it as many row dims as column dims '
+                         f'of the same sizes, or name the rows like the columns')
+    return rename_dims(matrix, own_rows, own_columns), rename_dims(y, own_rows, own_columns)
 
 
 def _operator(matrix: Tensor | None, f_args: tuple, function: Callable | None, f_kwargs: dict) -> Callable:
