@@ -208,3 +208,35 @@ def test_rows_that_do_not_pair_with_the_columns_raise():
     matrix = math.ones(channel(rows=3) & dual(cols=2))
     with pytest.raises(ValueError, match='pair up'):
         math.solve_linear(matrix, math.ones(channel(rows=3)), Solve('CG', x0=math.zeros(channel(cols=2))))
+
+
+@pytest.mark.parametrize('method', ['auto', 'biCG-stab', 'direct'])
+def test_native_arrays_are_solved_and_answered_natively(backend, method):
+    """phiml's Linear_Solves notebook (with torch.tensor replaced by the backend's arrays)."""
+    A = backend.as_tensor(np.array([[0., 1], [1, 0]]))
+    b = backend.as_tensor(np.array([2., 3]))
+    x0 = backend.as_tensor(np.array([0., 0]))
+    x = math.solve_linear(A, b, Solve(method, x0=x0))
+    assert backend.is_tensor(x, True)
+    np.testing.assert_allclose(backend.numpy(x), [3, 2], atol=1e-5)
+    # batch axes in front, several right-hand sides behind
+    matrices = np.stack([UNSYMMETRIC + UNSYMMETRIC.T, 2 * (UNSYMMETRIC + UNSYMMETRIC.T)])  # CG: symmetric
+    x = math.solve_linear(backend.as_tensor(matrices), backend.as_tensor(np.stack([Y[:2].T, Y[1:].T])),
+                          Solve(method, 1e-6, 1e-6, x0=backend.as_tensor(np.zeros((2, 6, 2)))))
+    np.testing.assert_allclose(backend.numpy(x), np.linalg.solve(matrices, np.stack([Y[:2].T, Y[1:].T])),
+                               rtol=1e-4, atol=1e-4)
+
+
+def test_a_function_of_native_arrays():
+    """phiml's Examples notebook, without the preconditioner."""
+    def laplace_1d(x):
+        return math.pad(x[1:], (0, 1)) + math.pad(x[:-1], (1, 0)) - 2 * x
+
+    b = np.ones((6,))
+    solve = math.Solve('CG', rel_tol=1e-5, x0=0 * b)
+    sol = math.solve_linear(math.jit_compile_linear(laplace_1d), b, solve)
+    np.testing.assert_allclose(sol, np.linalg.solve(laplace_matrix(6), b), rtol=1e-4)
+    with pytest.raises(ValueError, match='same number of axes'):
+        math.solve_linear(laplace_1d, b, Solve(x0=np.zeros((1, 6))))
+    with pytest.raises(TypeError, match='both be Tensors or both native'):
+        math.solve_linear(laplace_1d, b, Solve(x0=x0()))

@@ -19,11 +19,11 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..backend import DType, convert, get_precision
+from ..backend import DType, NoBackendFound, choose_backend, convert, get_precision
 from ._autodiff import custom_gradient
 from ._conversion import reshaped_native
 from ._creation import reshaped_tensor, wrap, zeros_like
-from ._dims import batch, merge_shapes, non_batch
+from ._dims import batch, channel, dual, merge_shapes, non_batch
 from ._elementwise import where
 from ._layout import layout
 from ._linalg import matrix_from_function
@@ -231,9 +231,12 @@ def solve_linear(f, y, solve: Solve, *f_args, grad_for_f=False, f_kwargs: dict |
     Args:
         f: a function linear in its first argument (a `Tensor`; `jit_compile_linear` functions included), called
             as `f(x, *f_args, **f_kwargs)`, or a matrix: a tensor whose dual dims `~d` are the dims `d` of `x`
-            and whose other non-batch dims are those of `y`, applied as `f @ x`.
+            and whose other non-batch dims are those of `y`, applied as `f @ x`. Where the rows are named apart
+            from the columns, they pair with them in shape order.
         y: the right-hand side, a `Tensor`; its batch dims (and those of `solve.x0` and of a matrix) list
-            independent systems, each converging on its own.
+            independent systems, each converging on its own. Native arrays `y` and `solve.x0` give a native
+            solution: with a native matrix `(*batch, N, N)` they are `(*batch, N)`, or `(*batch, N, K)` for `K`
+            right-hand sides; a function receives them as tensors with the dims `batch0, ...` and `vector`.
         solve: the method, tolerances and initial guess `x0` (required).
         *f_args: further positional arguments of `f` (one tuple is spread out), not solved for.
         grad_for_f: also compute the gradient with respect to the matrix `f` (a matrix only).
@@ -254,11 +257,13 @@ def solve_linear(f, y, solve: Solve, *f_args, grad_for_f=False, f_kwargs: dict |
     if solve.method not in _ITERATIVE + _DIRECT:
         raise ValueError(f'solve_linear(): method {solve.method!r} is not offered; lazyphi offers '
                          f'{", ".join(_ITERATIVE + _DIRECT)}')
-    if not isinstance(y, Tensor) or not isinstance(solve.x0, Tensor):
-        raise TypeError(f'solve_linear(): y and Solve.x0 must be Tensors (trees and natives are not offered), got '
-                        f'{type(y).__name__} and {type(solve.x0).__name__}')
     f_kwargs = {**(f_kwargs or {}), **f_kwargs_}
     f_args = f_args[0] if len(f_args) == 1 and isinstance(f_args[0], tuple) else f_args
+    if not isinstance(y, Tensor) and not isinstance(solve.x0, Tensor) and _is_native(y) and _is_native(solve.x0):
+        return _solve_natives(f, y, solve, f_args, grad_for_f, f_kwargs)
+    if not isinstance(y, Tensor) or not isinstance(solve.x0, Tensor):
+        raise TypeError(f'solve_linear(): y and Solve.x0 must both be Tensors or both native arrays (trees are not '
+                        f'offered), got {_type_name(y)} and {_type_name(solve.x0)}')
     if isinstance(f, Tensor):
         if not f.shape.dual:
             raise ValueError(f'solve_linear(): a matrix needs dual dims naming its columns (~x for the dim x of the '
@@ -279,6 +284,58 @@ def solve_linear(f, y, solve: Solve, *f_args, grad_for_f=False, f_kwargs: dict |
     # everything a compiler or autodiff may trace is an argument, not a closure (JAX rejects leaked tracers)
     solve_function = custom_gradient(_forward, _backward, auxiliary_args='solve,function,f_kwargs,grad_for_f')
     return solve_function(y, matrix, f_args, solve, None if matrix is not None else f, f_kwargs, grad_for_f)
+
+
+def _type_name(value) -> str:
+    return f'{type(value).__module__}.{type(value).__qualname__}'
+
+
+def _axes(value) -> tuple:
+    return tuple(int(n) for n in value.shape)
+
+
+def _is_native(value) -> bool:
+    """Whether `value` is an array of some backend (not a Python number, list or tree)."""
+    try:
+        return choose_backend(value).is_tensor(value, True)
+    except NoBackendFound:
+        return False
+
+
+def _solve_natives(f, y, solve: Solve, f_args: tuple, grad_for_f: bool, f_kwargs: dict):
+    """`solve_linear` of native arrays, answered with a native array.
+
+    A matrix has the axes `(*batch, N, N)`; `y` and `x0` have `(*batch, N)`, or `(*batch, N, K)` for `K`
+    right-hand sides at once. For a function, `y` and `x0` have `(*batch, N)` (or no axes) and the function
+    receives tensors with the dims `batch0, batch1, ...` and the channel dim `vector`.
+    """
+    backend = choose_backend(y, solve.x0)
+    y_rank, x_rank = backend.ndims(y), backend.ndims(solve.x0)
+    if y_rank != x_rank:
+        raise ValueError(f'solve_linear(): native y and x0 need the same number of axes, got shapes '
+                         f'{_axes(y)} and {_axes(solve.x0)}')
+    if isinstance(f, Tensor):
+        raise TypeError('solve_linear(): a matrix Tensor needs y and Solve.x0 as Tensors, got native arrays')
+    if not _is_native(f):
+        if not callable(f):
+            raise TypeError(f'solve_linear(): f must be a linear function or a matrix, got {_type_name(f)}')
+        dims = [batch(f'batch{i}') for i in range(y_rank - 1)] + ([channel('vector')] if y_rank else [])
+        extra = ()
+        matrix = f
+    else:
+        matrix_rank = choose_backend(f).ndims(f)
+        if matrix_rank < 2 or y_rank not in (matrix_rank - 1, matrix_rank):
+            raise ValueError(f'solve_linear(): a native matrix has the axes (*batch, N, N) and y, x0 the axes '
+                             f'(*batch, N) or (*batch, N, K); got shapes {_axes(f)} and '
+                             f'{_axes(y)}')
+        batches = [batch(f'batch{i}') for i in range(matrix_rank - 2)]
+        matrix = wrap(f, *batches, channel('vector'), dual('vector'))
+        extra = (batch('extra_batch'),) if y_rank == matrix_rank else ()
+        dims = [*batches, channel('vector')]
+    y_tensor, x0_tensor = wrap(y, *dims, *extra), wrap(solve.x0, *dims, *extra)
+    x = solve_linear(matrix, y_tensor, _copy(solve, x0=x0_tensor), *f_args, grad_for_f=grad_for_f,
+                     f_kwargs=f_kwargs)
+    return x.native(x0_tensor.shape)
 
 
 def _rows_named_as_columns(matrix: Tensor, y: Tensor) -> tuple:
