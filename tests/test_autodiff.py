@@ -1,5 +1,7 @@
 """math.jit_compile and math.gradient on functions of lazyphi tensors, on every backend."""
 
+from dataclasses import dataclass
+
 import numpy as np
 import pytest
 
@@ -58,6 +60,38 @@ def test_gradient_of_python_numbers_and_numpy_runs_on_the_default_backend_as_in_
     (grad,) = math.gradient(lambda v: math.sum(v ** 2, 'v'), get_output=False)(values)
     assert grad.backend is default_backend()
     np.testing.assert_allclose(grad.numpy('v'), [0, 2, 4])
+
+
+@dataclass
+class Vec:
+    """The value class of phiml's Autodiff notebook: two components, possibly Python numbers."""
+    x1: math.Tensor
+    x2: math.Tensor
+
+    def __mul__(self, other):
+        return Vec(self.x1 * other, self.x2 * other)
+
+    def __pow__(self, power, modulo=None):
+        return Vec(self.x1 ** power, self.x2 ** power)
+
+    def __value_attrs__(self):
+        return 'x1', 'x2'
+
+
+def test_gradient_by_an_object_of_python_numbers_as_in_phimls_autodiff_notebook():
+    def loss_function(x, y):
+        return math.l2_loss(x ** 2 * y)
+
+    dx_function = math.gradient(loss_function, wrt='x', get_output=False)
+    if not default_backend().supports('jacobian'):
+        with pytest.raises(NotImplementedError):
+            dx_function(x=Vec(1, 2), y=1.)
+        return
+    grad = dx_function(x=Vec(1, 2), y=1.)
+    assert isinstance(grad, Vec)
+    assert float(grad.x1) == pytest.approx(2.) and float(grad.x2) == pytest.approx(16.)  # d/dx (x^4 / 2) = 2 x^3
+    with pytest.raises(ValueError, match='hold no tensors or numbers'):
+        dx_function(x='text', y=1.)
 
 
 def test_gradient_needs_a_loss_of_batch_dims_only():

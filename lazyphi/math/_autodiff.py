@@ -15,6 +15,8 @@ import functools
 import inspect
 from collections.abc import Callable, Sequence
 
+import numpy as np
+
 from .._errors import NoBackendFound
 from ..backend import Backend, choose_backend, convert, default_backend
 from ._conversion import print_
@@ -115,6 +117,10 @@ def _as_tensor(value):
         return positional_tensor(value)
     except NoBackendFound:
         return value
+
+
+def _number_as_tensor(value):
+    return value if isinstance(value, (Tensor, bool, np.bool_)) else as_tensor(value)
 
 
 def _natives(leaves: list, backend: Backend) -> list:
@@ -309,6 +315,9 @@ def gradient(f: Callable, wrt=None, get_output: bool = True) -> Callable:
     @functools.wraps(f)
     def gradient_function(*args, **kwargs):
         arguments = _as_tensors(_bound(signature, args, kwargs), ())
+        for name in wrt_names:  # numbers inside the trees differentiated by (a dataclass of floats) are variables
+            if name in arguments:
+                arguments[name] = tree_map(_number_as_tensor, arguments[name], (Tensor, *NUMBER_TYPES))
         leaves, rebuilds, positions = [], {}, {}
         for name, value in arguments.items():
             arg_leaves, rebuilds[name] = _flatten(value)
@@ -321,6 +330,9 @@ def gradient(f: Callable, wrt=None, get_output: bool = True) -> Callable:
             raise NotImplementedError(f"gradient() needs automatic differentiation, which the {backend.name} "
                                       f"backend lacks; use tensors of torch, jax or tensorflow, or make one of "
                                       f"them the default backend (math.use('torch'))")
+        empty = [n for n in wrt_names if not positions.get(n)]
+        if empty:
+            raise ValueError(f'gradient(): the arguments {empty} to differentiate by hold no tensors or numbers')
         flat_positions = [p for name in wrt_names for p in positions[name]]
         shapes = [t.shape for t in leaves]
         output = {}
