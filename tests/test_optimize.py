@@ -137,7 +137,6 @@ def test_solve_settings_defaults_and_copies():
     (lambda: math.solve_linear(poisson, rhs(), Solve('CG')), 'initial guess'),
     (lambda: math.solve_linear(poisson, rhs(), Solve('GMRES', x0=x0())), 'GMRES'),
     (lambda: math.solve_linear(poisson, rhs(), Solve('biCG-stab(2)', x0=x0())), 'biCG-stab(2)'),
-    (lambda: math.solve_linear(poisson, rhs(), Solve('CG', x0=x0()), grad_for_f=True), 'grad_for_f'),
     (lambda: math.solve_linear(math.tensor(UNSYMMETRIC, spatial('x,y')), rhs(), Solve('CG', x0=x0())), 'dual'),
     (lambda: Solve('CG', preconditioner='ilu'), 'preconditioner'),
     (lambda: Solve('CG', rank_deficiency=1), 'rank_deficiency'),
@@ -240,3 +239,23 @@ def test_a_function_of_native_arrays():
         math.solve_linear(laplace_1d, b, Solve(x0=np.zeros((1, 6))))
     with pytest.raises(TypeError, match='both be Tensors or both native'):
         math.solve_linear(laplace_1d, b, Solve(x0=x0()))
+
+
+def test_the_gradient_by_the_arguments_of_a_function_as_in_phimls_linear_solves_notebook(backend):
+    if backend.name == 'numpy':
+        pytest.skip('NumPy has no automatic differentiation')
+    x0 = tensor([0, 0], channel('x_vec'))
+
+    @math.jit_compile_linear
+    def conditioned_linear_function(x, conditioning):
+        return x * conditioning
+
+    def loss_function(conditioning):
+        b = math.ones_like(conditioning)
+        x = math.solve_linear(conditioned_linear_function, b, Solve(x0=x0), conditioning=conditioning,
+                              grad_for_f=True)
+        return math.l2_loss(x)
+
+    gradient_function = math.gradient(loss_function, 'conditioning', get_output=False)
+    grad = gradient_function(tensor([1., 2.], channel('x_vec')))
+    np.testing.assert_allclose(grad.numpy('x_vec'), [-1, -1 / 8], rtol=1e-4)  # d/dc (1 / (2 c^2)) = -1 / c^3

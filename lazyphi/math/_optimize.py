@@ -239,7 +239,9 @@ def solve_linear(f, y, solve: Solve, *f_args, grad_for_f=False, f_kwargs: dict |
             right-hand sides; a function receives them as tensors with the dims `batch0, ...` and `vector`.
         solve: the method, tolerances and initial guess `x0` (required).
         *f_args: further positional arguments of `f` (one tuple is spread out), not solved for.
-        grad_for_f: also compute the gradient with respect to the matrix `f` (a matrix only).
+        grad_for_f: also compute the gradient with respect to the matrix `f`, or with respect to the tensors among
+            a function's further arguments: the function's dense matrix is then built (`matrix_from_function`)
+            and solved with.
         f_kwargs: keyword arguments of `f`, not solved for; `**f_kwargs_` adds to them.
 
     Returns:
@@ -270,15 +272,14 @@ def solve_linear(f, y, solve: Solve, *f_args, grad_for_f=False, f_kwargs: dict |
                              f'solution), got {f.shape}')
         matrix, y = _rows_named_as_columns(f, y)
     elif callable(f):
-        if grad_for_f:
-            raise ValueError('solve_linear(): grad_for_f=True needs a matrix; pass math.matrix_from_function(f, '
-                             'x0)[0] instead of the function')
         matrix = None
     else:
         raise TypeError(f'solve_linear(): f must be a linear function or a matrix Tensor, got {type(f).__name__}')
     if (y.dtype.kind is complex) or (solve.x0.dtype.kind is complex):
         raise ValueError('solve_linear(): complex systems are not offered; solve real and imaginary parts apart')
-    if matrix is None and solve.method in _DIRECT:  # a dense matrix (phiml builds a sparse one)
+    # a dense matrix (phiml builds a sparse one) for the direct methods, and to differentiate by the function's
+    # arguments through its entries
+    if matrix is None and (solve.method in _DIRECT or grad_for_f):
         matrix, bias = matrix_from_function(_operator(None, f_args, f, f_kwargs), solve.x0)
         y = y - bias
     # everything a compiler or autodiff may trace is an argument, not a closure (JAX rejects leaked tracers)
