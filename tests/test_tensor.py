@@ -474,6 +474,9 @@ def test_dask_token_is_deterministic_and_content_based():
 
 def test_repr_shows_shape_and_values():
     assert repr(wrap(np.arange(3), spatial('x'))) == '(0, 1, 2) along xˢ int64'
+    # a channel dim is named unless it is 'vector' (phiml's Matrices and Linear_Solves notebooks)
+    assert repr(wrap(np.arange(2), channel('b_vec'))) == '(0, 1) along b_vecᶜ int64'
+    assert repr(wrap(np.arange(2), channel('vector'))) == '(0, 1) int64'
     assert 'yˢ=3' in repr(wrap(np.ones((2, 3)), spatial('x'), spatial('y')))
     assert '±' in repr(math.random_normal(spatial(x=100)))
     assert repr(math.tensor(2.0)) == '2.0'

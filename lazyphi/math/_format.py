@@ -129,7 +129,7 @@ def _row(values: np.ndarray, shape, options: PrintOptions) -> str:
             show_shape = shape.rank > 1
     elif shape.rank == 1:
         text = '(' + ', '.join(_number(v, options) for v in values) + ')'
-        if show_shape is None and shape.types[0] == 'channel':
+        if show_shape is None and shape.types[0] == 'channel' and shape.names[0] == 'vector':  # as phiml
             show_shape = False
         if show_shape is None:  # the dim's name and type say enough: its size is the number of values
             name = str(shape)[1:-1].split('=')[0]
