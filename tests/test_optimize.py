@@ -259,3 +259,34 @@ def test_the_gradient_by_the_arguments_of_a_function_as_in_phimls_linear_solves_
     gradient_function = math.gradient(loss_function, 'conditioning', get_output=False)
     grad = gradient_function(tensor([1., 2.], channel('x_vec')))
     np.testing.assert_allclose(grad.numpy('x_vec'), [-1, -1 / 8], rtol=1e-4)  # d/dc (1 / (2 c^2)) = -1 / c^3
+
+
+@math.jit_compile_linear
+def explicit_burgers(u, u_prev, dt, diffusivity, boundary='periodic'):
+    """phiml's Examples notebook: an upwind Burgers step, linear in `u`, its matrix not symmetric."""
+    dx = 1 / math.wrap(spatial(u), channel(u))
+    left, right = math.shift(u_prev, (-1, 1), padding=boundary, stack_dim=channel('adv'))
+    positive_winds = math.maximum(0, (u_prev + left) / 2)
+    negative_winds = math.minimum(0, (u_prev + right) / 2)
+    forward_diff = math.spatial_gradient(u, dx, 'forward', padding=boundary, stack_dim=channel('adv'))
+    backward_diff = math.spatial_gradient(u, dx, 'backward', padding=boundary, stack_dim=channel('adv'))
+    advection = math.sum(backward_diff * positive_winds + forward_diff * negative_winds, 'adv')  # sum required for n-d
+    diffusion = diffusivity * math.laplace(u, padding=boundary)
+    return u + dt * (diffusion - advection)
+
+
+def test_the_default_method_settles_the_unsymmetric_burgers_system_of_phimls_examples_notebook(backend):
+    @math.jit_compile
+    def implicit_burgers(u_prev, dt, diffusivity=1e-4):
+        return math.solve_linear(explicit_burgers, u_prev, math.Solve(x0=u_prev), u_prev=u_prev, dt=-dt,
+                                 diffusivity=diffusivity)
+
+    x = math.linspace(0, 1, spatial(x=100))
+    u0 = math.sin(x * 2 * math.PI) + 0.3
+    expected = math.solve_linear(explicit_burgers, u0, Solve('direct', x0=u0), u_prev=u0, dt=-0.01,
+                                 diffusivity=1e-4)
+    close(implicit_burgers(u0, 0.01), expected.numpy('x'), 'x', tol=1e-3)
+    with pytest.raises(NotConverged):  # plain CG does not settle it
+        math.solve_linear(explicit_burgers, u0, Solve('CG', x0=u0), u_prev=u0, dt=-0.01, diffusivity=1e-4)
+    u_trj = math.iterate(implicit_burgers, batch(t=8), u0, dt=0.01)
+    assert float(math.max(abs(u_trj), 't,x')) < 1.4  # stays bounded: u0 peaks at 1.3

@@ -45,7 +45,8 @@ class Solve:
     iteration limit and which convergence errors to return quietly instead of raising.
 
     Args:
-        method: 'auto' (conjugate gradient), 'CG', 'CG-adaptive', 'biCG-stab' (or 'biCG-stab(1)'), or
+        method: 'auto' ('CG-adaptive'), 'CG', 'CG-adaptive' (conjugate gradients whose steps are measured against
+            the residual, as phiml's: they also settle many unsymmetric systems), 'biCG-stab' (or 'biCG-stab(1)'), or
             'direct' / 'scipy-direct' (a dense matrix solve on the backend). None means 'auto'.
         rel_tol: the tolerance relative to the norm of `y` (for 'CG', of the initial residual `y - f(x0)`);
             default 1e-5 in single precision, 1e-12 in double.
@@ -443,8 +444,11 @@ def _iterative(operator: Callable, y: Tensor, solve: Solve) -> SolveInfo:
               'evaluations': zero + 1}
     if solve.method == 'biCG-stab' or solve.method == 'biCG-stab(1)':
         state, step, name = _bicgstab_start(x0, r0), _bicgstab_step, 'biCG-stab'
-    else:
-        state, step, name = _cg_start(x0, r0, rsq0), _cg_step, 'CG' if solve.method == 'CG' else 'CG-adaptive'
+    elif solve.method == 'CG':
+        state, step, name = _cg_start(x0, r0, rsq0), _cg_step, 'CG'
+    else:  # 'auto', 'CG-adaptive'
+        state, step, name = _adaptive_cg_start(operator, x0, r0, rsq0), _adaptive_cg_step, 'CG-adaptive'
+        common['evaluations'] = zero + 2
     shapes = {**{k: batches for k in common}, **{k: s(x_shape, r_shape, batches) for k, s in state[1].items()}}
     state = {**common, **state[0]}
 
@@ -480,6 +484,26 @@ def _cg_step(operator: Callable, s: dict) -> dict:
     direction = residual + safe_div(rsq, s['rsq']) * s['direction']
     return {'x': s['x'] + alpha * s['direction'], 'residual': residual, 'direction': direction, 'rsq': rsq,
             'evaluations': 1}
+
+
+def _adaptive_cg_start(operator: Callable, x0: Tensor, r0: Tensor, rsq0: Tensor) -> tuple:
+    state = {'x': x0, 'residual': r0, 'direction': r0, 'image': operator(r0), 'rsq': rsq0}
+    shapes = {'x': lambda xs, rs, b: xs, 'residual': lambda xs, rs, b: rs, 'direction': lambda xs, rs, b: rs,
+              'image': lambda xs, rs, b: rs, 'rsq': lambda xs, rs, b: b}
+    return state, shapes
+
+
+def _adaptive_cg_step(operator: Callable, s: dict) -> dict:
+    """One step of the conjugate gradient form that measures its step against the residual itself (Hestenes
+    and Stiefel's variant, as phiml's 'CG-adaptive'): the step is `<d, r> / <d, A d>` and the next direction is
+    the residual made conjugate to `d` alone, `r - (<r, A d> / <d, A d>) d`. For a symmetric matrix it takes the
+    steps of CG; unlike CG it also settles many systems that are not quite symmetric (upwind advection)."""
+    curvature = _dot(s['direction'], s['image'])
+    alpha = safe_div(_dot(s['direction'], s['residual']), curvature)
+    residual = s['residual'] - alpha * s['image']
+    direction = residual - safe_div(_dot(residual, s['image']), curvature) * s['direction']
+    return {'x': s['x'] + alpha * s['direction'], 'residual': residual, 'direction': direction,
+            'image': operator(direction), 'rsq': _dot(residual, residual), 'evaluations': 1}
 
 
 def _bicgstab_start(x0: Tensor, r0: Tensor) -> tuple:
