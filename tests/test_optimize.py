@@ -150,7 +150,7 @@ def test_what_is_not_offered_raises_a_value_error_naming_it(call, message):
 def test_solves_compile(backend, method):
     @math.jit_compile
     def solve(y):
-        return math.solve_linear(poisson, y, Solve(method, 1e-6, 1e-6, x0=x0()))
+        return math.solve_linear(poisson, y, Solve(method, 1e-5, 1e-5, x0=x0()))  # float32: |residual| ~ 1e-6
     close(solve(rhs()), np.linalg.solve(laplace_matrix(6), Y.T).T)
     close(solve(rhs(2 * Y)), np.linalg.solve(laplace_matrix(6), 2 * Y.T).T)
 
