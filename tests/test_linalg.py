@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lazyphi import math
-from lazyphi.math import IncompatibleShapes, batch, channel, dual, instance, spatial, stack, wrap
+from lazyphi.math import IncompatibleShapes, batch, channel, dual, instance, matrix_from_function, spatial, stack, wrap
 
 RNG = np.random.default_rng(7)
 
@@ -153,6 +153,25 @@ def test_matrix_from_function_of_a_function_reducing_with_a_dim_filter_as_phimls
     grid = math.random_normal(spatial(x=3, y=4))
     mat_2d, _ = math.matrix_from_function(neighbor_mean, math.zeros(spatial(x=3, y=4)))
     math.assert_close(mat_2d @ grid, neighbor_mean(grid), abs_tolerance=1e-6)
+
+
+def test_matrix_from_function_of_a_function_building_from_the_inputs_whole_shape(backend):
+    """phiml's Matrices notebook, as written (`math.range(x.shape)` cannot take the basis vectors' numbering)."""
+    example_input = math.zeros(channel(vector=3))
+
+    def mask_first(x, n: int):
+        one_hot = math.range(x.shape) == n
+        return x * one_hot
+
+    matrix, bias = matrix_from_function(mask_first, example_input, n=2)
+    math.print(matrix)
+    np.testing.assert_array_equal(matrix.numpy('vector,~vector'), np.diag([0., 0., 1.]))
+    math.assert_close(bias, 0)
+
+    def broken(x, n: int):
+        return x * math.wrap([1., 2.], channel('vector'))  # an error of the function itself still reaches the caller
+    with pytest.raises(IncompatibleShapes, match="'vector' has size 3 in one and 2"):
+        matrix_from_function(broken, example_input, n=2)
 
 
 def test_the_matrix_and_bias_of_an_affine_function_give_its_values_back(backend):

@@ -251,7 +251,8 @@ def matrix_from_function(f, *args, auxiliary_args: str | None = None, auto_compr
     numbering dims then become the dual dims `~d` of the non-batch dims `d` of the input. Its other dims are
     those of the output, batch dims included (a matrix per batch entry), so `matrix @ x + bias` equals `f(x)`.
     A function that also acts on those numbering dims (a reduction over `non_spatial`, say) gives a matrix
-    that fails this check on a random input; then `f` is applied to the basis vectors one at a time instead.
+    that fails this check on a random input, and one that cannot take them (building a tensor from the
+    input's whole shape) raises; then `f` is applied to the basis vectors one at a time instead.
     It takes memory for every pair of input and output elements (phiml builds a sparse matrix).
 
     Args:
@@ -298,9 +299,8 @@ def matrix_from_function(f, *args, auxiliary_args: str | None = None, auto_compr
     dtype = x.dtype if x.dtype.kind in (float, complex) else DType(float, get_precision())
     basis = expand(cast(identity if identity is not None else True, dtype), x.shape.batch)
     bias = f(**{**given, name: zeros_like(x)})
-    matrix = f(**{**given, name: basis}) - bias
-    matrix = rename_dims(matrix, numbering, columns.as_dual()) if columns else matrix
-    if columns and not _represents(matrix, bias, f, given, name, x, dtype):  # f mixed the numbering dims
+    matrix = _all_columns(f, given, name, basis, bias, numbering, columns)
+    if columns and (matrix is None or not _represents(matrix, bias, f, given, name, x, dtype)):
         matrix = stack([f(**{**given, name: vector}) - bias for vector in unstack(basis, numbering)],
                        columns.as_dual())
     if debug_checks:
@@ -312,6 +312,18 @@ def matrix_from_function(f, *args, auxiliary_args: str | None = None, auto_compr
     if target_backend is not None:
         matrix, bias = convert_tensors(matrix, target_backend), convert_tensors(bias, target_backend)
     return matrix, bias
+
+
+def _all_columns(f, given: dict, name: str, basis: Tensor, bias: Tensor, numbering: Shape, columns: Shape):
+    """The matrix from one call of `f` on all basis vectors, or None where `f` cannot take the numbering dims
+    (it builds a tensor from the input's whole shape, as `math.range(x.shape)` in phiml's Matrices notebook):
+    then each basis vector goes alone, and an error of `f` itself shows there."""
+    if not columns:
+        return f(**{**given, name: basis}) - bias
+    try:
+        return rename_dims(f(**{**given, name: basis}) - bias, numbering, columns.as_dual())
+    except (ValueError, TypeError, KeyError):
+        return None
 
 
 def _represents(matrix: Tensor, bias: Tensor, f, given: dict, name: str, x: Tensor, dtype: DType) -> bool:
