@@ -457,13 +457,7 @@ def value_attributes(obj) -> tuple[str, ...]:
     The names `obj.__value_attrs__()` lists (or `__all_attrs__()`); for a dataclass instance its `value_attrs`
     if it has that attribute, else the names of its data fields, sorted.
     """
-    for method in ('__value_attrs__', '__all_attrs__'):
-        if hasattr(obj, method):
-            return _listed(obj, method)
-    if dataclasses.is_dataclass(obj):
-        return _listed(obj, 'value_attrs') if hasattr(obj, 'value_attrs') else _data_field_names(obj)
-    raise ValueError(f'value_attributes(): a {type(obj).__qualname__} lists no value attributes; it needs '
-                     f'__value_attrs__() or must be a dataclass')
+    return _attributes(obj, ('__value_attrs__', '__all_attrs__'), 'value')
 
 
 def variable_attributes(obj) -> tuple[str, ...]:
@@ -472,13 +466,19 @@ def variable_attributes(obj) -> tuple[str, ...]:
     The names `obj.__variable_attrs__()` lists, else `__all_attrs__()`, else `__value_attrs__()`; for a
     dataclass instance its `variable_attrs` if it has that attribute, else the names of its data fields, sorted.
     """
-    for method in ('__variable_attrs__', '__all_attrs__', '__value_attrs__'):
+    return _attributes(obj, ('__variable_attrs__', '__all_attrs__', '__value_attrs__'), 'variable')
+
+
+def _attributes(obj, methods: tuple, kind: str) -> tuple[str, ...]:
+    """The names the first of `methods` that `obj` has lists; for a dataclass without them, its `{kind}_attrs`
+    attribute or the names of its data fields."""
+    for method in methods:
         if hasattr(obj, method):
             return _listed(obj, method)
     if dataclasses.is_dataclass(obj):
-        return _listed(obj, 'variable_attrs') if hasattr(obj, 'variable_attrs') else _data_field_names(obj)
-    raise ValueError(f'variable_attributes(): a {type(obj).__qualname__} lists no variable attributes; it needs '
-                     f'__variable_attrs__() or must be a dataclass')
+        return _listed(obj, f'{kind}_attrs') if hasattr(obj, f'{kind}_attrs') else _data_field_names(obj)
+    raise ValueError(f'{kind}_attributes(): a {type(obj).__qualname__} lists no {kind} attributes; it needs '
+                     f'__{kind}_attrs__() or must be a dataclass')
 
 
 def lists_attributes(obj) -> bool:
