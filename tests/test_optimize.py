@@ -138,7 +138,8 @@ def test_solve_settings_defaults_and_copies():
     (lambda: math.solve_linear(poisson, rhs(), Solve('GMRES', x0=x0())), 'GMRES'),
     (lambda: math.solve_linear(poisson, rhs(), Solve('biCG-stab(2)', x0=x0())), 'biCG-stab(2)'),
     (lambda: math.solve_linear(math.tensor(UNSYMMETRIC, spatial('x,y')), rhs(), Solve('CG', x0=x0())), 'dual'),
-    (lambda: Solve('CG', preconditioner='ilu'), 'preconditioner'),
+    (lambda: Solve('CG', preconditioner='jacobi'), 'preconditioner'),
+    (lambda: math.solve_linear(poisson, rhs(), Solve('CG', x0=x0(), preconditioner='ilu')), 'scipy-'),
     (lambda: Solve('CG', rank_deficiency=1), 'rank_deficiency'),
 ])
 def test_what_is_not_offered_raises_a_value_error_naming_it(call, message):

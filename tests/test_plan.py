@@ -500,6 +500,7 @@ NOT_OPERATIONS = {  # names in lazyphi.math that construct values or describe sh
     'fftfreq', 'dim_mask',  # frequencies of a resolution, a mask of dims
     'ravel_index', 'unravel_index',  # integer index arithmetic on the backend: index tensors, not traced data
     'Solve', 'SolveInfo', 'ConvergenceException', 'NotConverged', 'Diverged',  # a solve's settings, report, errors
+    'SolveTape',  # a context manager recording SolveInfos: holds results, takes no tensors
     'solve_linear',  # iterates until the values converge: it needs them, and runs on the backend's while_loop
     'find_differences', 'is_composite',  # answer about the structure of trees: lists and bools, not tensors
     'enable_debug_checks', 'DimFilter', 'magic',  # a global switch, a type alias, a module of protocols

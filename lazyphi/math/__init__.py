@@ -240,6 +240,7 @@ from ._optimize import (
     NotConverged,
     Solve,
     SolveInfo,
+    SolveTape,
     solve_linear,
 )
 from ._padding import (
@@ -427,6 +428,7 @@ __all__ = [
     'ShapeDtype',
     'Solve',
     'SolveInfo',
+    'SolveTape',
     'Stacked',
     'Tensor',
     'abs',

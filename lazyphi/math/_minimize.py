@@ -25,7 +25,7 @@ from ._dims import batch, channel, merge_shapes, non_batch
 from ._elementwise import where
 from ._magic_ops import concat, expand, pack_dims, unpack_dim
 from ._ops import cast, exp, is_finite, maximum, safe_div, sqrt, to_float, to_int32
-from ._optimize import Solve, SolveInfo, _copy, _dot, _per_entry, _typed, _while
+from ._optimize import Solve, SolveInfo, _copy, _dot, _per_entry, _typed, _while, record
 from ._reduce import all_, any_, max_
 from ._shape import EMPTY_SHAPE
 from ._tensor import Tensor
@@ -148,6 +148,7 @@ def minimize(f: Callable, solve: Solve):
                                           f'traced by jit_compile does not have; use method=\'GD\' there')
             result = _scipy_minimize(method, parameters, flat, solve)
     result.solve_time = time.perf_counter() - start
+    record(result)
     result.convergence_check(False)
     return result.x
 

@@ -12,6 +12,7 @@ solves the transposed system (for a function, the same one, assumed symmetric) w
 from __future__ import annotations
 
 import copy
+import threading
 import time
 import uuid
 import warnings
@@ -20,7 +21,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..backend import DType, NoBackendFound, choose_backend, convert, get_precision
-from ._autodiff import custom_gradient
+from ._autodiff import compiling, custom_gradient
 from ._conversion import reshaped_native
 from ._creation import reshaped_tensor, wrap, zeros_like
 from ._dims import batch, channel, dual, merge_shapes, non_batch
@@ -31,6 +32,7 @@ from ._magic_ops import expand, rename_dims
 from ._natives import common_backend
 from ._ops import cast, is_finite, maximum, safe_div, sqrt, to_float, to_int32
 from ._reduce import all_, any_, max_, sum_
+from ._scipy_linear import NEEDS_MATRIX, PRECONDITIONERS, SCIPY_ITERATIVE, scipy_solve
 from ._shape import Shape
 from ._tensor import Dense, Tensor, as_tensor
 
@@ -46,8 +48,10 @@ class Solve:
 
     Args:
         method: 'auto' ('CG-adaptive'), 'CG', 'CG-adaptive' (conjugate gradients whose steps are measured against
-            the residual, as phiml's: they also settle many unsymmetric systems), 'biCG-stab' (or 'biCG-stab(1)'), or
-            'direct' / 'scipy-direct' (a dense matrix solve on the backend). None means 'auto'.
+            the residual, as phiml's: they also settle many unsymmetric systems), 'biCG-stab' (or 'biCG-stab(1)'),
+            'direct' / 'scipy-direct' (a dense matrix solve on the backend), or one of SciPy's iterative solvers run
+            on the host: 'scipy-CG', 'scipy-GMres', 'scipy-biCG', 'scipy-biCG-stab', 'scipy-CGS', 'scipy-lGMres',
+            'scipy-QMR', 'scipy-GCrotMK', 'scipy-lsqr' (see `solve_linear`). None means 'auto'.
         rel_tol: the tolerance relative to the norm of `y` (for 'CG', of the initial residual `y - f(x0)`);
             default 1e-5 in single precision, 1e-12 in double.
         abs_tol: the absolute tolerance of the residual's norm; same defaults. A batch entry has converged
@@ -57,7 +61,8 @@ class Solve:
         suppress: `NotConverged` and/or `Diverged`: return the last estimate instead of raising them.
         preprocess_y: a function applied as `preprocess_y(y, *preprocess_y_args)` to the right-hand side first.
         preprocess_y_args: its further arguments.
-        preconditioner: only None: preconditioners are not offered (a ValueError names others).
+        preconditioner: None, or 'ilu': an incomplete LU factorisation (SciPy's `spilu`) of the dense matrix,
+            taken by the 'scipy-*' iterative methods only (`solve_linear` raises a ValueError for the others).
         rank_deficiency: None or 0: the system is taken to have full rank (a ValueError names others).
         gradient_solve: the `Solve` for the backward pass; default: a copy of this one without `x0`.
     """
@@ -69,8 +74,9 @@ class Solve:
         method = method or 'auto'
         if not isinstance(method, str):
             raise TypeError(f'Solve(): method must be a str such as \'CG\', got {method!r}')
-        if preconditioner is not None:
-            raise ValueError(f'Solve(): preconditioner={preconditioner!r} is not offered by lazyphi; pass None')
+        if preconditioner is not None and preconditioner not in PRECONDITIONERS:
+            raise ValueError(f'Solve(): preconditioner={preconditioner!r} is not offered by lazyphi; pass None or '
+                             f'\'ilu\' (for the \'scipy-*\' iterative methods)')
         if rank_deficiency not in (None, 0):
             raise ValueError(f'Solve(): rank_deficiency={rank_deficiency!r} is not offered: lazyphi solves systems '
                              f'of full rank only; pass None or 0')
@@ -226,6 +232,82 @@ class Diverged(ConvergenceException):
     """The solve stopped early: its residual became non-finite or grew far beyond the initial one."""
 
 
+class SolveTape:
+    """Records the `SolveInfo` of every solve (`solve_linear`, `minimize`, `solve_nonlinear`) run while it is
+    entered as a context manager, in this thread; nested tapes all record.
+
+    Look a result up by position (`tape[0]`) or by the `Solve` it was given (`tape[solve]`, matched by its `id`,
+    which copies keep). Iterating and `len` go over the results in order.
+
+    Args:
+        *solves: record only the solves configured by these; none given: record every solve.
+        record_trajectories: only False: lazyphi does not record the estimates of each iteration (True raises a
+            ValueError).
+    """
+
+    def __init__(self, *solves: Solve, record_trajectories: bool = False):
+        if record_trajectories:
+            raise ValueError('SolveTape(): record_trajectories=True is not offered by lazyphi (the iterations\' '
+                             'estimates are not kept); pass record_trajectories=False')
+        unknown = [s for s in solves if not isinstance(s, Solve)]
+        if unknown:
+            raise TypeError(f'SolveTape(): the solves to record must be Solve objects, got {unknown}')
+        self.record_only_ids: list = [s.id for s in solves]
+        self.record_trajectories: bool = False
+        self.solves: list[SolveInfo] = []
+
+    def should_record_trajectory_for(self, solve: Solve) -> bool:
+        """Whether the iterations of `solve` are recorded: never in lazyphi."""
+        return False
+
+    def __enter__(self) -> SolveTape:
+        _tapes().append(self)
+        return self
+
+    def __exit__(self, exc_type, exc_val, exc_tb) -> None:
+        _tapes().remove(self)
+
+    def _add(self, result: SolveInfo) -> None:
+        if self.record_only_ids and result.solve.id not in self.record_only_ids:
+            return
+        if any(s.solve.id == result.solve.id for s in self.solves):
+            warnings.warn('SolveTape: a second result for the same Solve; tape[solve] returns the first',
+                          RuntimeWarning, stacklevel=4)
+        self.solves.append(result)
+
+    def __getitem__(self, item: int | Solve) -> SolveInfo:
+        if isinstance(item, int):
+            return self.solves[item]
+        if not isinstance(item, Solve):
+            raise TypeError(f'SolveTape[]: index by position (int) or by Solve, got {type(item).__name__}')
+        for result in self.solves:
+            if result.solve.id == item.id:
+                return result
+        raise KeyError(f'SolveTape: no solve recorded for {item}')
+
+    def __iter__(self):
+        return iter(self.solves)
+
+    def __len__(self) -> int:
+        return len(self.solves)
+
+
+_TAPES = threading.local()
+
+
+def _tapes() -> list:
+    """The `SolveTape`s entered in this thread, innermost last."""
+    if not hasattr(_TAPES, 'stack'):
+        _TAPES.stack = []
+    return _TAPES.stack
+
+
+def record(result: SolveInfo) -> None:
+    """Hands `result` to every `SolveTape` entered in this thread."""
+    for tape in _tapes():
+        tape._add(result)
+
+
 def solve_linear(f, y, solve: Solve, *f_args, grad_for_f=False, f_kwargs: dict | None = None, **f_kwargs_):
     """The solution `x` of the linear system `f(x) = y`.
 
@@ -257,9 +339,13 @@ def solve_linear(f, y, solve: Solve, *f_args, grad_for_f=False, f_kwargs: dict |
         raise TypeError(f'solve_linear(): solve must be a Solve, got {solve!r}')
     if solve.x0 is None:
         raise ValueError('solve_linear(): the Solve has no initial guess; pass Solve(..., x0=initial_guess)')
-    if solve.method not in _ITERATIVE + _DIRECT:
+    if solve.method not in _ITERATIVE + _DIRECT + tuple(SCIPY_ITERATIVE):
         raise ValueError(f'solve_linear(): method {solve.method!r} is not offered; lazyphi offers '
-                         f'{", ".join(_ITERATIVE + _DIRECT)}')
+                         f'{", ".join(_ITERATIVE + _DIRECT + tuple(SCIPY_ITERATIVE))}')
+    if solve.preconditioner is not None and solve.method not in SCIPY_ITERATIVE:
+        raise ValueError(f'solve_linear(): preconditioner={solve.preconditioner!r} is taken by the \'scipy-*\' '
+                         f'iterative methods only ({", ".join(SCIPY_ITERATIVE)}), not by {solve.method!r}; pass '
+                         f'preconditioner=None or one of those methods')
     f_kwargs = {**(f_kwargs or {}), **f_kwargs_}
     f_args = f_args[0] if len(f_args) == 1 and isinstance(f_args[0], tuple) else f_args
     if not isinstance(y, Tensor) and not isinstance(solve.x0, Tensor) and _is_native(y) and _is_native(solve.x0):
@@ -280,7 +366,8 @@ def solve_linear(f, y, solve: Solve, *f_args, grad_for_f=False, f_kwargs: dict |
         raise ValueError('solve_linear(): complex systems are not offered; solve real and imaginary parts apart')
     # a dense matrix (phiml builds a sparse one) for the direct methods, and to differentiate by the function's
     # arguments through its entries
-    if matrix is None and (solve.method in _DIRECT or grad_for_f):
+    if matrix is None and (solve.method in _DIRECT or solve.method in NEEDS_MATRIX or solve.preconditioner is not None
+                           or grad_for_f):
         matrix, bias = matrix_from_function(_operator(None, f_args, f, f_kwargs), solve.x0)
         y = y - bias
     # everything a compiler or autodiff may trace is an argument, not a closure (JAX rejects leaked tracers)
@@ -377,10 +464,13 @@ def _forward(y: Tensor, matrix: Tensor | None, f_args: tuple, solve: Solve, func
     start = time.perf_counter()
     if solve.method in _DIRECT:
         result = _direct(matrix, y, solve)
+    elif solve.method in SCIPY_ITERATIVE:
+        result = _scipy_iterative(matrix, operator, y, solve)
     else:
         with np.errstate(all='ignore'):  # a diverging solve meets non-finite values; the result reports them
             result = _iterative(operator, y, solve)
     result.solve_time = time.perf_counter() - start
+    record(result)
     result.convergence_check(False)
     return result.x
 
@@ -617,3 +707,25 @@ def _direct(matrix: Tensor, y: Tensor, solve: Solve) -> SolveInfo:
             f'Direct solution does not satisfy tolerance: norm(residual)={norms[index]:.3g}'
     msg = _per_entry(message, converged.shape)
     return SolveInfo(solve, x, residual, none, none, converged, ~converged, 'lazyphi direct (least squares)', msg, 0.)
+
+
+# --- SciPy's iterative methods --------------------------------------------------------------
+
+
+def _scipy_iterative(matrix: Tensor | None, operator: Callable, y: Tensor, solve: Solve) -> SolveInfo:
+    """A 'scipy-*' iterative method on the host (`_scipy_linear.py`); values are needed, so not under tracing."""
+    x0 = to_float(solve.x0)
+    needed = [y, x0] + ([matrix] if matrix is not None else [])
+    if compiling() or not all(t._dense().available for t in needed):
+        raise NotImplementedError(f'solve_linear(): method {solve.method!r} runs SciPy on values, which jit_compile '
+                                  f'does not have while it traces; use \'CG\', \'CG-adaptive\' or \'biCG-stab\' '
+                                  f'there')
+    if solve.method == 'scipy-lsqr' and solve.preconditioner is not None:
+        raise ValueError(f'solve_linear(): \'scipy-lsqr\' takes no preconditioner, got '
+                         f'{solve.preconditioner!r}; pass preconditioner=None')
+    found = scipy_solve(solve.method, None if matrix is None else to_float(matrix), operator, to_float(y), x0,
+                        solve.rel_tol, solve.abs_tol, solve.max_iterations, solve.preconditioner)
+    text = found['msg']
+    messages = _per_entry(lambda index: text[index], found['converged'].shape)
+    return SolveInfo(solve, found['x'], found['residual'], found['iterations'], found['evaluations'],
+                     found['converged'], found['diverged'], f'SciPy {solve.method[len("scipy-"):]}', messages, 0.)
