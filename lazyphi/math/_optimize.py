@@ -311,6 +311,13 @@ def record(result: SolveInfo) -> None:
 def solve_linear(f, y, solve: Solve, *f_args, grad_for_f=False, f_kwargs: dict | None = None, **f_kwargs_):
     """The solution `x` of the linear system `f(x) = y`.
 
+    The 'scipy-*' methods run `scipy.sparse.linalg` on the host, one system per batch entry, on the values read
+    back as float64 (a matrix as is; a function through a `LinearOperator` that calls it; for 'scipy-biCG',
+    'scipy-QMR', 'scipy-lsqr' and with `preconditioner='ilu'` through its dense matrix from
+    `matrix_from_function`). They take `rel_tol` and `abs_tol` as SciPy's `rtol` and `atol` ('scipy-lsqr': `rel_tol`
+    as its `atol` and `btol`, `abs_tol` unused) and count the iterations by SciPy's callback; the solution has the
+    backend and dtype of `x0`. They need values, so `jit_compile` cannot trace them.
+
     Args:
         f: a function linear in its first argument (a `Tensor`; `jit_compile_linear` functions included), called
             as `f(x, *f_args, **f_kwargs)`, or a matrix: a tensor whose dual dims `~d` are the dims `d` of `x`
@@ -334,6 +341,7 @@ def solve_linear(f, y, solve: Solve, *f_args, grad_for_f=False, f_kwargs: dict |
         NotConverged: a batch entry did not reach the tolerance within `solve.max_iterations`.
         Diverged: the residual of a batch entry became non-finite or grew too large.
         ValueError: no `x0`, a method or a feature lazyphi does not offer, or a matrix without dual dims.
+        NotImplementedError: a 'scipy-*' method while `jit_compile` traces the solve.
     """
     if not isinstance(solve, Solve):
         raise TypeError(f'solve_linear(): solve must be a Solve, got {solve!r}')
