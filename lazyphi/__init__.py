@@ -5,6 +5,7 @@ SciPy and the optional array libraries are imported when first used.
 """
 
 import importlib
+import logging
 
 from . import backend, dataclasses, math, parallel
 from ._errors import DimNotFound, IncompatibleShapes, NoBackendFound
@@ -171,6 +172,20 @@ __version__ = '0.1.0.dev0'
 _LAZY = {'save': '.storage', 'load': '.storage'}  # these import Zarr: loaded on first use (PEP 562)
 
 
+_LEVELS = ('critical', 'fatal', 'error', 'warning', 'info', 'debug')
+
+
+def set_logging_level(level: str = 'debug') -> None:
+    """Sets the level of the 'lazyphi' logger, which lazyphi's modules log to.
+
+    Args:
+        level: one of 'critical', 'fatal', 'error', 'warning', 'info', 'debug' (any case).
+    """
+    if not isinstance(level, str) or level.lower() not in _LEVELS:
+        raise ValueError(f'set_logging_level(): level must be one of {", ".join(_LEVELS)}, got {level!r}')
+    logging.getLogger('lazyphi').setLevel(level.upper())
+
+
 def __getattr__(name: str):
     module = _LAZY.get(name)
     if module is None:
@@ -314,6 +329,7 @@ __all__ = [
     'save',
     'scat',
     'scatter',
+    'set_logging_level',
     'shape',
     'si2d',
     'sigmoid',
