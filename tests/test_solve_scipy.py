@@ -95,6 +95,13 @@ def test_bad_preconditioners_raise_value_errors():
         math.solve_linear(poisson, rhs(), Solve('biCG-stab', x0=x0(), preconditioner='ilu'))
 
 
+def test_a_function_returning_other_dims_than_y_raises_where_its_matrix_is_built():
+    y = math.tensor([2., 3.], math.channel('b_vec'))
+    x0 = math.tensor([0., 0.], math.channel('x_vec'))
+    with pytest.raises(ValueError, match='b_vec'):  # phiml carries b_vec through as an extra dim
+        math.solve_linear(lambda x: x * 2, y, Solve('scipy-CG', x0=x0, preconditioner='ilu'))
+
+
 @pytest.mark.parametrize('method', ['scipy-CG', 'scipy-GMres', 'scipy-biCG-stab'])
 def test_phiml_finds_the_same_solution(method):
     phiml = pytest.importorskip('phiml.math')

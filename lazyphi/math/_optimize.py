@@ -377,7 +377,7 @@ def solve_linear(f, y, solve: Solve, *f_args, grad_for_f=False, f_kwargs: dict |
     if matrix is None and (solve.method in _DIRECT or solve.method in NEEDS_MATRIX or solve.preconditioner is not None
                            or grad_for_f):
         matrix, bias = matrix_from_function(_operator(None, f_args, f, f_kwargs), solve.x0)
-        y = y - bias
+        y = _named_as_rows(matrix, y) - bias
     # everything a compiler or autodiff may trace is an argument, not a closure (JAX rejects leaked tracers)
     solve_function = custom_gradient(_forward, _backward, auxiliary_args='solve,function,f_kwargs,grad_for_f')
     return solve_function(y, matrix, f_args, solve, None if matrix is not None else f, f_kwargs, grad_for_f)
@@ -455,6 +455,19 @@ def _rows_named_as_columns(matrix: Tensor, y: Tensor) -> tuple:
                          f'its columns {["~" + n for n in own_columns]}: give it as many row dims as column dims '
                          f'of the same sizes, or name the rows like the columns')
     return rename_dims(matrix, own_rows, own_columns), rename_dims(y, own_rows, own_columns)
+
+
+def _named_as_rows(matrix: Tensor, y: Tensor) -> Tensor:
+    """`y`, checked to have the non-batch dims of the rows of a function's `matrix` (what the function returns).
+
+    phiml carries dims of `y` that the function does not return through its solve as extra dims (a solution with
+    both `b_vec` and `x_vec` in its Linear_Solves notebook); lazyphi does not, and says so.
+    """
+    rows = matrix.shape.non_batch.without(matrix.shape.dual.names)
+    if set(non_batch(y).names) - set(rows.names):
+        raise ValueError(f'solve_linear(): the function returns the dims {rows} but y has {non_batch(y)}; lazyphi '
+                         f'solves functions returning tensors shaped like y only')
+    return y
 
 
 def _operator(matrix: Tensor | None, f_args: tuple, function: Callable | None, f_kwargs: dict) -> Callable:
