@@ -1,5 +1,5 @@
-"""Matrices over named dims: `@`, `svd`, `fit_hyperplane`, `eigenvalues`, `matrix_rank`, `with_diagonal` and
-`matrix_from_function`, on every backend."""
+"""Matrices over named dims: `@`, `svd`, `fit_hyperplane`, `eigenvalues`, `matrix_rank`, `with_diagonal`,
+`factor_ilu` and `matrix_from_function`, on every backend."""
 
 import warnings
 
@@ -364,3 +364,113 @@ def test_with_diagonal_as_phiml_gives_it_for_its_sparse_matrices():
         sparse = pm.to_format(pm.tensor(a, pm.instance('i'), pm.dual('i')), 'csr')  # phiml's is for sparse only
         theirs = pm.dense(pm.with_diagonal(sparse, pm.tensor(values, pm.instance('i'))))
     np.testing.assert_array_equal(ours.numpy('i,~i'), theirs.numpy('i,~i'))
+
+
+# --- factor_ilu ------------------------------------------------------------------------------------------------
+
+def diagonally_dominant(rng: np.random.Generator, *shape: int) -> np.ndarray:
+    """Random square matrices whose diagonal outweighs the rest of each row and column: LU with partial pivoting
+    swaps no rows."""
+    a = rng.normal(size=shape)
+    weight = np.abs(a).sum(-1) + np.abs(a).sum(-2) + 1
+    return a + weight[..., None] * np.eye(shape[-1])
+
+
+def test_factor_ilu_as_phiml_prints_it(backend):
+    """phiml's example, with enough sweeps for the exact factors: L as printed there, and L @ U giving the matrix
+    back (the dual dim of L renamed so that it pairs with the rows of U)."""
+    matrix = wrap([[-2, 1, 0], [1, -2, 1], [0, 1, -2]], channel('row'), dual('col'))
+    lower, upper = math.factor_ilu(matrix, 4)
+    assert lower.shape == upper.shape == matrix.shape and lower.dtype.kind is float
+    np.testing.assert_allclose(lower.numpy('row,~col'), [[1, 0, 0], [-.5, 1, 0], [0, -2 / 3, 1]], rtol=1e-6)
+    np.testing.assert_allclose(upper.numpy('row,~col'), [[-2, 1, 0], [0, -1.5, 1], [0, 0, -4 / 3]], rtol=1e-6)
+    product = math.rename_dims(lower, '~col', dual('row')) @ upper
+    np.testing.assert_allclose(product.numpy('row,~col'), [[-2, 1, 0], [1, -2, 1], [0, 1, -2]], atol=1e-6)
+
+
+def test_factor_ilu_picks_phimls_number_of_sweeps(backend):
+    """`iterations=None` gives a 3x3 matrix 2 sweeps (phiml's count for dense matrices): not yet exact."""
+    matrix = wrap([[-2, 1, 0], [1, -2, 1], [0, 1, -2]], channel('row'), dual('col'))
+    lower, upper = math.factor_ilu(matrix, None)
+    twice = math.factor_ilu(matrix, 2)
+    np.testing.assert_array_equal(lower.numpy('row,~col'), twice[0].numpy('row,~col'))
+    np.testing.assert_array_equal(upper.numpy('row,~col'), twice[1].numpy('row,~col'))
+    np.testing.assert_allclose(lower.numpy('row,~col')[2, 1], -.5)
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(1, 6), st.integers(1, 3))
+def test_factor_ilu_converges_to_scipys_lu_without_pivoting(size, matrices):
+    scipy_linalg = pytest.importorskip('scipy.linalg')
+    a = diagonally_dominant(RNG, matrices, size, size)
+    matrix = math.tensor(a, batch('m'), instance('i'), dual('i'))
+    lower, upper = math.factor_ilu(matrix, 2 * size)
+    assert lower.shape == upper.shape == matrix.shape
+    for m in range(matrices):
+        permutation, expected_lower, expected_upper = scipy_linalg.lu(a[m])
+        np.testing.assert_array_equal(permutation, np.eye(size))  # diagonal dominance: no row swapped
+        np.testing.assert_allclose(lower.m[m].numpy('i,~i'), expected_lower, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(upper.m[m].numpy('i,~i'), expected_upper, rtol=1e-4, atol=1e-5)
+    product = np.einsum('mik,mkj->mij', lower.numpy('m,i,~i'), upper.numpy('m,i,~i'))
+    np.testing.assert_allclose(product, a, rtol=1e-4, atol=1e-4)
+
+
+def test_factor_ilu_of_a_batch_factors_each_matrix_on_its_own(backend):
+    a = diagonally_dominant(RNG, 3, 6, 6)  # rows and columns numbered (x, y) row-major
+    matrix = math.tensor(a.reshape(3, 2, 3, 2, 3), batch('b'), spatial('x,y'), dual('x,y'))
+    lower, upper = math.factor_ilu(matrix, 12)
+    assert lower.shape == upper.shape == matrix.shape
+    found_lower, found_upper = lower.numpy('b,x,y,~x,~y').reshape(3, 6, 6), upper.numpy('b,x,y,~x,~y').reshape(3, 6, 6)
+    for b in range(3):
+        single_lower, single_upper = math.factor_ilu(math.tensor(a[b], instance('i'), dual('i')), 12)
+        np.testing.assert_allclose(found_lower[b], single_lower.numpy('i,~i'), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(found_upper[b], single_upper.numpy('i,~i'), rtol=1e-5, atol=1e-6)
+        np.testing.assert_array_equal(np.triu(found_lower[b], 1), 0)
+        np.testing.assert_array_equal(np.diag(found_lower[b]), 1)
+        np.testing.assert_array_equal(np.tril(found_upper[b], -1), 0)
+    np.testing.assert_allclose(np.einsum('bik,bkj->bij', found_lower, found_upper), a, rtol=1e-4, atol=1e-4)
+
+
+def test_factor_ilu_safe_gives_numbers_where_a_rank_deficient_matrix_gives_nan(backend):
+    """A rank short by 3 (ones everywhere): NaN without `safe`, numbers with it. Zeros on the diagonal of the
+    matrix itself are safe too (phiml divides by them once without `safe`)."""
+    ones = math.ones(instance(i=4), dual(i=4))
+    zero_diagonal = math.tensor(np.diag([2., 0., 0., 0.]), instance('i'), dual('i'))
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', RuntimeWarning)  # NumPy's for 0 / 0
+        assert np.isnan(math.factor_ilu(ones, 3)[0].numpy('i,~i')).any()
+        assert np.isnan(math.factor_ilu(zero_diagonal, 3)[0].numpy('i,~i')).any()
+    lower, upper = (f.numpy('i,~i') for f in math.factor_ilu(ones, 3, safe=True))
+    assert np.isfinite(lower).all() and np.isfinite(upper).all()
+    np.testing.assert_array_equal(lower[:, 0], 1)  # each row is the first one: L's first column, U's first row
+    np.testing.assert_array_equal(upper[0], 1)
+    np.testing.assert_array_equal(np.triu(lower, 1), 0)
+    lower, upper = math.factor_ilu(zero_diagonal, 3, safe=True)
+    np.testing.assert_array_equal(lower.numpy('i,~i'), np.eye(4))
+    np.testing.assert_array_equal(upper.numpy('i,~i'), np.diag([2., 0., 0., 0.]))
+
+
+@pytest.mark.parametrize('safe', [False, True])
+def test_factor_ilu_as_phiml_gives_it(safe):
+    pm = phiml_math()
+    a = np.stack([diagonally_dominant(RNG, 4, 4), np.ones((4, 4))])  # the second of rank 1, short by 3
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')  # phiml's, and NumPy's for 0 / 0 in the second matrix without `safe`
+        ours = math.factor_ilu(math.tensor(a, batch('b'), channel('row'), dual('col')), 3, safe=safe)
+        theirs = pm.factor_ilu(pm.tensor(a, pm.batch('b'), pm.channel('row'), pm.dual('col')), 3, safe=safe)
+        for mine, phimls in zip(ours, theirs, strict=True):
+            assert set(mine.shape.names) == set(phimls.shape.names)
+            expected = phimls.numpy('b,row,~col')
+            assert np.isnan(expected).any() != safe  # the second matrix: NaN without `safe`
+            np.testing.assert_allclose(mine.numpy('b,row,~col'), expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize('call, error, message', [
+    (lambda: math.factor_ilu(math.zeros(instance(i=3), channel(c=3)), None), ValueError, 'no dual dim'),
+    (lambda: math.factor_ilu(math.zeros(instance(i=3), dual(j=2)), None), ValueError, 'not square: 3 rows'),
+    (lambda: math.factor_ilu(math.ones(instance(i=2), dual(i=2)), -1), ValueError, 'iterations must be 0 or more'),
+    (lambda: math.factor_ilu(math.ones(instance(i=2), dual(i=2)), 2.5), TypeError, 'iterations must be an int'),
+])
+def test_factor_ilu_names_bad_input(call, error, message):
+    with pytest.raises(error, match=message):
+        call()

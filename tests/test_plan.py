@@ -451,6 +451,7 @@ OPERATIONS = {
     'matrix_from_function': lambda t: math.matrix_from_function(lambda x: math.sum(x, 'y'), t)[0],
     'eigenvalues': lambda t: math.eigenvalues(math.rename_dims(t, 'y', math.dual('x'))),
     'matrix_rank': lambda t: math.matrix_rank(math.rename_dims(t, 'y', math.dual('x'))),
+    'factor_ilu': lambda t: math.factor_ilu(math.rename_dims(t, 'y', math.dual('x')), 2)[1],
     'with_diagonal': lambda t: math.with_diagonal(math.rename_dims(t, 'y', math.dual('x')), t.y[0]),
     'reshaped_numpy': lambda t: math.reshaped_numpy(t, ['example', 'x,y']),
     'close': lambda t: math.close(t, t), 'equal': lambda t: math.equal(t, t),

@@ -141,7 +141,15 @@ from ._gather_scatter import (
 )
 from ._kinds import Expanded, Stacked
 from ._layout import Layout, is_none, layout, object_dims
-from ._linalg import eigenvalues, fit_hyperplane, matrix_from_function, matrix_rank, svd, with_diagonal
+from ._linalg import (
+    eigenvalues,
+    factor_ilu,
+    fit_hyperplane,
+    matrix_from_function,
+    matrix_rank,
+    svd,
+    with_diagonal,
+)
 from ._magic_ops import (
     b2i,
     c2b,
@@ -533,6 +541,7 @@ __all__ = [
     'expand',
     'extrapolation',
     'f',
+    'factor_ilu',
     'factorial',
     'fft',
     'fftfreq',

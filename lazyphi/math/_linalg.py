@@ -1,5 +1,5 @@
-"""Matrices over named dims: `svd`, `fit_hyperplane`, `eigenvalues`, `matrix_rank`, `with_diagonal` and
-`matrix_from_function`.
+"""Matrices over named dims: `svd`, `fit_hyperplane`, `eigenvalues`, `matrix_rank`, `with_diagonal`,
+`factor_ilu` and `matrix_from_function`.
 
 A matrix lists its columns along dual dims `~d` and its rows along the dims `d` of the same names (or, where
 it has none of those, along its other non-batch dims), as `@` pairs them. The decompositions lay their
@@ -8,14 +8,16 @@ tensors out as a batch of matrices, one axis each for the batch, the rows and th
 `matrix_solve_least_squares`, `eigvals`), and name the axes of the results again (`reshaped_tensor`). `svd`
 takes rows of non-uniform length too: the rows of all slices form one matrix, whose latent vectors are split
 again. `matrix_rank` counts the singular values above NumPy's tolerance; `with_diagonal` is a `where` on the
-positions whose row and column numbers agree. `matrix_from_function` only calls the function, on the
-identity and on zeros.
+positions whose row and column numbers agree. `factor_ilu` runs its fixed-point sweeps as tensor operations
+(masks from the row and column numbers, one `dot` per sweep), so every backend and the tracer take part.
+`matrix_from_function` only calls the function, on the identity and on zeros.
 """
 
 from __future__ import annotations
 
 import inspect
 import itertools
+import math
 import warnings
 
 import numpy as np
@@ -27,13 +29,16 @@ from ._convert import convert as convert_tensors
 from ._creation import random_normal, range_tensor, reshaped_tensor, zeros_like
 from ._dims import batch, channel, instance, merge_shapes, non_batch, parse_dim_spec
 from ._magic_ops import expand, rename_dims, stack, unstack
-from ._ops import abs_, cast, sqrt, to_float, where
+from ._ops import abs_, cast, safe_div, sqrt, to_float, where
 from ._reduce import max_, sum_
 from ._shape import EMPTY_SHAPE, Shape
+from ._structure import transpose
 from ._tensor import Tensor, as_tensor, dims_in
+from ._vectors import dot
 
 SINGULAR = channel('singular')  # the latent dim of `svd` by default
 EIGENVALUES = channel('eigenvalues')  # the dim listing the results of `eigenvalues` by default
+_INNER = '_ilu_inner_'  # prefix of the dims a sweep of `factor_ilu` sums over
 _COLUMN = '_column_of_'  # prefix of the batch dims numbering the basis vectors in `matrix_from_function`
 
 
@@ -228,6 +233,75 @@ def with_diagonal(matrix: Tensor, values, check_square: bool = True) -> Tensor:
                          f'but {columns.volume} columns ({columns}); pass check_square=False for the diagonal of '
                          f'a rectangular matrix')
     return where(range_tensor(rows) == range_tensor(columns), values, matrix)
+
+
+def factor_ilu(matrix: Tensor, iterations: int | None, safe: bool = False) -> tuple[Tensor, Tensor]:
+    """An incomplete LU factorisation `matrix ≈ L @ U` of dense matrices by fixed-point sweeps (Chow and Patel).
+
+    `U` starts as the diagonal of `matrix` and `L` as each column divided by its diagonal entry; each sweep then
+    recomputes every entry of both from the previous sweep's values (all entries at once, so a sweep is a
+    matrix product and element-wise operations). For dense matrices the sweeps converge to the exact LU
+    factors without pivoting after finitely many sweeps; the automatic count aims at a preconditioner.
+
+    Args:
+        matrix: dense matrices: columns along dual dims, rows along the dims of the same names (or, if it has
+            none of those, along its non-batch, non-dual dims); its other dims list independent matrices.
+            Integers and booleans are taken as floats of the current precision. Sparse matrices are not offered.
+        iterations: the number of sweeps (required, as in phiml). `None` picks the count phiml's `solve_linear`
+            uses for the ILU preconditioner of a dense matrix of `n` rows, counting the `n * n` entries of one
+            matrix: 1 where `n < 3`, else `ceil(sqrt(d * n ** (1 / d)))` with
+            `d = (n - 1) / 2`.
+        safe: divisions by zero diagonal entries (of `matrix` first, of `U` in the sweeps) give 0 instead of
+            infinities and NaN, so that matrices whose rank falls short by 2 or more still factor (their `L` is
+            not unique: the undetermined entries are 0). Without it, a shortfall of 1 still factors and larger
+            ones give NaN. Unlike phiml's, this also covers zeros on the diagonal of `matrix`.
+
+    Returns:
+        `(L, U)`, both with the dims of `matrix`: `L` lower triangular with ones on its diagonal, `U` upper
+        triangular, rows and columns numbered row-major over their dims.
+
+    Raises:
+        ValueError: `matrix` has no dual dim, is not square, or `iterations` is negative.
+        TypeError: `iterations` is not an integer.
+    """
+    matrix = as_tensor(matrix)
+    rows, columns = _rows_and_columns(matrix, 'factor_ilu')
+    if rows.volume != columns.volume:
+        raise ValueError(f'factor_ilu(): the matrix {matrix.shape} is not square: {rows.volume} rows ({rows}) '
+                         f'but {columns.volume} columns ({columns})')
+    if iterations is None:
+        iterations = _ilu_sweeps(columns.volume)
+    if isinstance(iterations, bool) or not isinstance(iterations, (int, np.integer)):
+        raise TypeError(f'factor_ilu(): iterations must be an int or None, not {iterations!r}')
+    if iterations < 0:
+        raise ValueError(f'factor_ilu(): iterations must be 0 or more, not {iterations}')
+    if matrix.dtype.kind not in (float, complex):
+        matrix = to_float(matrix)
+    row_number, column_number = range_tensor(rows), range_tensor(columns)
+    lower_mask, diagonal_mask = row_number > column_number, row_number == column_number
+    upper_mask = row_number < column_number
+    inner = channel(**{f'{_INNER}{i}': size for i, size in enumerate(columns.sizes)})
+
+    def column_diagonal(values: Tensor) -> Tensor:  # the diagonal entry of each column, along the columns
+        return sum_(values * diagonal_mask, rows)
+
+    def divide(numerator: Tensor, denominator: Tensor) -> Tensor:
+        return safe_div(numerator, denominator) if safe else numerator / denominator
+
+    lu = matrix * diagonal_mask + divide(matrix, column_diagonal(matrix)) * lower_mask
+    for _ in range(iterations):
+        products = dot(rename_dims(lu * lower_mask, columns, inner), inner,
+                       rename_dims(lu * upper_mask, rows, inner), inner)
+        remainder = matrix - products
+        lu = where(lower_mask, divide(remainder, column_diagonal(lu)), remainder)
+    order = matrix.shape.names
+    return transpose(lu * lower_mask + diagonal_mask, order), transpose(lu * ~lower_mask, order)
+
+
+def _ilu_sweeps(n: int) -> int:
+    """phiml's number of sweeps for a dense matrix with `n` rows, whose rows each hold `n` entries."""
+    d = (n - 1) / 2
+    return 1 if d < 1 else math.ceil(math.sqrt(d * n ** (1 / d)))
 
 
 def _rows_and_columns(matrix: Tensor, function: str, last_resort: Shape = EMPTY_SHAPE) -> tuple[Shape, Shape]:
