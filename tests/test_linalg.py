@@ -39,6 +39,17 @@ def test_matmul_without_dual_dims_is_a_dot_product_over_shared_channels_else_a_p
     np.testing.assert_allclose(product.numpy('v,i'), np.outer(x, y), rtol=1e-6)
 
 
+def test_matmul_of_square_matrices_keeps_the_rows_of_the_left_and_the_columns_of_the_right(backend):
+    a, b = RNG.normal(size=(2, 3, 3)), RNG.normal(size=(3, 3))
+    left = math.tensor(a, batch('m'), spatial('x'), dual('x'))
+    right = math.tensor(b, spatial('x'), dual('x'))
+    product = left @ right  # (x, ~x) @ (x, ~x), as phiml multiplies square matrices
+    assert product.shape == batch(m=2) & spatial(x=3) & dual(x=3)
+    np.testing.assert_allclose(product.numpy('m,x,~x'), a @ b, rtol=1e-5, atol=1e-6)
+    chained = right @ right @ math.tensor(b[0], spatial('x'))
+    np.testing.assert_allclose(chained.numpy('x'), b @ b @ b[0], rtol=1e-5, atol=1e-6)
+
+
 def test_matmul_refuses_what_does_not_pair():
     with pytest.raises(IncompatibleShapes, match='none of the dims'):
         math.zeros(channel(c=2), dual(d=3)) @ math.zeros(channel(e=2), instance(i=2))

@@ -16,7 +16,7 @@ from ._elementwise import FLOAT_FUNCTIONS, IS_FINITE, MAXIMUM, SIGN, where
 from ._ops import abs_square
 from ._reductions import REDUCTIONS
 from ._shape import Shape, ShapeDtype, merge_shapes, resolve_dims
-from ._structure import pack_tensor_dims, stack_tensors
+from ._structure import pack_tensor_dims, rename_tensor_dims, stack_tensors
 from ._tensor import ALONG, NUMBER_TYPES, Dense, Op, Tensor, as_tensor, auto_cast, common_backend, dims_in, dispatch
 from ._tree import tree_map
 
@@ -90,6 +90,8 @@ def dot(x: Tensor, x_dims, y: Tensor, y_dims) -> Tensor:
 
 def matmul(x: Tensor, y) -> Tensor:
     """`x @ y` (`Tensor.__matmul__`): the matrix product, summing each dual dim `~d` of `x` with `d` of `y`.
+    Dual dims of `y` named like those (a product of square matrices, `(d, ~d) @ (d, ~d)`) are its columns
+    and stay in the result.
 
     Where `y` has none of those dims but exactly one non-batch, non-dual dim, all dual dims of `x`
     (packed in their order) pair with that one. Without dual dims, `x` pairs the channel dims it shares with
@@ -114,7 +116,11 @@ def matmul(x: Tensor, y) -> Tensor:
         return x * y
     primal = y.shape.only(duals.as_batch().names, reorder=True)
     if primal:
-        return dot(x, primal.as_dual().names, y, primal.names)
+        # columns of y named like those x sums over (a product of square matrices): kept aside while x sums
+        kept = y.shape.dual.only(primal.as_dual().names)
+        aside = dual(**{f'_matmul_{name[1:]}': size for name, size in zip(kept.names, kept.sizes, strict=True)})
+        product = dot(x, primal.as_dual().names, rename_tensor_dims(y, kept, aside) if kept else y, primal.names)
+        return rename_tensor_dims(product, aside, kept) if kept else product
     candidates = y.shape.non_batch.non_dual
     if candidates.rank != 1 or candidates.size != duals.volume:
         raise IncompatibleShapes(f'{x.shape} @ {y.shape}: the right tensor has none of the dims '
