@@ -476,7 +476,12 @@ def trivial_tasks(client, count: int, repeats: int) -> float:
 
 def timeline(client, call: Callable[[], object], repeats: int) -> tuple:
     """Medians of three phases of `call` on `client`: until its first task starts computing, from then until its
-    last task stops, and from that stop until `call` returns."""
+    last task stops, and from that stop until `call` returns.
+
+    A worker reports its times shifted by its estimate of its clock's offset to the scheduler's
+    (`Worker.scheduler_delay`, from heartbeat round trips). On one machine the clocks agree and the estimate is
+    noise (tens of ms on a loaded VM), so it is taken off again: all times here are this machine's clock.
+    """
     from distributed import get_task_stream
 
     phases = []
@@ -485,7 +490,9 @@ def timeline(client, call: Callable[[], object], repeats: int) -> tuple:
             start = time.time()
             call()
             end = time.time()
-        spans = [s for task in stream.data for s in task['startstops'] if s['action'] == 'compute']
+        delays = client.run(lambda dask_worker: dask_worker.scheduler_delay)
+        spans = [{key: s[key] - delays.get(task['worker'], 0.) for key in ('start', 'stop')}
+                 for task in stream.data for s in task['startstops'] if s['action'] == 'compute']
         first, last = min(s['start'] for s in spans), max(s['stop'] for s in spans)
         phases.append((first - start, last - first, end - last))
     return tuple(med([p[i] for p in phases]) for i in range(3))
