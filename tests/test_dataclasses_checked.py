@@ -316,3 +316,102 @@ def test_batch_dims_of_checked_tensors_agree_across_fields():
     Labelled(math.zeros(batch(b=64), spatial(y=28, x=28)), math.zeros(batch(b=64), channel(c=10), dtype=int))
     with pytest.raises(AnnotationMismatch, match=r"batch dim 'b' has size 64 in image but 32 in label"):
         Labelled(math.zeros(batch(b=64), spatial(y=28, x=28)), math.zeros(batch(b=32), channel(c=10), dtype=int))
+
+
+# --- autocast ------------------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    steps: int
+    label: str = ''
+
+
+@checked(autocast=True)
+@dataclasses.dataclass(frozen=True)
+class Casting:
+    y: Tensor
+    grid: Annotated[Tensor | None, spatial('x,y'), float] = None
+    count: int = 0
+    scale: float = 1.0
+    name: str = ''
+    table: Annotated[np.ndarray | None, np.float32] = None
+    settings: Settings | None = None
+    anything: int | str = 'left alone'
+
+
+def test_autocast_as_printed_by_tensordict():
+    """tensordict's docstring: `@tensorclass(autocast=True) class X: y: torch.Tensor`, then `X(1).y` is a tensor."""
+    @checked(autocast=True)
+    @dataclasses.dataclass(frozen=True)
+    class X:
+        y: Tensor
+
+    assert isinstance(X(1).y, Tensor) and X(1).y.shape.rank == 0 and int(X(1).y) == 1
+
+    @checked
+    @dataclasses.dataclass(frozen=True)
+    class Plain:
+        y: Tensor
+
+    assert Plain(1).y == 1  # tensordict's autocast=False: the value as given
+
+
+@pytest.mark.parametrize('backend', BACKEND_NAMES)
+def test_autocast_makes_tensors_on_the_values_backend_with_declared_dims_and_dtype(backend):
+    b = get_backend(backend)
+    native = b.as_tensor(np.arange(6, dtype=np.int64).reshape(2, 3))
+    c = Casting(b.as_tensor(np.float32(2.5)), grid=native)
+    assert c.y.backend is b and float(c.y) == 2.5
+    assert c.grid.backend is b and c.grid.shape == spatial(x=2, y=3) and c.grid.dtype.kind is float
+    np.testing.assert_array_equal(c.grid.numpy('x,y'), np.arange(6).reshape(2, 3))
+    vector = Casting([1, 2, 3]).y
+    assert vector.shape.rank == 1 and vector.numpy().tolist() == [1, 2, 3]
+    tensor = math.ones(batch(b=2), spatial(x=2, y=3), dtype=int)
+    kept = Casting(tensor, grid=tensor)
+    assert kept.y is tensor  # a Tensor stays as it is
+    assert kept.grid.dtype.kind is float and kept.grid.shape == tensor.shape  # cast to the declared kind
+
+
+def test_autocast_converts_builtins_arrays_and_nested_dataclasses():
+    c = Casting(0, count=3.0, scale=2, name=5, table=[1, 2], settings={'steps': 4, 'label': 'a'})
+    assert (c.count, type(c.count)) == (3, int) and (c.scale, type(c.scale)) == (2.0, float) and c.name == '5'
+    assert c.table.dtype == np.float32 and c.table.tolist() == [1.0, 2.0]
+    assert c.settings == Settings(4, 'a')
+    assert c.anything == 'left alone' and Casting(0, anything=2.5).anything == 2.5  # a union of several types
+    assert Casting(0, count=math.tensor(7)).count == 7  # a Tensor of one value gives its number
+    assert Casting(0).grid is None and Casting(0).settings is None  # None where the annotation admits it
+    replaced = dataclasses.replace(c, count='8')
+    assert replaced.count == 8
+
+
+def test_autocast_errors_name_field_value_and_type_and_checks_still_run():
+    with pytest.raises(AnnotationTypeMismatch, match=r"Casting\.count: autocast cannot convert 'many' \(of type str\) "
+                                                     r"to int"):
+        Casting(0, count='many')
+    with pytest.raises(TypeError, match=r'Casting\.settings: autocast cannot convert .* to Settings'):
+        Casting(0, settings={'wrong': 1})
+    with pytest.raises(AnnotationMismatch, match=r"Casting\.grid must be a Tensor with dims \(xˢ, yˢ\).* dim 'x' is "
+                                                 r"missing"):
+        Casting(0, grid=[1.0, 2.0])  # one axis: not named x, y, so the check refuses it
+    with pytest.raises(TypeError, match=r'autocast=\.\.\.\) takes True or False, got 1'):
+        checked(autocast=1)(Settings)
+
+
+def test_autocast_runs_before_post_init_and_in_subclasses():
+    seen = []
+
+    @checked(autocast=True)
+    @dataclasses.dataclass(frozen=True)
+    class Base:
+        n: int
+
+        def __post_init__(self):
+            seen.append(type(self.n))
+
+    @dataclasses.dataclass(frozen=True)
+    class Child(Base):
+        x: float = 0
+
+    assert Base('3').n == 3 and seen == [int]
+    child = Child('4', x=1)
+    assert (child.n, child.x, type(child.x)) == (4, 1.0, float)

@@ -1,4 +1,5 @@
-"""`@checked`: validate the dims and dtypes that `Annotated` field annotations declare, at construction.
+"""`@checked`: validate the dims and dtypes that `Annotated` field annotations declare, at construction (with
+`autocast`, after converting values to the annotated types).
 
     @checked
     @dataclass(frozen=True)
@@ -19,6 +20,16 @@ the batch axes go; without one they lead) and a NumPy-style dtype (`np.float32`,
 batch axes (what `...` stands for) must be the same for every patterned field;
 `EnforcedAnnotationsMixin.get_batch_axes()` returns them. None passes where the annotation admits
 None. Fields without such metadata are not checked; metadata of other libraries is ignored.
+
+`@checked(autocast=True)` first converts values to the types their annotations name (tensordict's autocast):
+
+    @checked(autocast=True)
+    @dataclass(frozen=True)
+    class Sample:
+        image: Annotated[Tensor, spatial('x,y'), float]
+        steps: int
+
+    Sample(np.zeros((28, 28), np.uint8), steps='3')  # image: a float Tensor (xˢ=28, yˢ=28); steps: 3
 """
 
 import dataclasses
@@ -32,7 +43,7 @@ import numpy as np
 
 from .._errors import NoBackendFound
 from ..backend import DType, choose_backend, to_numpy_dtype
-from ..math import BATCH, EMPTY_SHAPE, Shape, Tensor, concat_shapes, shape
+from ..math import BATCH, EMPTY_SHAPE, Shape, Tensor, cast, concat_shapes, shape, wrap
 from ..math.kinds import parse_dim_spec, resolved_annotations
 
 _KINDS = (float, int, complex, bool)
@@ -60,9 +71,11 @@ class _FieldSpec(NamedTuple):
 
 
 _SPECS: 'weakref.WeakKeyDictionary[type, tuple[_FieldSpec, ...]]' = weakref.WeakKeyDictionary()
+_AUTOCAST: 'weakref.WeakSet[type]' = weakref.WeakSet()  # classes decorated with @checked(autocast=True)
+_CASTS: 'weakref.WeakKeyDictionary[type, tuple]' = weakref.WeakKeyDictionary()  # class -> ((field, conversion), ...)
 
 
-def checked(cls: type) -> type:
+def checked(cls: type | None = None, /, *, autocast: bool = False):
     """Class decorator validating the `Annotated` dims and dtypes of a dataclass's fields at construction.
 
     The check runs once the generated `__init__` has set the fields and before the class's own
@@ -71,22 +84,37 @@ def checked(cls: type) -> type:
     run `__init__` and are not checked; `dataclasses.replace` is. Dataclass subclasses are checked
     against their own annotations.
 
+    Args:
+        cls: the dataclass; `@checked(autocast=True)` passes it by decorating.
+        autocast: first convert each field's value to the type its annotation names, as tensordict's
+            `@tensorclass(autocast=True)` does (fields annotated `Tensor` take numbers, lists and native arrays,
+            named by the dims their `Annotated` metadata declares and cast to its dtype; `int`, `float`,
+            `complex`, `bool`, `str` and `numpy.ndarray` fields take what their constructors take; dataclass
+            fields take dicts of keyword arguments), then check. Subclasses convert too.
+
     Raises:
         TypeError: `cls` is not a dataclass (put `@checked` above `@dataclass`), or an annotation's
             metadata cannot be read (when the first instance is made).
         AnnotationMismatch: (a ValueError and AssertionError) at construction, for a value lacking a declared dim,
             having it with another type, size or labels, or having non-batch dims the annotation does not list; an
             unnamed array not matching its shape pattern; batch axes or batch dims differing between fields.
-        AnnotationTypeMismatch: (also a TypeError) at construction, for a value of the wrong type or dtype.
+        AnnotationTypeMismatch: (also a TypeError) at construction, for a value of the wrong type or dtype, or one
+            that `autocast` cannot convert.
     """
+    if cls is None:
+        return lambda c: checked(c, autocast=autocast)
     if not isinstance(cls, type) or not dataclasses.is_dataclass(cls):
         raise TypeError(f"@checked decorates dataclasses, but got {cls!r}. Put it above @dataclass: "
                         f"@checked\\n@dataclass\\nclass {getattr(cls, '__name__', 'Name')}: ...")
+    if not isinstance(autocast, bool):
+        raise TypeError(f"@checked(autocast=...) takes True or False, got {autocast!r}")
+    if autocast:
+        _AUTOCAST.add(cls)
     post_init = getattr(cls, '__post_init__', None)
     if post_init is not None:
         @functools.wraps(post_init)
         def __post_init__(self, *init_vars):
-            check_fields(self)
+            prepare_fields(self)
             post_init(self, *init_vars)
         cls.__post_init__ = __post_init__
     else:
@@ -95,10 +123,17 @@ def checked(cls: type) -> type:
         @functools.wraps(init)
         def __init__(self, *args, **kwargs):
             init(self, *args, **kwargs)
-            check_fields(self)
+            prepare_fields(self)
         cls.__init__ = __init__
-        cls.__post_init__ = check_fields  # called by the __init__ that @dataclass writes for subclasses
+        cls.__post_init__ = prepare_fields  # called by the __init__ that @dataclass writes for subclasses
     return cls
+
+
+def prepare_fields(obj) -> None:
+    """Convert the fields of `obj` where its class asked for `autocast`, then check them (`check_fields`)."""
+    if any(c in _AUTOCAST for c in type(obj).__mro__):
+        autocast_fields(obj)
+    check_fields(obj)
 
 
 class EnforcedAnnotationsMixin:
@@ -326,3 +361,80 @@ def _describe(spec: _FieldSpec) -> str:
         parts.append(f"of dtype {kind}" if isinstance(spec.dtype, (DType, np.dtype)) else f"of kind {kind}")
     text = ' '.join(parts) + (', plus any batch dims' if spec.axes is None else '')
     return text + ', or None' if spec.optional else text
+
+
+# --- autocast ------------------------------------------------------------------------------------------------------
+
+_BUILTINS = (int, float, complex, bool, str)
+
+
+def autocast_fields(obj) -> None:
+    """Replace each field value of dataclass instance `obj` by its conversion to the type the field's annotation names
+    (see `checked`); None stays None. Annotations naming no such type (unions of several types, generic aliases) leave
+    values alone.
+
+    Raises:
+        AnnotationTypeMismatch: a value cannot be converted; the message names the field, the value and the type.
+    """
+    cls = type(obj)
+    casts = _CASTS.get(cls)
+    if casts is None:
+        hints = resolved_annotations(cls)
+        casts = tuple((f.name, c) for f in dataclasses.fields(cls)
+                      if (c := _conversion(hints.get(f.name, f.type))) is not None)
+        _CASTS[cls] = casts
+    for name, (target, convert) in casts:
+        value = getattr(obj, name)
+        if value is None:
+            continue
+        try:
+            converted = convert(value)
+        except (TypeError, ValueError) as err:
+            raise AnnotationTypeMismatch(f"{cls.__qualname__}.{name}: autocast cannot convert {value!r} (of type "
+                                         f"{type(value).__qualname__}) to {target}: {err}") from None
+        if converted is not value:
+            object.__setattr__(obj, name, converted)  # frozen dataclasses too: the instance is still being made
+
+
+def _conversion(annotation) -> tuple | None:
+    """(what the conversion makes, the conversion) for values of a field annotated `annotation`, or None."""
+    metadata = []
+    for _ in range(2):  # Optional[Annotated[X, ...]] and Annotated[X | None, ...]
+        if typing.get_origin(annotation) in _UNIONS:
+            members = [a for a in typing.get_args(annotation) if a is not type(None)]
+            if len(members) != 1:
+                return None
+            annotation = members[0]
+        if typing.get_origin(annotation) is typing.Annotated:
+            annotation, *extra = typing.get_args(annotation)
+            metadata.extend(extra)
+    if not isinstance(annotation, type):
+        return None
+    if issubclass(annotation, Tensor):
+        return 'Tensor', _tensor_conversion(metadata)
+    if annotation in _BUILTINS:
+        return annotation.__name__, lambda value: value if type(value) is annotation else annotation(value)
+    if annotation is np.ndarray:
+        dtype = next((_numpy_dtype(m) for m in metadata if _numpy_dtype(m) is not None), None)
+        return 'numpy.ndarray', lambda value: np.asarray(value, dtype=dtype)
+    if dataclasses.is_dataclass(annotation):
+        return (f'{annotation.__qualname__} (from a dict of its fields)',
+                lambda value: annotation(**value) if isinstance(value, dict) else value)
+    return None
+
+
+def _tensor_conversion(metadata: list):
+    """Values to Tensors on their own backend, named by the declared dims (where they match the array's axes), cast
+    to the declared dtype."""
+    shapes = [m if isinstance(m, Shape) else parse_dim_spec(m) for m in metadata if isinstance(m, (Shape, str))]
+    dims = concat_shapes(*shapes) if shapes else EMPTY_SHAPE
+    dtype = next((m for m in metadata if isinstance(m, DType) or any(m is kind for kind in _KINDS)), None)
+
+    def convert(value):
+        if not isinstance(value, Tensor):
+            axes = len(value.shape) if hasattr(value, 'shape') else np.ndim(value)
+            value = wrap(value, dims) if dims and axes == dims.rank else wrap(value)  # on the value's backend
+        if dtype is None or (value.dtype == dtype if isinstance(dtype, DType) else value.dtype.kind is dtype):
+            return value
+        return cast(value, dtype)
+    return convert
