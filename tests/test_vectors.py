@@ -24,7 +24,11 @@ def test_norms_along_the_channel_dims():
     np.testing.assert_allclose(math.norm(vectors()).numpy('b'), lengths, rtol=1e-6)
     np.testing.assert_allclose(math.vec_length(vectors()).numpy('b'), lengths, rtol=1e-6)
     np.testing.assert_allclose(math.squared_norm(vectors()).numpy('b'), lengths ** 2, rtol=1e-6)
-    assert math.norm(vectors(), eps=1).numpy('b').tolist()[1] == 0
+    # phiml's rule, from its test__nd.py: the squared length is at least eps; below eps ** 2 afterwards (eps > 1) 0
+    np.testing.assert_allclose(math.norm(vectors(), eps=0.01).numpy('b'), [5, 0.1, np.sqrt(5)], rtol=1e-6)
+    np.testing.assert_allclose(math.norm(vectors(), eps=1).numpy('b'), [5, 1, np.sqrt(5)], rtol=1e-6)
+    np.testing.assert_allclose(math.norm(vectors(), eps=3).numpy('b'), [5, 0, 0], rtol=1e-6)
+    np.testing.assert_allclose(math.norm(math.wrap(1 + 1j), eps=0.01).numpy(), np.sqrt(2), rtol=1e-6)
     np.testing.assert_allclose(math.norm(vectors(), 'b').numpy('vector'), np.linalg.norm(VECTORS, axis=0), rtol=1e-6)
 
 

@@ -163,13 +163,17 @@ def squared_norm(vec: Tensor, vec_dim=channel) -> Tensor:
 
 
 def norm(vec: Tensor, vec_dim=channel, eps=None) -> Tensor:
-    """The length (L2 norm) of the vectors along `vec_dim`; with `eps`, lengths shorter than it become 0
-    (and so do their gradients, which are otherwise infinite at 0)."""
+    """The length (L2 norm) of the vectors along `vec_dim`.
+
+    With `eps`, the squared length is raised to at least `eps` before the root, as phiml does: a zero vector has
+    length sqrt(eps) and a finite gradient (infinite at 0 otherwise). Where that raised square is still below
+    `eps ** 2` (only possible for `eps` > 1), the length is 0.
+    """
     squared = squared_norm(vec, vec_dim)
     if eps is None:
         return dispatch(FLOAT_FUNCTIONS['sqrt'], (squared,))
-    short = squared < eps ** 2
-    return where(short, 0, dispatch(FLOAT_FUNCTIONS['sqrt'], (where(short, 1, squared),)))
+    squared = dispatch(MAXIMUM, (squared, as_tensor(eps)))
+    return where(squared < eps ** 2, 0, dispatch(FLOAT_FUNCTIONS['sqrt'], (squared,)))
 
 
 def vec_length(vec: Tensor, vec_dim=channel, eps=None) -> Tensor:
