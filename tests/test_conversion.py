@@ -42,6 +42,20 @@ def test_reshaped_native_packs_groups_and_expands_on_request():
         math.reshaped_native(a, [channel(vector=2, v2=2)], force_expand=False)
 
 
+def test_native_with_groups_packs_each_entry_into_one_axis_as_phiml_does():
+    """phiml's `t.native([batch, channel, *spatial(t)])` (its torch hooks, networks): one axis per entry."""
+    values = np.arange(48.).reshape(2, 2, 4, 3)
+    t = wrap(values, batch('b'), channel('c'), spatial('x,y'))
+    staticshape = default_backend().staticshape
+    assert staticshape(t.native([batch, channel, *t.shape.spatial])) == (2, 2, 4, 3)
+    assert staticshape(t.native(('b', ('x', 'y'), 'c'))) == (2, 12, 2)
+    np.testing.assert_array_equal(t.numpy(['b', ('x', 'y'), 'c']), values.transpose(0, 2, 3, 1).reshape(2, 12, 2))
+    assert staticshape(t.native([batch, 'c', spatial])) == (2, 2, 12)
+    plain = wrap(values[0, 0], spatial('x,y'))
+    assert staticshape(plain.native([batch, channel, 'x', 'y'])) == (1, 1, 4, 3)  # empty groups: axes of size 1
+    assert staticshape(t.native(['c', 'b', 'y', 'x'])) == (2, 2, 3, 4)  # names only: one axis per dim, as before
+
+
 def test_reshaped_tensor_unpacks_groups():
     native = default_backend().as_tensor(np.arange(12.).reshape(2, 6))
     t = math.reshaped_tensor(native, [batch('b'), spatial(x=2, y=3)])

@@ -150,7 +150,13 @@ class Tensor:
         Dims in `order` that the tensor lacks become axes of size 1. Every dim of size > 1
         must appear in `order`. Lazily expanded dims are materialised only when
         `force_expand` is set; otherwise they stay size-1 axes.
+
+        A list or tuple holding anything but dim names (a Shape, a dim type such as `batch`, a tuple of names,
+        `...`, None) gives one axis per entry, its dims packed into it, as `reshaped_native` does: phiml's
+        `t.native([batch, channel, *spatial(t)])` is an array of shape (batch volume, channel volume, x, y).
         """
+        if isinstance(order, (list, tuple)) and not all(isinstance(o, str) for o in order):
+            return _math.reshaped_native(self, order, force_expand)
         return self._dense()._native_in(order)
 
     def numpy(self, order=None, force_expand: bool = True):
