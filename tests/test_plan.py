@@ -466,6 +466,7 @@ OPERATIONS = {
     'copy': math.copy, 'pad_to_uniform': lambda t: math.pad_to_uniform(t, spatial(x=20), pad_value=-1),
     'print_gradient': lambda t: math.print_gradient(t, 't'),
     'native_call': lambda t: math.native_call(lambda n: n * 2, t),
+    'stored_values': math.stored_values,
 }
 FALLBACKS = {
     'assert_close': 'numpy()',  # compares values: data-dependent conversion, per element
@@ -506,6 +507,10 @@ NOT_OPERATIONS = {  # names in lazyphi.math that construct values or describe sh
     'find_differences', 'is_composite',  # answer about the structure of trees: lists and bools, not tensors
     'enable_debug_checks', 'DimFilter', 'magic',  # a global switch, a type alias, a module of protocols
     'minimize', 'solve_nonlinear',  # take a function and a Solve; iterate on values (SciPy on the host, or a loop)
+    'sparse_tensor', 'is_sparse', 'get_format', 'get_sparsity',  # build sparse tensors; answer bools, str, floats
+    'stored_indices',  # the coordinates of a dense tensor's values: no batch dims, so not the planner's blocks
+    # make dense tensors sparse: the number of entries depends on the values (as for nonzero), no batch dims
+    'to_format', 'sparse', 'to_coo', 'to_csr', 'to_csc', 'to_compact_rows', 'to_compact_cols',
 }
 
 

@@ -34,13 +34,27 @@ def compiling() -> bool:
 
 
 def _flatten(tree) -> tuple[list, Callable]:
-    """The tensors of `tree` (densified) and a function rebuilding the tree from replacements, in order."""
+    """The tensors of `tree` (densified) and a function rebuilding the tree from replacements, in order.
+
+    A kind with `_jit_parts()` (sparse tensors) contributes those tensors instead of its materialised values and
+    is rebuilt by its `_with_jit_parts(replacements)`.
+    """
     leaves = []
-    tree_map(lambda t: leaves.append(t._dense()) or t, tree)
+
+    def collect(t: Tensor) -> Tensor:
+        parts = t._jit_parts() if hasattr(t, '_jit_parts') else (t,)
+        leaves.extend(p._dense() for p in parts)
+        return t
+    tree_map(collect, tree)
 
     def rebuild(new_leaves: list):
         replacements = iter(new_leaves)
-        return tree_map(lambda _: next(replacements), tree)
+
+        def replace(t: Tensor) -> Tensor:
+            if hasattr(t, '_jit_parts'):
+                return t._with_jit_parts([next(replacements) for _ in t._jit_parts()])
+            return next(replacements)
+        return tree_map(replace, tree)
     return leaves, rebuild
 
 

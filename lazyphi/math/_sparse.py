@@ -1,0 +1,587 @@
+"""Sparse tensors: values stored at listed coordinates, zero everywhere else.
+
+`SparseTensor` is a tensor kind (see `kinds.py`). It holds an integer tensor of indices (one instance dim
+listing the entries, one channel dim whose item labels name the *sparse dims*, and maybe batch dims), the
+values (the entries' dim and the *value dims*, such as the components of a vector, and maybe batch dims), the
+shape of the sparse dims and a format tag: 'coo' (coordinates in any order, maybe repeated), 'csr' / 'csc'
+(coordinates sorted by rows / columns, each listed once) and 'compact-cols' / 'compact-rows' (sorted as 'csr' /
+'csc'). The compressed formats are stored as sorted coordinates: every backend runs them through the same
+gather and scatter operations. Repeated coordinates add up, as in phiml.
+
+The kind handles, without materialising: element-wise operations that keep zeros (negation, `abs`, `sqrt`,
+multiplying by or dividing by a dense tensor, operations of two sparse tensors sharing their indices, ...),
+reductions over value dims, sums over sparse dims, `dot` / `@` with a dense tensor, slicing along value and
+batch dims, slicing sparse dims by int or slice (reading the indices) and renaming. Everything else runs on the
+materialised tensor (`_dense()`, a scatter-add into zeros).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..backend import NUMPY, Backend, DType
+from ._convert import dense as dense_trees
+from ._creation import meshgrid, wrap, zeros
+from ._creation import tensor_like as dense_tensor_like
+from ._dims import channel, instance
+from ._gather_scatter import boolean_mask, gather, nonzero, scatter
+from ._kinds import Expanded
+from ._magic_ops import concat, pack_dims, stack
+from ._reductions import REDUCTIONS, reduction_of
+from ._shape import Shape, merge_shapes
+from ._sorting import cumulative_sum, sort
+from ._structure import rename_tensor_dims
+from ._tensor import ELEMENTWISE, GATHER, REDUCE, RENAME, Dense, Op, Tensor, as_tensor, dispatch
+from ._tree import tree_map
+
+ENTRIES = instance('entries')  # the dim listing stored values and indices by default
+INDEX = channel('index')  # the dim of the index components by default
+FORMATS = ('dense', 'sparse', 'coo', 'csr', 'csc', 'compact-rows', 'compact-cols')
+_SORTED = {'csr': False, 'compact-cols': False, 'csc': True, 'compact-rows': True}  # format -> columns first
+# element-wise operations of one tensor that map 0 to 0, so the zeros need not be stored
+_KEEPING_ZERO = {'negative', 'abs', 'sign', 'round', 'ceil', 'floor', 'real', 'imag', 'conj', 'isnan', 'isinf',
+                 'cast', 'sqrt', 'sin', 'tan', 'arcsin', 'arctan', 'sinh', 'tanh', 'arcsinh', 'arctanh', 'erf'}
+_LINEAR = {'negative', 'real', 'imag', 'conj'}  # of those, the ones that may act on repeated coordinates
+_SAME_PATTERN = {'add', 'sub', 'mul', 'maximum', 'minimum'}  # of two sparse tensors with the same entries
+
+
+class SparseTensor(Tensor):
+    """A tensor zero everywhere but at the coordinates `indices`, where it holds `values` (see the module)."""
+
+    __slots__ = ('_dense_shape', '_format', '_indices', '_shape', '_unique', '_values')
+    _kind_priority = 25
+
+    def __init__(self, indices: Tensor, values: Tensor, dense_shape: Shape, format: str = 'coo', unique: bool = False):
+        self._indices = indices
+        self._values = values
+        self._dense_shape = dense_shape
+        self._format = format
+        self._unique = unique or format != 'coo'  # whether each coordinate is listed at most once
+        entries, index = self._entries, self._index_dim
+        self._shape = merge_shapes(dense_shape, values.shape.without(entries), indices.shape.without((entries, index)))
+
+    @property
+    def _entries(self) -> str:
+        return self._indices.shape.instance.names[0]
+
+    @property
+    def _index_dim(self) -> str:
+        return self._indices.shape.channel.names[0]
+
+    @property
+    def _sparse_names(self) -> tuple:
+        """The sparse dims in the order of the index components."""
+        return self._indices.shape.get_item_names(self._index_dim)
+
+    @property
+    def shape(self) -> Shape:
+        return self._shape
+
+    @property
+    def dtype(self) -> DType:
+        return self._values.dtype
+
+    @property
+    def backend(self) -> Backend:
+        return self._values.backend if self._values.backend is not NUMPY else self._indices.backend
+
+    @property
+    def available(self) -> bool:
+        return self._indices.available and self._values.available
+
+    @property
+    def entry_count(self) -> int:
+        return self._indices.shape.get_size(self._entries)
+
+    def _memory_bytes(self) -> int:
+        return self._indices._memory_bytes() + self._values._memory_bytes()
+
+    def _dense(self) -> Dense:
+        if self.entry_count == 0:
+            return dispatch_zeros(self._shape, self.dtype, self.backend)
+        result = scatter(self._shape, self._indices, self._values, mode='add', outside_handling='undefined')
+        return result._dense()
+
+    def _with(self, indices: Tensor | None = None, values: Tensor | None = None, dense_shape: Shape | None = None,
+              format: str | None = None) -> SparseTensor:
+        return SparseTensor(self._indices if indices is None else indices, self._values if values is None else values,
+                            self._dense_shape if dense_shape is None else dense_shape,
+                            self._format if format is None else format, self._unique)
+
+    def _coalesced(self) -> SparseTensor | None:
+        """This tensor with each coordinate listed once (repeated ones added up); None where that needs indices that
+        are not at hand."""
+        if self._unique:
+            return self
+        if not self._indices.available or self._indices.shape.without((self._entries, self._index_dim)):
+            return None
+        return _sorted(self, 'csr')._with(format='coo')
+
+    def _jit_parts(self) -> tuple:
+        """The tensors `jit_compile` passes through a compiled function in place of this one."""
+        return self._indices, self._values
+
+    def _with_jit_parts(self, parts: Sequence[Tensor]) -> SparseTensor:
+        return self._with(*parts)
+
+    def __reduce__(self):
+        return SparseTensor, (self._indices, self._values, self._dense_shape, self._format, self._unique)
+
+    def __repr__(self) -> str:
+        return f'sparse {self._format} {self._shape} with {self.entry_count} entries: {self._values!r}'
+
+    def print(self, layout: str = 'full', float_format: str | None = None, threshold: int = 8,
+              include_shape: bool | None = None, include_dtype: bool | None = None) -> None:
+        """Print the format, the shape, the number of entries and the stored values."""
+        print(repr(self))
+
+    def _repr_html_(self) -> str:
+        return f'<pre>{self!r}</pre>'
+
+    # --- operations without materialising -------------------------------------------------------------
+    @classmethod
+    def __handle__(cls, op: Op, tensors: Sequence[Tensor], params: tuple):
+        category = op.category
+        if category == ELEMENTWISE:
+            return _elementwise(op, tensors, params)
+        if op.name == 'dot':
+            return _dot(tensors, params)
+        self = tensors[0]
+        if category == REDUCE:
+            return self._reduce(op, params[0])
+        if category == GATHER:
+            return self._gather(params[0])
+        if category == RENAME:
+            return self._rename(*params)
+        return NotImplemented
+
+    def _reduce(self, op: Op, dims: tuple):
+        reduction = reduction_of(op)
+        if reduction is None:
+            return NotImplemented
+        sparse = [d for d in dims if d in self._dense_shape.names]
+        index_batch = self._indices.shape.without((self._entries, self._index_dim)).names
+        if any(d in index_batch for d in dims):
+            return NotImplemented
+        value_dims = tuple(d for d in dims if d in self._values.shape.names)
+        if not sparse:  # zero stays zero along value dims
+            return self._with(values=reduction(self._values, value_dims))
+        if reduction.name != 'sum':
+            return NotImplemented
+        values = reduction(self._values, value_dims) if value_dims else self._values
+        kept = tuple(n for n in self._sparse_names if n not in sparse)
+        if not kept:
+            return REDUCTIONS['sum'](values, (self._entries,))
+        base = self._shape.without(dims)
+        return scatter(base, self._indices[{self._index_dim: _positions(self._sparse_names, kept)}], values,
+                       mode='add', outside_handling='undefined')
+
+    def _gather(self, selection: dict):
+        value_sel = {d: s for d, s in selection.items() if d in self._values.shape.names}
+        index_sel = {d: s for d, s in selection.items() if d in self._indices.shape.names}
+        sparse_sel = {d: s for d, s in selection.items() if d in self._dense_shape.names}
+        result = self._with(indices=self._indices[index_sel] if index_sel else None,
+                            values=self._values[value_sel] if value_sel else None)
+        if not sparse_sel:
+            return result
+        if not result.available or result._indices.shape.without((result._entries, result._index_dim)) or \
+                any(not isinstance(s, (int, slice)) or (isinstance(s, slice) and s.step not in (None, 1))
+                    for s in sparse_sel.values()):
+            return NotImplemented  # the kept entries depend on the indices' values, or a form not handled here
+        return result._slice_sparse(sparse_sel)
+
+    def _slice_sparse(self, selection: dict) -> SparseTensor:
+        """The entries inside int or step-1 slice `selection` along sparse dims, re-indexed (reads the indices)."""
+        indices, values, shape = self._indices, self._values, self._dense_shape
+        keep = None
+        offsets = {}
+        for dim, sel in selection.items():
+            size = shape.get_size(dim)
+            start, stop = (sel, sel + 1) if isinstance(sel, int) else sel.indices(size)[:2]
+            component = indices[{self._index_dim: dim}]
+            inside = (component >= start) & (component < stop)
+            keep = inside if keep is None else keep & inside
+            offsets[dim] = start
+        kept = boolean_mask((indices, values), self._entries, keep)
+        indices, values = kept
+        shift = stack({n: offsets.get(n, 0) for n in self._sparse_names}, channel(self._index_dim))
+        indices = indices - shift
+        dropped = [d for d, s in selection.items() if isinstance(s, int)]
+        if dropped:
+            remaining = tuple(n for n in self._sparse_names if n not in dropped)
+            indices = indices[{self._index_dim: _positions(self._sparse_names, remaining)}]
+        return SparseTensor(indices, values, shape.after_gather(selection), self._format)
+
+    def _rename(self, old: tuple, new: Shape):
+        mapping = dict(zip(old, new.names, strict=True))
+        values, indices = self._values, self._indices
+        in_values = tuple(n for n in old if n in values.shape.names)
+        if in_values:
+            values = rename_tensor_dims(values, in_values, new[[mapping[n] for n in in_values]])
+        in_indices = tuple(n for n in old if n in indices.shape.names and n != self._index_dim)
+        if in_indices:
+            indices = rename_tensor_dims(indices, in_indices, new[[mapping[n] for n in in_indices]])
+        sparse = tuple(n for n in old if n in self._dense_shape.names)
+        if sparse:
+            labels = tuple(mapping.get(n, n) for n in self._sparse_names)
+            indices = rename_tensor_dims(indices, self._index_dim, channel(**{self._index_dim: labels}))
+        dense_shape = self._dense_shape.replace(sparse, new[[mapping[n] for n in sparse]]) if sparse else None
+        return self._with(indices, values, dense_shape)
+
+
+def dispatch_zeros(shape: Shape, dtype: DType, backend: Backend) -> Dense:
+    native = backend.zeros(shape.sizes, dtype)
+    return Dense(native, shape, backend)
+
+
+def _positions(labels: tuple, names: Sequence[str]) -> tuple:
+    return tuple(labels.index(n) for n in names)
+
+
+def _elementwise(op: Op, tensors: Sequence[Tensor], params: tuple):
+    sparse = [t for t in tensors if type(t) is SparseTensor]
+    if len(tensors) == 1:
+        self = tensors[0]
+        if op.name not in _KEEPING_ZERO:
+            return NotImplemented
+        if op.name not in _LINEAR and not (op.name == 'cast' and params[0].kind in (float, complex)):
+            self = self._coalesced()  # f(a) + f(b) is not f(a + b): repeated coordinates are added up first
+            if self is None:
+                return NotImplemented
+        return self._with(values=dispatch(op, (self._values,), params))
+    if len(tensors) != 2:
+        return NotImplemented
+    a, b = tensors
+    if len(sparse) == 2:
+        if op.name not in _SAME_PATTERN or a._dense_shape != b._dense_shape:
+            return NotImplemented
+        if op.name not in ('add', 'sub'):  # not linear: each coordinate once
+            a, b = a._coalesced(), b._coalesced()
+            if a is None or b is None:
+                return NotImplemented
+        if a._indices is b._indices or _same_entries(a, b):
+            return a._with(values=dispatch(op, (a._values, b._values), params))
+        return NotImplemented
+    if op.name == 'mul':
+        self, other = (a, b) if type(a) is SparseTensor else (b, a)
+    elif op.name == 'div' and type(a) is SparseTensor:
+        self, other = a, b
+    elif op.name == 'pow' and type(a) is SparseTensor and _positive_number(b) and a._coalesced() is not None:
+        a = a._coalesced()
+        return a._with(values=dispatch(op, (a._values, b), params))
+    else:
+        return NotImplemented
+    if self._entries in other.shape.names:
+        return NotImplemented
+    shared = tuple(n for n in self._sparse_names if n in other.shape.names)
+    if shared:  # the other operand's values at the stored entries
+        other = gather(other, self._indices[{self._index_dim: _positions(self._sparse_names, shared)}])
+    operands = (self._values, other) if self is a else (other, self._values)
+    return self._with(values=dispatch(op, operands, params))
+
+
+def _same_entries(a: SparseTensor, b: SparseTensor) -> bool:
+    return a._indices.shape == b._indices.shape and a.available and b.available and \
+        bool((a._indices == b._indices).all)
+
+
+def _positive_number(value: Tensor) -> bool:
+    return type(value) is Dense and not value.shape and value.available and value.dtype.kind in (int, float) and \
+        float(value) > 0
+
+
+def _dot(tensors: Sequence[Tensor], params: tuple):
+    """`dot` of a sparse tensor with a tensor of another kind: gather the other's values at the entries, multiply,
+    and add them up into the dims left (a scatter-add)."""
+    x, y = tensors
+    x_dims, _result, y_dims = params
+    if type(x) is SparseTensor and type(y) is not SparseTensor:
+        sparse, sparse_dims, other, other_dims = x, x_dims, y, y_dims
+    elif type(y) is SparseTensor and type(x) is not SparseTensor:
+        sparse, sparse_dims, other, other_dims = y, y_dims, x, x_dims
+    else:
+        return NotImplemented
+    names = sparse._sparse_names
+    if not all(d in names for d in sparse_dims) or sparse._entries in other.shape.names or \
+            any(n in other.shape.without(other_dims).names for n in sparse._dense_shape.names):
+        return NotImplemented
+    index = sparse._indices[{sparse._index_dim: _positions(names, sparse_dims)}]
+    index = rename_tensor_dims(index, sparse._index_dim, channel(**{sparse._index_dim: tuple(other_dims)}))
+    products = sparse._values * gather(other, index)
+    kept = tuple(n for n in names if n not in sparse_dims)
+    if not kept:
+        return REDUCTIONS['sum'](products, (sparse._entries,))
+    base = merge_shapes(sparse._dense_shape.only(kept), products.shape.without(sparse._entries))
+    return scatter(base, sparse._indices[{sparse._index_dim: _positions(names, kept)}], products, mode='add',
+                   outside_handling='undefined')
+
+
+
+# --- the public functions ------------------------------------------------------------------------------
+
+def sparse_tensor(indices: Tensor | None, values, dense_shape: Shape, can_contain_double_entries=True,
+                  indices_sorted=False, format=None, indices_constant: bool = True) -> Tensor:
+    """A tensor holding `values` at the coordinates `indices` and zero everywhere else; repeated coordinates add up.
+
+    Args:
+        indices: integers with one instance dim listing the entries and one channel dim whose item labels are the
+            names of `dense_shape` (in any order); maybe batch dims. A single sparse dim may go without the channel
+            dim. None: no entries.
+        values: the values of the entries (along the instance dim of `indices`), with any value dims (such as a
+            vector's components) and batch dims; a number or a tensor without the entries' dim is the same for all.
+        dense_shape: the sparse dims, with their sizes.
+        can_contain_double_entries: informational: repeated coordinates always add up.
+        indices_sorted: informational: lazyphi sorts where a format needs it.
+        format: None (coordinates as given: 'coo'), or a format `to_format` accepts.
+        indices_constant: unused: lazyphi's compiled functions take the indices as they take every tensor.
+
+    Raises:
+        ValueError: `indices` not of that form (or of the compact form, which lazyphi does not offer), an instance
+            dim of `values` other than the entries', or an unknown `format`.
+    """
+    if not isinstance(dense_shape, Shape) or not dense_shape or any(not isinstance(s, int) for s in dense_shape.sizes):
+        raise ValueError(f'sparse_tensor(): dense_shape must be a Shape of the sparse dims with their sizes, got '
+                         f'{dense_shape!r}')
+    if indices is None:
+        indices = zeros(instance(entries=0), channel(index=dense_shape.names), dtype=DType(int, 64))
+    indices = as_tensor(indices)
+    if indices.dtype.kind is not int:
+        raise ValueError(f'sparse_tensor(): indices must hold integers, got {indices.dtype}')
+    if any(n in indices.shape.names for n in dense_shape.names):
+        raise ValueError(f'sparse_tensor(): indices {indices.shape} have sparse dims of {dense_shape}: that is '
+                         f'phiml\'s compact form, which lazyphi does not offer; list one coordinate per entry instead')
+    if indices.shape.instance.rank != 1:
+        raise ValueError(f'sparse_tensor(): indices must have exactly one instance dim listing the entries, got '
+                         f'{indices.shape}')
+    if not indices.shape.channel and dense_shape.rank == 1:
+        indices = stack({dense_shape.name: indices}, channel('index'))
+    index = indices.shape.channel
+    if index.rank != 1 or set(index.item_names[0] or ()) != set(dense_shape.names) or index.size != dense_shape.rank:
+        raise ValueError(f'sparse_tensor(): indices need one channel dim whose item labels name the sparse dims '
+                         f'{dense_shape.names}, got {indices.shape}')
+    entries = indices.shape.instance
+    values = as_tensor(values)
+    if values.shape.instance.without(entries.names):
+        raise ValueError(f'sparse_tensor(): values {values.shape} may have no instance dim but the entries\' '
+                         f'{entries}')
+    if entries.name not in values.shape.names:
+        values = Expanded(values, merge_shapes(entries, values.shape))._dense()
+    result = SparseTensor(indices, values, dense_shape, unique=not can_contain_double_entries)
+    return result if format is None else to_format(result, format)
+
+
+def is_sparse(x: Tensor) -> bool:
+    """Whether `x` is a sparse tensor (of any format)."""
+    return isinstance(x, SparseTensor)
+
+
+def get_format(x: Tensor) -> str:
+    """The storage format of `x`: 'coo', 'csr', 'csc', 'compact-rows', 'compact-cols' or 'dense'."""
+    return x._format if isinstance(x, SparseTensor) else 'dense'
+
+
+def to_format(x: Tensor, format: str) -> Tensor:
+    """`x` (sparse or dense) stored in `format`.
+
+    Args:
+        x: a tensor.
+        format: 'dense'; 'sparse' (`x` if sparse, else 'csr' on NumPy and torch, 'coo' on JAX and TensorFlow, as
+            phiml chooses); 'coo'; 'csr' or 'compact-cols' (entries sorted by row: the non-dual sparse dims, then
+            the dual ones); 'csc' or 'compact-rows' (sorted by column). The sorted formats list each coordinate
+            once (repeated ones are added up) and their index components in that order.
+
+    Raises:
+        ValueError: an unknown format; a dense `x` with batch dims, or one whose values are not at hand (the
+            number of entries depends on them); a sorted format of indices not at hand or with batch dims.
+    """
+    if format not in FORMATS:
+        raise ValueError(f'to_format(): format must be one of {FORMATS}, got {format!r}')
+    x = as_tensor(x)
+    if format == 'dense':
+        return dense(x)
+    if format == 'sparse':
+        if isinstance(x, SparseTensor):
+            return x
+        format = 'csr' if x.backend.name in ('numpy', 'torch') else 'coo'
+    if not isinstance(x, SparseTensor):
+        x = _from_dense(x)
+    if x._format == format:
+        return x
+    if format == 'coo':
+        return x._with(format='coo')
+    return _sorted(x, format)
+
+
+def sparse(x: Tensor, *, format: str = 'sparse') -> Tensor:
+    """`x` as a sparse tensor: as it is if sparse, else in the format its backend prefers (see `to_format`)."""
+    return to_format(x, format)
+
+
+def to_coo(x: Tensor, *, format: str = 'coo') -> Tensor:
+    """`x` as a sparse tensor of coordinates: `to_format(x, 'coo')`."""
+    return to_format(x, format)
+
+
+def to_csr(x: Tensor, *, format: str = 'csr') -> Tensor:
+    """`x` as a sparse matrix sorted by rows (the non-dual dims): `to_format(x, 'csr')`."""
+    return to_format(x, format)
+
+
+def to_csc(x: Tensor, *, format: str = 'csc') -> Tensor:
+    """`x` as a sparse matrix sorted by columns (the dual dims): `to_format(x, 'csc')`.
+
+    (phiml 1.16's `to_csc` gives 'csr'; this gives 'csc'.)
+    """
+    return to_format(x, format)
+
+
+def to_compact_rows(x: Tensor, *, format: str = 'compact-rows') -> Tensor:
+    """`x` as a sparse matrix in the 'compact-rows' format, held like 'csc' (see `to_format`)."""
+    return to_format(x, format)
+
+
+def to_compact_cols(x: Tensor, *, format: str = 'compact-cols') -> Tensor:
+    """`x` as a sparse matrix in the 'compact-cols' format, held like 'csr' (see `to_format`)."""
+    return to_format(x, format)
+
+
+def _from_dense(x: Tensor) -> SparseTensor:
+    """The non-zero values of `x` as coordinates, in row-major order of `x`'s dims (all of them sparse)."""
+    if x.shape.batch:
+        raise ValueError(f'to_format(): a dense tensor with batch dims {x.shape.batch} cannot be made sparse in '
+                         f'lazyphi; unstack it first')
+    if not x.available:
+        raise ValueError(f'to_format(): making the dense tensor {x.shape} sparse reads its values (the number of '
+                         f'entries depends on them), which are not at hand here (inside jit_compile or a trace)')
+    indices = nonzero(x, instance('nonzero'), channel('index'), (), x.shape.names)
+    return SparseTensor(indices, gather(x, indices), x.shape, unique=True)
+
+
+def _sorted(x: SparseTensor, format: str) -> SparseTensor:
+    """`x` with each coordinate listed once, sorted by rows ('csr', 'compact-cols') or columns (reads indices)."""
+    entries, index = x._entries, x._index_dim
+    if not x._indices.available or x._indices.shape.without((entries, index)):
+        raise ValueError(f"to_format(): the format {format!r} sorts the entries, which needs indices at hand and "
+                         f"without batch dims; got {x._indices.shape}{'' if x._indices.available else ' (traced)'}")
+    names = x._sparse_names
+    rows = tuple(n for n in x._dense_shape.names if n not in x._dense_shape.dual.names)
+    columns = x._dense_shape.dual.names
+    order = columns + rows if _SORTED[format] else rows + columns
+    indices = x._indices[{index: _positions(names, order)}]
+    key = 0
+    for name in order:
+        key = key * x._dense_shape.get_size(name) + indices[{index: name}]
+    if x.entry_count == 0:
+        return SparseTensor(indices, x._values, x._dense_shape, format)
+    key, indices, values = sort((key, indices, x._values), entries, key=key)
+    updates = instance('_sparse_updates')
+    first = _first_of_runs(key, entries)
+    count = int(first.sum)
+    if count < x.entry_count:  # repeated coordinates: add their values up, keep one coordinate
+        group = rename_tensor_dims(cumulative_sum(first, entries) - 1, entries, updates)
+        base = x._values.shape.with_dim_size(entries, count)
+        values = scatter(base, {entries: group}, rename_tensor_dims(values, entries, updates), mode='add')
+        indices = boolean_mask(indices, entries, first)
+    return SparseTensor(indices, values, x._dense_shape, format)
+
+
+def _first_of_runs(key: Tensor, dim: str) -> Tensor:
+    """True where a sorted `key` differs from the value before (and at the start)."""
+    size = key.shape.get_size(dim)
+    previous = key[{dim: slice(0, size - 1)}]
+    later = key[{dim: slice(1, size)}]
+    return concat([wrap([True], instance(dim)), later != previous], dim)
+
+
+def stored_values(x: Tensor, list_dim=ENTRIES, invalid='discard') -> Tensor:
+    """The values `x` stores, listed along `list_dim`.
+
+    A sparse tensor gives its entries' values (with its value and batch dims); a dense one all its values, its
+    non-batch dims packed into `list_dim`; a lazily expanded one only the values it holds.
+
+    Args:
+        x: a tensor.
+        list_dim: the instance dim listing the values (a Shape or a name).
+        invalid: 'discard', 'clamp' or 'keep': lazyphi stores no invalid entries, so all three give the same.
+    """
+    _check_invalid(invalid)
+    list_dim = instance(list_dim) if isinstance(list_dim, str) else list_dim
+    x = as_tensor(x)
+    if isinstance(x, SparseTensor):
+        return rename_tensor_dims(x._values, x._entries, list_dim)
+    while isinstance(x, Expanded):
+        x = x._inner
+    if isinstance(x, SparseTensor):
+        return stored_values(x, list_dim, invalid)
+    return pack_dims(x, x.shape.non_batch, list_dim)
+
+
+def stored_indices(x: Tensor, list_dim=ENTRIES, index_dim=INDEX, invalid='discard') -> Tensor:
+    """The coordinates of the values `x` stores (see `stored_values`), listed along `list_dim`.
+
+    Args:
+        x: a sparse tensor, or a dense one without batch dims (all its coordinates of non-batch, non-channel dims,
+            in row-major order).
+        list_dim: the instance dim listing the coordinates.
+        index_dim: the channel dim of the components, labelled by the sparse dims.
+        invalid: 'discard', 'clamp' or 'keep': lazyphi stores no invalid entries, so all three give the same.
+
+    Raises:
+        ValueError: a dense `x` with batch dims, or a bad `invalid`.
+    """
+    _check_invalid(invalid)
+    list_dim = instance(list_dim) if isinstance(list_dim, str) else list_dim
+    index_dim = channel(index_dim) if isinstance(index_dim, str) else index_dim
+    x = as_tensor(x)
+    while isinstance(x, Expanded):
+        x = x._inner
+    if isinstance(x, SparseTensor):
+        labelled = index_dim.with_size(x._sparse_names)
+        return rename_tensor_dims(x._indices, (x._entries, x._index_dim), merge_shapes(list_dim, labelled))
+    if x.shape.batch:
+        raise ValueError(f'stored_indices(): a dense tensor with batch dims {x.shape.batch} has no single list of '
+                         f'coordinates; slice or unstack the batch dims first')
+    dims = x.shape.non_batch.non_channel
+    grid = meshgrid(dims, stack_dim=index_dim.with_size(dims.names))
+    return pack_dims(grid, dims, list_dim)
+
+
+def get_sparsity(x: Tensor) -> float:
+    """The fraction of the values of `x` that are stored: entries (times value dims) over the shape's volume."""
+    x = as_tensor(x)
+    return stored_values(x, invalid='keep').shape.volume / x.shape.volume
+
+
+def dense(x):
+    """`x` (a tensor or tree of tensors) with every tensor holding all its values in one native array.
+
+    Sparse tensors are materialised (also inside `jit_compile`); lazily expanded, stacked and joined tensors
+    too; dense tensors, non-uniform tensors and tensors whose values are not at hand are returned as they are.
+    """
+    return dense_trees(tree_map(lambda t: t._dense() if isinstance(t, SparseTensor) else t, x))
+
+
+def _check_invalid(invalid) -> None:
+    if invalid not in ('discard', 'clamp', 'keep'):
+        raise ValueError(f"invalid must be 'discard', 'clamp' or 'keep', got {invalid!r}")
+
+
+def tensor_like(existing_tensor: Tensor, values, value_order: str | None = None) -> Tensor:
+    """A tensor like `existing_tensor` holding `values`: for a sparse one, its entries with `values` (one per entry
+    along an instance dim, in the stored order, or one value for all); for a dense one see the dense version.
+
+    `value_order` is accepted for phiml's signature: values are always taken in the stored order.
+    """
+    if not isinstance(existing_tensor, SparseTensor):
+        return dense_tensor_like(existing_tensor, values, value_order)
+    values = as_tensor(values)
+    entries = existing_tensor._indices.shape[existing_tensor._entries]
+    listed = values.shape.instance
+    if listed:
+        if listed.rank != 1 or listed.size != entries.size:
+            raise ValueError(f'tensor_like(): values {values.shape} must list one value per entry of the sparse '
+                             f'tensor ({entries.size}) along one instance dim')
+        values = rename_tensor_dims(values, listed.name, entries)
+    else:
+        values = Expanded(values, merge_shapes(entries, values.shape))._dense()
+    return existing_tensor._with(values=values)

@@ -1,0 +1,200 @@
+"""Sparse tensors (`sparse_tensor`, formats, stored values and indices) against SciPy, NumPy and phiml, on every
+backend: values stay sparse through the operations that keep zeros, and everything else sees the dense values."""
+
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lazyphi import math
+from lazyphi.math import batch, channel, dual, instance, spatial
+
+pytestmark = pytest.mark.usefixtures('backend')
+
+ROWS, COLS = 4, 3
+COORDS = [(2, 0), (0, 1), (2, 0), (1, 1), (3, 2)]  # (2, 0) twice: its values add up
+VALUES = [1., 2., 3., 4., 5.]
+
+
+def matrix(coords=COORDS, values=VALUES, fmt=None):
+    indices = math.tensor(np.array(coords, dtype=np.int64).reshape(-1, 2), instance('nnz'), channel(idx='x,~y'))
+    values = math.tensor(np.array(values, dtype=np.float32), instance('nnz'))
+    return math.sparse_tensor(indices, values, spatial(x=ROWS) & dual(y=COLS), format=fmt)
+
+
+def scipy_matrix(coords=COORDS, values=VALUES):
+    from scipy.sparse import coo_matrix
+    rows, cols = zip(*coords, strict=True) if coords else ((), ())
+    return coo_matrix((values, (rows, cols)), shape=(ROWS, COLS))
+
+
+def close(tensor, expected, order='x,~y'):
+    np.testing.assert_allclose(math.dense(tensor).numpy(order), expected, rtol=1e-6, atol=1e-6)
+
+
+def test_dense_adds_up_repeated_coordinates_as_scipy():
+    m = matrix()
+    assert math.is_sparse(m) and math.get_format(m) == 'coo' and not math.is_sparse(math.dense(m))
+    close(m, scipy_matrix().toarray())
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, ROWS - 1), st.integers(0, COLS - 1)), max_size=12))
+def test_random_coordinates_densify_and_sort_as_scipy(coords):
+    values = list(np.arange(1., len(coords) + 1))
+    m = matrix(coords, values)
+    close(m, scipy_matrix(coords, values).toarray())
+    csr = math.to_csr(m)
+    reference = scipy_matrix(coords, values).tocsr()
+    reference.sum_duplicates()
+    rows = np.repeat(np.arange(ROWS), np.diff(reference.indptr))
+    np.testing.assert_array_equal(math.stored_indices(csr).numpy('entries,index'),
+                                  np.stack([rows, reference.indices], -1).reshape(-1, 2))
+    np.testing.assert_allclose(math.stored_values(csr).numpy(), reference.data)
+    close(csr, reference.toarray())
+
+
+def test_formats_round_trip_and_sort_as_phiml():
+    phiml = pytest.importorskip('phiml')
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        pm = phiml.math
+        theirs = pm.sparse_tensor(pm.tensor(COORDS, pm.instance('nnz'), pm.channel(idx='x,~y')),
+                                  pm.tensor(VALUES, pm.instance('nnz')), pm.spatial(x=ROWS) & pm.dual(y=COLS))
+        for fmt in ('coo', 'csr', 'csc'):
+            ours, reference = math.to_format(matrix(), fmt), pm.to_format(theirs, fmt)
+            assert math.get_format(ours) == pm.get_format(reference) == fmt
+            expected_indices = pm.stored_indices(reference)
+            assert math.stored_indices(ours).shape.get_item_names('index') == \
+                expected_indices.shape.get_item_names('index')
+            np.testing.assert_array_equal(math.stored_indices(ours).numpy('entries,index'),
+                                          expected_indices.numpy('entries,index'))
+            np.testing.assert_allclose(math.stored_values(ours).numpy(), pm.stored_values(reference).numpy())
+            assert math.get_format(math.to_coo(ours)) == 'coo'
+            close(ours, pm.dense(reference).numpy('x,~y'))
+
+
+def test_dense_tensors_become_sparse_in_row_major_order():
+    d = math.dense(matrix())
+    for fmt, expected in (('coo', 'coo'), ('sparse', None), ('csc', 'csc'), ('compact-cols', 'compact-cols')):
+        s = math.to_format(d, fmt)
+        assert math.get_format(s) == (expected or ('csr' if d.backend.name in ('numpy', 'torch') else 'coo'))
+        close(s, scipy_matrix().toarray())
+    coo = math.to_coo(d)
+    order = d.shape.names  # all dims of a dense tensor become sparse, its coordinates in row-major order
+    indices = math.stored_indices(coo)
+    assert indices.shape.get_item_names('index') == order
+    np.testing.assert_array_equal(indices.numpy('entries,index'), np.stack(np.nonzero(d.numpy(order)), -1))
+    assert math.to_format(matrix(), 'dense').shape == d.shape and math.sparse(matrix()) is not None
+    assert math.get_format(math.to_compact_rows(d)) == 'compact-rows'
+    assert math.get_format(math.to_csc(d)) == 'csc'
+
+
+def test_stored_values_and_indices_of_dense_tensors_list_everything():
+    d = math.tensor(np.arange(6.).reshape(2, 3), spatial('x,y'))
+    np.testing.assert_allclose(math.stored_values(d).numpy(), np.arange(6.))
+    np.testing.assert_array_equal(math.stored_indices(d).numpy('entries,index'),
+                                  [[0, 0], [0, 1], [0, 2], [1, 0], [1, 1], [1, 2]])
+    assert math.get_sparsity(d) == 1.
+    assert math.get_sparsity(math.expand(d, batch(b=4))) == .25
+    assert math.get_sparsity(matrix()) == 5 / 12
+    with pytest.raises(ValueError, match='batch'):
+        math.stored_indices(math.expand(d, batch(b=2))._dense())
+
+
+def test_repr_names_format_and_entry_count_without_densifying():
+    huge = math.sparse_tensor(math.tensor([(1, 2)], instance('nnz'), channel(idx='x,~x')), 1.,
+                              spatial(x=10 ** 6) & dual(x=10 ** 6))
+    text = repr(huge)
+    assert text.startswith('sparse coo') and '1 entries' in text
+    assert repr(math.to_csr(matrix())).startswith('sparse csr')
+    assert math.sparse_tensor(None, 1., spatial(x=3)).shape.get_size('x') == 3
+
+
+def test_operations_keeping_zeros_stay_sparse():
+    m, expected = matrix(), scipy_matrix().toarray()
+    scale = math.tensor([1., 2., 3., 4.], spatial('x'))
+    column = np.array([[1.], [2.], [3.], [4.]])
+    for result, reference in ((-m, -expected), (abs(-m), expected), (m * 2, 2 * expected),
+                              (m * scale, expected * column), (m / scale, expected / column),
+                              (math.sqrt(m), np.sqrt(expected)), (m ** 2, expected ** 2), (m * m, expected ** 2),
+                              (math.to_float(m), expected)):
+        assert math.is_sparse(result)
+        close(result, reference)
+    plus = m + 1
+    assert not math.is_sparse(plus)
+    close(plus, expected + 1)
+
+
+def test_reductions_over_value_and_sparse_dims():
+    vectors = math.sparse_tensor(math.tensor([(0, 1), (2, 0)], instance('nnz'), channel(idx='x,~y')),
+                                 math.tensor([[3., 4.], [6., 8.]], instance('nnz'), channel(vector='a,b')),
+                                 spatial(x=ROWS) & dual(y=COLS))
+    length = math.vec_length(vectors)
+    assert math.is_sparse(length) and 'vector' not in length.shape
+    close(length, [[0, 5, 0], [0, 0, 0], [10, 0, 0], [0, 0, 0]])
+    expected = scipy_matrix().toarray()
+    np.testing.assert_allclose(math.sum(matrix(), '~y').numpy('x'), expected.sum(1))
+    np.testing.assert_allclose(math.sum(matrix(), 'x').numpy('~y'), expected.sum(0))
+    np.testing.assert_allclose(float(math.sum(matrix())), expected.sum())
+    np.testing.assert_allclose(math.max(matrix(), '~y').numpy('x'), expected.max(1))
+
+
+def test_matrix_products_gather_and_add_up_as_scipy():
+    m, reference = matrix(), scipy_matrix()
+    y = np.array([1., -2., 3.])
+    np.testing.assert_allclose((m @ math.tensor(y, spatial('y'))).numpy('x'), reference @ y, rtol=1e-6)
+    batched = np.array([[1., -2., 3.], [0., 1., 2.]])
+    result = m @ math.tensor(batched, batch('b'), spatial('y'))
+    np.testing.assert_allclose(result.numpy('b,x'), (reference @ batched.T).T, rtol=1e-6)
+    row = np.array([1., 2., 3., 4.])
+    np.testing.assert_allclose(math.dot(math.tensor(row, spatial('x')), 'x', m, 'x').numpy('~y'), row @ reference,
+                               rtol=1e-6)
+
+
+def test_slicing_filters_entries():
+    m, expected = matrix(), scipy_matrix().toarray()
+    for selection, reference, order in (({'x': slice(1, 3)}, expected[1:3], 'x,~y'), ({'x': 2}, expected[2], '~y'),
+                                        ({'~y': slice(1, None)}, expected[:, 1:], 'x,~y')):
+        part = m[selection]
+        assert math.is_sparse(part)
+        close(part, reference, order)
+    vectors = math.sparse_tensor(math.tensor([(0, 1)], instance('nnz'), channel(idx='x,~y')),
+                                 math.tensor([[3., 4.]], instance('nnz'), channel(vector='a,b')),
+                                 spatial(x=ROWS) & dual(y=COLS))
+    close(vectors.vector['b'], [[0, 4, 0], [0, 0, 0], [0, 0, 0], [0, 0, 0]])
+
+
+def test_jit_compiled_functions_take_and_return_sparse_tensors():
+    @math.jit_compile
+    def scaled_product(m, y):
+        return m * 2, m @ y, math.dense(m)
+    y = math.tensor([1., -2., 3.], spatial('y'))
+    scaled, product, densified = scaled_product(matrix(), y)
+    assert math.is_sparse(scaled)
+    close(scaled, 2 * scipy_matrix().toarray())
+    np.testing.assert_allclose(product.numpy('x'), scipy_matrix() @ [1., -2., 3.], rtol=1e-6)
+    close(densified, scipy_matrix().toarray())
+
+
+def test_bad_input_raises_value_errors():
+    with pytest.raises(ValueError, match='format'):
+        math.to_format(matrix(), 'bsr')
+    with pytest.raises(ValueError, match='compact'):
+        math.sparse_tensor(math.zeros(spatial(x=3), dtype=int), 1., spatial(x=3))
+    with pytest.raises(ValueError, match='label'):
+        math.sparse_tensor(math.tensor([(0, 1)], instance('nnz'), channel(idx='a,b')), 1., spatial(x=2) & dual(y=2))
+    with pytest.raises(ValueError, match='invalid'):
+        math.stored_values(matrix(), invalid='drop')
+    with pytest.raises(ValueError, match='batch'):
+        math.to_coo(math.zeros(batch(b=2), spatial(x=2)))
+
+
+def test_tensor_like_replaces_the_stored_values():
+    m = math.to_csr(matrix())
+    like = math.tensor_like(m, math.tensor([1., 2., 3., 4.], instance('v')))
+    assert math.is_sparse(like) and math.get_format(like) == 'csr'
+    np.testing.assert_allclose(math.stored_values(like).numpy(), [1, 2, 3, 4])
+    close(math.tensor_like(m, 1.), scipy_matrix().toarray() != 0)
