@@ -104,10 +104,24 @@ def test_pairwise_differences_compile(backend):
     np.testing.assert_allclose(result.sequence[0].numpy('~sequence,vector'), [[0, 0], [1, 0], [np.nan, np.nan]])
 
 
+@pytest.mark.parametrize('fmt', ['sparse', 'coo', 'csr', 'csc'])
+def test_sparse_pairs_are_the_dense_ones_within_the_distance(backend, fmt):
+    rng = np.random.default_rng(5)
+    points = tensor(rng.uniform(0, 3, (12, 2)), instance('p'), channel(vector='x,y'))
+    dense = math.pairwise_differences(points, max_distance=1., default=0.)
+    sparse = math.pairwise_differences(points, max_distance=1., format=fmt)
+    assert math.is_sparse(sparse) and math.get_format(sparse) in (fmt, 'csr', 'coo')
+    np.testing.assert_allclose(math.dense(sparse).numpy('p,~p,vector'), dense.numpy('p,~p,vector'), atol=1e-6)
+    within = np.linalg.norm(points.numpy('p,vector')[None] - points.numpy('p,vector')[:, None], axis=-1) <= 1.
+    assert math.stored_values(sparse).shape.get_size('entries') == within.sum()
+    compiled = math.jit_compile(lambda p: math.pairwise_differences(p, max_distance=1., format='coo'))(points)
+    np.testing.assert_allclose(math.dense(compiled).numpy('p,~p,vector'), dense.numpy('p,~p,vector'), atol=1e-6)
+
+
 @pytest.mark.parametrize('kwargs, error, message', [
-    ({'format': 'csr'}, ValueError, 'offers no sparse tensors'),
-    ({'format': 'sparse', 'method': 'scipy-kd'}, ValueError, 'offers no sparse tensors'),
-    ({'format': 'dense2'}, ValueError, "'dense' or a tensor"),
+    ({'format': 'csr'}, ValueError, 'max_distance must be given'),
+    ({'format': 'sparse', 'method': 'scipy-kd'}, ValueError, 'max_distance must be given'),
+    ({'format': 'dense2'}, ValueError, "'dense', one of"),
     ({'format': 3}, TypeError, "'dense' or a tensor"),
     ({'method': 'grid'}, ValueError, 'method must be one of'),
     ({'periodic': True}, ValueError, 'pass domain='),

@@ -18,11 +18,13 @@ from ..backend import DType
 from ._convert import all_available, choose_backend_t, convert
 from ._creation import range_tensor, wrap
 from ._dims import batch, channel, instance
+from ._gather_scatter import gather, nonzero
 from ._magic_ops import expand, pack_dims, rename_dims, stack, unpack_dim
 from ._ops import cast, where
 from ._reduce import all_, any_, sum_
 from ._shape import Shape
 from ._sorting import argmin
+from ._sparse import SparseTensor, to_format
 from ._tensor import Tensor, as_tensor, dims_in
 
 INDEX = channel('index')  # the dim listing the components of the indices of `find_closest` by default
@@ -67,12 +69,12 @@ def pairwise_differences(positions: Tensor, max_distance=None, format='dense', d
     """
     positions = as_tensor(positions)
     if isinstance(format, str):
-        if format in _SPARSE_FORMATS:
-            raise ValueError(f"pairwise_differences(): format={format!r} asks for a sparse matrix, but lazyphi "
-                             f"offers no sparse tensors; format='dense' gives all pairs (max_distance masks the "
-                             f"distant ones with default)")
-        if format != 'dense':
-            raise ValueError(f"pairwise_differences(): format must be 'dense' or a tensor, got {format!r}")
+        if format not in ('dense', *_SPARSE_FORMATS):
+            raise ValueError(f"pairwise_differences(): format must be 'dense', one of {_SPARSE_FORMATS} or a tensor, "
+                             f"got {format!r}")
+        if format != 'dense' and max_distance is None:
+            raise ValueError(f'pairwise_differences(): format={format!r} keeps the pairs within max_distance, '
+                             f'so max_distance must be given')
     elif not isinstance(format, Tensor):
         raise TypeError(f"pairwise_differences(): format must be 'dense' or a tensor, got {type(format).__name__}")
     if method not in _METHODS:
@@ -95,9 +97,41 @@ def pairwise_differences(positions: Tensor, max_distance=None, format='dense', d
         periodic = bool(periodic)
     if periodic is not False:
         dx = _shortest_periodic(dx, domain, periodic)
-    if max_distance is not None:
-        dx = where(sum_(dx ** 2, components) <= as_tensor(max_distance) ** 2, dx, default)
-    return dx
+    if max_distance is None:
+        return dx
+    within = sum_(dx ** 2, components) <= as_tensor(max_distance) ** 2
+    if isinstance(format, str) and format != 'dense':
+        return _sparse_pairs(dx, within, points, neighbors, format)
+    return where(within, dx, default)
+
+
+def _sparse_pairs(dx: Tensor, within: Tensor, points: Shape, neighbors: Shape, format: str) -> Tensor:
+    """The vectors `dx` of the pairs `within` the distance as a sparse matrix, rows `points`, columns `neighbors`.
+
+    Where the values are at hand, the pairs are found among all distances and listed by row, then column. Where
+    they are not (inside `jit_compile`), their number cannot depend on them: all pairs are stored, each point with
+    itself first, and the pairs farther apart hold zero vectors.
+    """
+    if within.shape.without((*points.names, *neighbors.names)):
+        raise ValueError(f'pairwise_differences(): a sparse format takes points without batch dims (one '
+                         f'max_distance for all); got {within.shape}. Use format=\'dense\' or loop over the batch')
+    matrix = points & neighbors
+    labels = channel(index=(*points.names, *neighbors.names))
+    if within.available:
+        indices = nonzero(within, instance('pairs'), channel('index'), (), matrix.names)
+        found = indices.shape.get_item_names('index')
+        indices = indices[{'index': tuple(found.index(n) for n in labels.item_names[0])}]
+        pairs = SparseTensor(indices, gather(dx, indices), matrix, unique=True)
+        pairs = to_format(pairs, 'csr')._with(format='coo')  # sorted by row, then column
+    else:
+        count = points.volume
+        flat = np.concatenate([np.stack([np.arange(count)] * 2, -1),
+                               np.argwhere(~np.eye(count, dtype=bool))]).astype(np.int64)
+        coords = np.concatenate([np.stack(np.unravel_index(flat[:, 0], points.sizes), -1),
+                                 np.stack(np.unravel_index(flat[:, 1], neighbors.sizes), -1)], -1)
+        indices = convert(wrap(coords, instance('pairs'), labels), choose_backend_t(dx))
+        pairs = SparseTensor(indices, gather(where(within, dx, 0), indices), matrix, unique=True)
+    return to_format(pairs, format)
 
 
 def _shortest_periodic(dx: Tensor, domain, periodic) -> Tensor:
