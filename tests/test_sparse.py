@@ -198,3 +198,15 @@ def test_tensor_like_replaces_the_stored_values():
     assert math.is_sparse(like) and math.get_format(like) == 'csr'
     np.testing.assert_allclose(math.stored_values(like).numpy(), [1, 2, 3, 4])
     close(math.tensor_like(m, 1.), scipy_matrix().toarray() != 0)
+
+
+def test_the_sparse_cells_of_phimls_matrices_notebook():
+    indices = math.wrap([(0, 0), (1, 1)], instance('indices'), channel(vector='rows,~cols'))
+    values = math.expand(math.wrap(1.), instance(indices))
+    dense_shape = channel(rows=3) & dual(cols=3)
+    matrix = math.sparse_tensor(indices, values, dense_shape, format='coo', can_contain_double_entries=False)
+    for fmt in ('csr', 'csc'):
+        assert math.get_format(math.sparse_tensor(indices, values, dense_shape, format=fmt)) == fmt
+    row0 = matrix.rows[0:1] * 2
+    joined = math.concat([row0, matrix.rows[1:]], 'rows')
+    np.testing.assert_allclose(math.dense(joined).numpy('rows,~cols'), [[2, 0, 0], [0, 1, 0], [0, 0, 0]])
