@@ -210,3 +210,12 @@ def test_the_sparse_cells_of_phimls_matrices_notebook():
     row0 = matrix.rows[0:1] * 2
     joined = math.concat([row0, matrix.rows[1:]], 'rows')
     np.testing.assert_allclose(math.dense(joined).numpy('rows,~cols'), [[2, 0, 0], [0, 1, 0], [0, 0, 0]])
+
+
+def test_solve_linear_iterates_with_the_sparse_product():
+    idx = math.tensor([(0, 0), (1, 1), (2, 2), (0, 1), (1, 0)], instance('nnz'), channel(idx='x,~x'))
+    m = math.sparse_tensor(idx, math.tensor([4., 4., 4., 1., 1.], instance('nnz')), spatial(x=3) & dual(x=3))
+    y = math.tensor([1., 2., 3.], spatial('x'))
+    x = math.solve_linear(m, y, math.Solve('CG', 1e-6, 1e-6, x0=math.zeros(spatial(x=3))))
+    expected = np.linalg.solve([[4., 1., 0.], [1., 4., 0.], [0., 0., 4.]], [1., 2., 3.])
+    np.testing.assert_allclose(x.numpy('x'), expected, rtol=1e-4)
