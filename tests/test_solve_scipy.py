@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from lazyphi import math
-from lazyphi.math import NotConverged, Solve, SolveTape, batch, dual, spatial
+from lazyphi.math import Diverged, NotConverged, Solve, SolveTape, batch, dual, spatial
 
 pytestmark = pytest.mark.usefixtures('backend')
 
@@ -75,15 +75,94 @@ def test_an_iteration_limit_raises_not_converged_with_the_last_estimate():
     assert np.all(np.isfinite(x.numpy('b,x')))
 
 
-def test_jit_compile_raises_not_implemented(backend):
-    if backend.name == 'numpy':
-        pytest.skip('NumPy functions are not traced')
+BATCHED = np.stack([UNSYMMETRIC + k * np.eye(6) for k in range(3)])  # one matrix per entry of 'b'
+
+
+@pytest.mark.parametrize('method', METHODS)
+@pytest.mark.parametrize('preconditioner', [None, 'ilu'])
+def test_inside_jit_compile_each_method_matches_the_eager_solve_and_numpy(method, preconditioner):
+    if method == 'scipy-lsqr' and preconditioner:
+        pytest.skip('lsqr takes no preconditioner')
+    solve = Solve(method, 1e-6, 1e-6, x0=x0(), preconditioner=preconditioner)
+    matrices = math.tensor(BATCHED, batch('b'), spatial('x'), dual('x'))
 
     @math.jit_compile
-    def solve(y):
-        return math.solve_linear(poisson, y, Solve('scipy-CG', 1e-5, 1e-5, x0=x0()))
-    with pytest.raises(NotImplementedError, match='biCG-stab'):
-        solve(rhs())
+    def solve_both(y, matrix):
+        return math.solve_linear(poisson, y, solve), math.solve_linear(matrix, y, solve)
+    for _ in range(2):  # traced, then the compiled version
+        of_function, of_matrix = solve_both(rhs(), matrices)
+        close(of_function, np.linalg.solve(LAPLACE, Y.T).T)
+        close(of_function, math.solve_linear(poisson, rhs(), solve).numpy('b,x'))
+        if method != 'scipy-CG':  # CG needs a symmetric matrix
+            close(of_matrix, np.linalg.solve(BATCHED, Y[..., None])[..., 0])
+            close(of_matrix, math.solve_linear(matrices, rhs(), solve).numpy('b,x'))
+
+
+def test_inside_jit_compile_an_iteration_limit_raises_not_converged_once_the_call_returns():
+    @math.jit_compile
+    def solve(y, limit_reached_ok: bool):
+        suppress = [NotConverged] if limit_reached_ok else []
+        return math.solve_linear(poisson, y, Solve('scipy-biCG-stab', 1e-9, 1e-9, x0=x0(), max_iterations=1,
+                                                   suppress=suppress))
+    for _ in range(2):
+        with pytest.raises(NotConverged, match='Did not converge within 1 iterations') as caught:
+            solve(rhs(), False)
+        result = caught.value.result
+        assert result.method == 'SciPy biCG-stab' and not bool(math.any(result.converged, 'b'))
+        np.testing.assert_array_equal(result.iterations.numpy('b'), [1, 1, 1])
+        assert np.all(np.isfinite(result.x.numpy('b,x')))
+        np.testing.assert_allclose(solve(rhs(), True).numpy('b,x'), result.x.numpy('b,x'))
+
+
+def test_a_failed_ilu_preconditioner_reports_a_divergence_eagerly_and_inside_jit_compile():
+    singular = math.tensor(np.zeros((6, 6)), spatial('x'), dual('x'))
+    solve = Solve('scipy-GMres', 1e-6, 1e-6, x0=x0(), preconditioner='ilu')
+    with pytest.raises(Diverged, match='spilu'):
+        math.solve_linear(singular, rhs(), solve)
+    with pytest.raises(Diverged, match='spilu'):
+        math.jit_compile(lambda y: math.solve_linear(singular, y, solve))(rhs())
+
+
+def test_gradients_flow_through_a_jit_compiled_scipy_solve(backend):
+    if backend.name == 'numpy':
+        pytest.skip('NumPy has no automatic differentiation')
+    matrix = math.tensor(UNSYMMETRIC + UNSYMMETRIC.T, spatial('x'), dual('x'))  # the function must be symmetric
+
+    def loss(y):
+        return math.sum(math.solve_linear(lambda x: matrix @ x, y, Solve('scipy-GMres', 1e-9, 1e-9, x0=x0())) ** 2,
+                        'x')
+    inverse = np.linalg.inv(UNSYMMETRIC + UNSYMMETRIC.T)
+    expected = 2 * (inverse @ inverse @ Y.T).T  # d/dy |A^-1 y|^2 = 2 A^-T A^-1 y
+    compiled = math.jit_compile(math.gradient(loss, 'y', get_output=False))
+    for _ in range(2):
+        close(compiled(rhs()), expected, 1e-3)
+
+
+@pytest.mark.parametrize('example', ['function', 'matrix'])
+def test_phimls_linear_solves_notebook_inside_jit_compile_with_agreeing_dims(example):
+    """Cells 3 and 10 of phiml's docs/Linear_Solves.ipynb, with y named like the function's output (lazyphi raises
+    a ValueError where they differ)."""
+    phiml = pytest.importorskip('phiml.math')
+
+    def run(m):
+        a = m.tensor([[2, 1], [1, 3]], m.channel('b_vec'), m.dual('b_vec'))
+        b = m.tensor([2, 3], m.channel('b_vec'))
+        x0 = m.tensor([0, 0], m.channel('b_vec'))
+        linear_function = (lambda x: x * (2, 1)) if example == 'function' else (lambda x: a @ x)
+
+        @m.jit_compile
+        def jit_perform_solve(b):
+            return m.solve_linear(m.jit_compile_linear(linear_function), b,
+                                  m.Solve('scipy-CG', x0=x0, preconditioner='ilu'))
+        return m.solve_linear(a, b, m.Solve(x0=x0)), jit_perform_solve(b), jit_perform_solve(b)
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')  # phiml's sparse matrices and tracers warn
+        expected = [t.numpy('b_vec') for t in run(phiml)]
+    found = run(math)
+    np.testing.assert_allclose(found[0].numpy('b_vec'), np.linalg.solve([[2, 1], [1, 3]], [2, 3]), rtol=1e-5)
+    for f, e in zip(found, expected, strict=True):
+        np.testing.assert_allclose(f.numpy('b_vec'), e, rtol=1e-5)
+    np.testing.assert_allclose(found[1].numpy('b_vec'), [1, 3] if example == 'function' else [.6, .8], rtol=1e-5)
 
 
 def test_bad_preconditioners_raise_value_errors():

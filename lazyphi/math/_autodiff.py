@@ -21,6 +21,7 @@ from .._errors import NoBackendFound
 from ..backend import Backend, choose_backend, convert, default_backend
 from ._conversion import print_
 from ._elementwise import positional_tensor
+from ._kinds import Expanded, PartsKind
 from ._tensor import ELEMENTWISE, NUMBER_TYPES, Dense, Op, Tensor, as_tensor, common_backend, content_hash, dispatch
 from ._tree import tree_map
 
@@ -59,12 +60,22 @@ def _flatten(tree) -> tuple[list, Callable]:
 
 
 def _all_available(tree) -> bool:
-    """Whether every tensor of `tree` has values or is a library's placeholder inside its own compiler or autodiff
-    (a dense tensor of a JAX or TensorFlow tracer), which the library differentiates; planning tracers and data
-    still on disk are not."""
+    """Whether every tensor of `tree` has values or holds only natives, which may be a library's placeholders
+    inside its own compiler or autodiff (a JAX or TensorFlow tracer, also inside an `Expanded` or `Stacked` kind),
+    which the library differentiates; planning tracers and data still on disk are not."""
     found = []
-    tree_map(lambda t: found.append(type(t) is Dense or t.available) or t, tree)
+    tree_map(lambda t: found.append(_holds_natives(t)) or t, tree)
     return all(found)
+
+
+def _holds_natives(t: Tensor) -> bool:
+    if type(t) is Dense or t.available:
+        return True
+    if isinstance(t, Expanded):
+        return _holds_natives(t._inner)
+    if isinstance(t, PartsKind):
+        return all(_holds_natives(p) for p in t._parts)
+    return False
 
 
 def _backend_of(leaves: list) -> Backend:

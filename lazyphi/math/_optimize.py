@@ -21,7 +21,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..backend import DType, NoBackendFound, choose_backend, convert, get_precision
-from ._autodiff import compiling, custom_gradient
+from ._autodiff import compiling, custom_gradient, when_available
 from ._conversion import reshaped_native
 from ._creation import reshaped_tensor, wrap, zeros_like
 from ._dims import batch, channel, dual, merge_shapes, non_batch
@@ -32,7 +32,7 @@ from ._magic_ops import expand, rename_dims
 from ._natives import common_backend
 from ._ops import cast, is_finite, maximum, safe_div, sqrt, to_float, to_int32
 from ._reduce import all_, any_, max_, sum_
-from ._scipy_linear import NEEDS_MATRIX, PRECONDITIONERS, SCIPY_ITERATIVE, scipy_solve
+from ._scipy_linear import NEEDS_MATRIX, PRECONDITIONERS, SCIPY_ITERATIVE, scipy_solve, status_message
 from ._shape import Shape
 from ._tensor import Dense, Tensor, as_tensor
 
@@ -311,12 +311,13 @@ def record(result: SolveInfo) -> None:
 def solve_linear(f, y, solve: Solve, *f_args, grad_for_f=False, f_kwargs: dict | None = None, **f_kwargs_):
     """The solution `x` of the linear system `f(x) = y`.
 
-    The 'scipy-*' methods run `scipy.sparse.linalg` on the host, one system per batch entry, on the values read
-    back as float64 (a matrix as is; a function through a `LinearOperator` that calls it; for 'scipy-biCG',
-    'scipy-QMR', 'scipy-lsqr' and with `preconditioner='ilu'` through its dense matrix from
-    `matrix_from_function`). They take `rel_tol` and `abs_tol` as SciPy's `rtol` and `atol` ('scipy-lsqr': `rel_tol`
-    as its `atol` and `btol`, `abs_tol` unused) and count the iterations by SciPy's callback; the solution has the
-    backend and dtype of `x0`. They need values, so `jit_compile` cannot trace them.
+    The 'scipy-*' methods run `scipy.sparse.linalg` on the host, one system per batch entry, in float64 (a matrix
+    as is; a function through a `LinearOperator` that calls it; for 'scipy-biCG', 'scipy-QMR', 'scipy-lsqr', with
+    `preconditioner='ilu'` and inside `jit_compile` through its dense matrix from `matrix_from_function`). They take
+    `rel_tol` and `abs_tol` as SciPy's `rtol` and `atol` ('scipy-lsqr': `rel_tol` as its `atol` and `btol`,
+    `abs_tol` unused) and count the iterations by SciPy's callback; the solution has the backend and dtype of `x0`.
+    Inside `jit_compile` SciPy runs in a host callback of the compiled program (the backend's `numpy_call`), and
+    `NotConverged` / `Diverged` are raised once the compiled function has returned.
 
     Args:
         f: a function linear in its first argument (a `Tensor`; `jit_compile_linear` functions included), called
@@ -338,10 +339,10 @@ def solve_linear(f, y, solve: Solve, *f_args, grad_for_f=False, f_kwargs: dict |
         `x`, shaped like `solve.x0` with the batch dims of the systems.
 
     Raises:
-        NotConverged: a batch entry did not reach the tolerance within `solve.max_iterations`.
+        NotConverged: a batch entry did not reach the tolerance within `solve.max_iterations` (not while a compiler
+            traces lazyphi's own methods; for the 'scipy-*' methods after the `jit_compile`d function returns).
         Diverged: the residual of a batch entry became non-finite or grew too large.
         ValueError: no `x0`, a method or a feature lazyphi does not offer, or a matrix without dual dims.
-        NotImplementedError: a 'scipy-*' method while `jit_compile` traces the solve.
     """
     if not isinstance(solve, Solve):
         raise TypeError(f'solve_linear(): solve must be a Solve, got {solve!r}')
@@ -375,12 +376,18 @@ def solve_linear(f, y, solve: Solve, *f_args, grad_for_f=False, f_kwargs: dict |
     # a dense matrix (phiml builds a sparse one) for the direct methods, and to differentiate by the function's
     # arguments through its entries
     if matrix is None and (solve.method in _DIRECT or solve.method in NEEDS_MATRIX or solve.preconditioner is not None
-                           or grad_for_f):
+                           or grad_for_f or (solve.method in SCIPY_ITERATIVE and not _on_host(y, solve.x0))):
         matrix, bias = matrix_from_function(_operator(None, f_args, f, f_kwargs), solve.x0)
         y = _named_as_rows(matrix, y) - bias
+    function = None if matrix is not None else f
+    known = None
+    if solve.method in SCIPY_ITERATIVE and not _on_host(y, solve.x0):
+        # traced: SciPy's host callback runs out here and the custom gradient's forward pass hands its solution on,
+        # so that the convergence check deferred to after the compiled call holds no tracer of JAX's custom_vjp
+        known = _solved(y, matrix, f_args, solve, function, f_kwargs)
     # everything a compiler or autodiff may trace is an argument, not a closure (JAX rejects leaked tracers)
     solve_function = custom_gradient(_forward, _backward, auxiliary_args='solve,function,f_kwargs,grad_for_f')
-    return solve_function(y, matrix, f_args, solve, None if matrix is not None else f, f_kwargs, grad_for_f)
+    return solve_function(y, matrix, f_args, solve, function, f_kwargs, grad_for_f, known)
 
 
 def _type_name(value) -> str:
@@ -477,7 +484,14 @@ def _operator(matrix: Tensor | None, f_args: tuple, function: Callable | None, f
 
 
 def _forward(y: Tensor, matrix: Tensor | None, f_args: tuple, solve: Solve, function: Callable | None,
-             f_kwargs: dict, grad_for_f: bool) -> Tensor:
+             f_kwargs: dict, grad_for_f: bool, known: Tensor | None) -> Tensor:
+    """The solution: `known` where it was found already (outside the custom gradient), else solved for now."""
+    return known if known is not None else _solved(y, matrix, f_args, solve, function, f_kwargs)
+
+
+def _solved(y: Tensor, matrix: Tensor | None, f_args: tuple, solve: Solve, function: Callable | None,
+            f_kwargs: dict) -> Tensor:
+    """Solves, records the `SolveInfo` on the tapes and raises where the solve failed."""
     solve = solve.with_defaults('solve')
     if solve.preprocess_y is not None:
         y = solve.preprocess_y(y, *solve.preprocess_y_args)
@@ -733,20 +747,33 @@ def _direct(matrix: Tensor, y: Tensor, solve: Solve) -> SolveInfo:
 # --- SciPy's iterative methods --------------------------------------------------------------
 
 
+def _on_host(y: Tensor, x0: Tensor) -> bool:
+    """Whether a 'scipy-*' method can apply a function on the host (values at hand, nothing being compiled);
+    otherwise the function's matrix is built in the traced program and handed to SciPy."""
+    return not compiling() and y._dense().available and x0._dense().available
+
+
 def _scipy_iterative(matrix: Tensor | None, operator: Callable, y: Tensor, solve: Solve) -> SolveInfo:
-    """A 'scipy-*' iterative method on the host (`_scipy_linear.py`); values are needed, so not under tracing."""
-    x0 = to_float(solve.x0)
-    needed = [y, x0] + ([matrix] if matrix is not None else [])
-    if compiling() or not all(t._dense().available for t in needed):
-        raise NotImplementedError(f'solve_linear(): method {solve.method!r} runs SciPy on values, which jit_compile '
-                                  f'does not have while it traces; use \'CG\', \'CG-adaptive\' or \'biCG-stab\' '
-                                  f'there')
+    """A 'scipy-*' iterative method on the host (`_scipy_linear.py`), through the backend's `numpy_call`.
+
+    Inside `jit_compile` the flags come back only when the compiled function runs: the convergence check is then
+    deferred to that moment (`when_available`), and the messages are empty in the traced `SolveInfo`.
+    """
     if solve.method == 'scipy-lsqr' and solve.preconditioner is not None:
         raise ValueError(f'solve_linear(): \'scipy-lsqr\' takes no preconditioner, got '
                          f'{solve.preconditioner!r}; pass preconditioner=None')
-    found = scipy_solve(solve.method, None if matrix is None else to_float(matrix), operator, to_float(y), x0,
-                        solve.rel_tol, solve.abs_tol, solve.max_iterations, solve.preconditioner)
-    text = found['msg']
-    messages = _per_entry(lambda index: text[index], found['converged'].shape)
-    return SolveInfo(solve, found['x'], found['residual'], found['iterations'], found['evaluations'],
-                     found['converged'], found['diverged'], f'SciPy {solve.method[len("scipy-"):]}', messages, 0.)
+    found = scipy_solve(solve.method, None if matrix is None else to_float(matrix), operator, to_float(y),
+                        to_float(solve.x0), solve.rel_tol, solve.abs_tol, solve.max_iterations, solve.preconditioner)
+    method = f'SciPy {solve.method[len("scipy-"):]}'
+
+    def info(x: Tensor, residual: Tensor, iterations: Tensor, converged: Tensor, diverged: Tensor,
+             status: Tensor) -> SolveInfo:
+        codes = status.numpy(status.shape) if status.available else None
+        messages = _per_entry(lambda index: '' if codes is None else status_message(solve.method, int(codes[index])),
+                              status.shape)
+        return SolveInfo(solve, x, residual, iterations, iterations + 1, converged, diverged, method, messages, 0.)
+    parts = (found['x'], found['residual'], found['iterations'], found['converged'], found['diverged'],
+             found['status'])
+    if not found['converged'].available:  # traced: check once the compiled function has run, on its values
+        when_available(lambda *values: info(*values).convergence_check(False), *parts)
+    return info(*parts)
