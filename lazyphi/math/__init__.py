@@ -20,7 +20,6 @@ from ._autodiff import (
     gradient,
     jacobian,
     jit_compile,
-    jit_compile_linear,
     print_gradient,
     stop_gradient,
     trace_check,
@@ -149,6 +148,7 @@ from ._linalg import (
     svd,
     with_diagonal,
 )
+from ._linear_function import LinearFunction, jit_compile_linear
 from ._magic_ops import (
     b2i,
     c2b,
@@ -445,6 +445,7 @@ __all__ = [
     'Extrapolation',
     'IncompatibleShapes',
     'Layout',
+    'LinearFunction',
     'NonUniform',
     'NotConverged',
     'NotConvertible',

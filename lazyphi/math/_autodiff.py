@@ -160,11 +160,10 @@ def _rebuilt(rebuild: Callable, natives, shapes: list, backends: list):
 class JitFunction:
     """A function compiled per backend and per shapes and dtypes of its tensor arguments (see `jit_compile`)."""
 
-    def __init__(self, f: Callable, auxiliary_args: tuple, forget_traces: bool, linear: bool = False):
+    def __init__(self, f: Callable, auxiliary_args: tuple, forget_traces: bool):
         self.f = f
         self.auxiliary_args = auxiliary_args
         self.forget_traces = forget_traces
-        self.linear = linear
         self.traces: dict = {}
         self._signature = _parameters(f)
         functools.update_wrapper(self, f)
@@ -260,18 +259,6 @@ def jit_compile(f: Callable | None = None, auxiliary_args: str = '', forget_trac
     if f is None:
         return functools.partial(jit_compile, auxiliary_args=auxiliary_args, forget_traces=forget_traces)
     return JitFunction(f, _names(auxiliary_args), bool(forget_traces))
-
-
-def jit_compile_linear(f: Callable | None = None, auxiliary_args: str | None = None,
-                       forget_traces: bool | None = None) -> Callable:
-    """`jit_compile` for a function that is linear in its tensor arguments.
-
-    lazyphi compiles it like any function; it does not build the function's sparse matrix (phiml does, for
-    its linear solves; `solve_linear` calls it like any function, or builds a dense matrix for `'direct'`).
-    """
-    if f is None:
-        return functools.partial(jit_compile_linear, auxiliary_args=auxiliary_args, forget_traces=forget_traces)
-    return JitFunction(f, _names(auxiliary_args), bool(forget_traces), linear=True)
 
 
 def trace_check(traced_function, *args, **kwargs) -> tuple[bool, str]:

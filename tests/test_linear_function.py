@@ -1,0 +1,128 @@
+"""`LinearFunction`, what `jit_compile_linear` returns: compiled like `jit_compile`, and laid out as a dense
+matrix (and bias) by `sparse_matrix` / `sparse_matrix_and_bias`, against NumPy and phiml on every backend."""
+
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lazyphi import math
+from lazyphi.math import LinearFunction, batch, channel, dual, jit_compile_linear, spatial
+
+pytestmark = pytest.mark.usefixtures('backend')
+
+LAPLACE = np.diag(-2. * np.ones(4)) + np.diag(np.ones(3), 1) + np.diag(np.ones(3), -1)
+
+
+def laplace(x):
+    return math.laplace(x, padding=0)
+
+
+def phiml_math():
+    phiml = pytest.importorskip('phiml.math')
+    return phiml
+
+
+def dense_of(phiml, matrix, order: str) -> np.ndarray:
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        return phiml.dense(matrix).numpy(order)
+
+
+def test_jit_compile_linear_returns_a_linear_function_in_both_forms():
+    plain = jit_compile_linear(laplace)
+
+    @jit_compile_linear(auxiliary_args='scale')
+    def scaled(x, scale: float):
+        return x * scale
+
+    assert isinstance(plain, LinearFunction) and isinstance(scaled, LinearFunction)
+    assert repr(plain) == 'lin(laplace)' and repr(scaled) == 'lin(scaled)'
+    assert jit_compile_linear(plain) is plain  # already one, with the same auxiliary_args
+    assert isinstance(jit_compile_linear(math.jit_compile(laplace)), LinearFunction)
+    x = math.tensor([1., 4., 9., 16.], spatial('x'))
+    np.testing.assert_allclose(plain(x).numpy('x'), LAPLACE @ [1., 4., 9., 16.], rtol=1e-5)
+    np.testing.assert_allclose(scaled(x, 3.).numpy('x'), [3., 12., 27., 48.], rtol=1e-5)
+    assert plain.traces and scaled.traces  # called through the compiled version
+
+
+def test_the_sparse_matrix_of_a_laplace_is_numpys_and_phimls():
+    matrix = jit_compile_linear(laplace).sparse_matrix(math.zeros(spatial(x=4)))
+    assert set(matrix.shape.names) == {'x', '~x'} and matrix.shape.dual.names == ('~x',)
+    np.testing.assert_allclose(matrix.numpy('x,~x'), LAPLACE)
+    phiml = phiml_math()
+    expected = phiml.jit_compile_linear(lambda x: phiml.laplace(x, padding=0)).sparse_matrix(
+        phiml.zeros(phiml.spatial(x=4)))
+    assert set(expected.shape.names) == set(matrix.shape.names)
+    np.testing.assert_allclose(matrix.numpy('x,~x'), dense_of(phiml, expected, 'x,~x'))
+
+
+def test_an_affine_function_gives_its_bias_and_has_no_single_matrix():
+    def gradient_plus_one(m):
+        def f(x):
+            return m.spatial_gradient(x, padding=0, dims='x', stack_dim=m.channel('g'))[{'g': 0}] * 2 + 1
+        return f
+    affine = jit_compile_linear(gradient_plus_one(math))
+    matrix, bias = affine.sparse_matrix_and_bias(math.zeros(spatial(x=3)))
+    np.testing.assert_allclose(matrix.numpy('x,~x'), [[0, 1, 0], [-1, 0, 1], [0, -1, 0]])
+    assert bias.shape == spatial(x=3)
+    np.testing.assert_allclose(bias.numpy('x'), [1, 1, 1])
+    with pytest.raises(ValueError, match='sparse_matrix_and_bias'):
+        affine.sparse_matrix(math.zeros(spatial(x=3)))
+    phiml = phiml_math()
+    expected_matrix, expected_bias = phiml.jit_compile_linear(gradient_plus_one(phiml)).sparse_matrix_and_bias(
+        phiml.zeros(phiml.spatial(x=3)))
+    np.testing.assert_allclose(matrix.numpy('x,~x'), dense_of(phiml, expected_matrix, 'x,~x'))
+    np.testing.assert_allclose(bias.numpy('x'), expected_bias.numpy('x'))
+
+
+def test_auxiliary_arguments_and_batch_dims():
+    def reversed_plus_scaled(m):
+        @m.jit_compile_linear(auxiliary_args='scale')
+        def f(x, scale: float):
+            return x * scale + x.v[::-1]
+        return f
+    x = math.ones(batch(b=2), channel(v=2))
+    matrix, bias = reversed_plus_scaled(math).sparse_matrix_and_bias(x, 3.)
+    # lazyphi keeps x's batch dims on the matrix (one per entry); phiml's has them where the function makes them differ
+    assert set(matrix.shape.names) == {'b', 'v', '~v'} and bias.shape == x.shape
+    for entry in range(2):
+        np.testing.assert_allclose(matrix.b[entry].numpy('v,~v'), [[3, 1], [1, 3]])
+    np.testing.assert_allclose(bias.numpy('b,v'), 0)
+    phiml = phiml_math()
+    expected, expected_bias = reversed_plus_scaled(phiml).sparse_matrix_and_bias(
+        phiml.ones(phiml.batch(b=2), phiml.channel(v=2)), 3.)
+    np.testing.assert_allclose(matrix.b[0].numpy('v,~v'), dense_of(phiml, expected, 'v,~v'))
+    np.testing.assert_allclose(bias.numpy('b,v'), expected_bias.numpy('b,v'))
+
+
+def test_by_default_the_arguments_after_the_first_are_not_linear():
+    @jit_compile_linear
+    def weighted(x, weights):
+        return x * weights
+    weights = math.tensor([1., 2., 3.], spatial('x'))
+    matrix = weighted.sparse_matrix(math.zeros(spatial(x=3)), weights)
+    np.testing.assert_allclose(matrix.numpy('x,~x'), np.diag([1., 2., 3.]))
+
+
+def test_the_matrix_inside_jit_compile():
+    function = jit_compile_linear(laplace)
+
+    @math.jit_compile
+    def apply_matrix(x):
+        return function.sparse_matrix(x) @ x
+    x = math.tensor([1., 4., 9., 16.], spatial('x'))
+    for _ in range(2):
+        np.testing.assert_allclose(apply_matrix(x).numpy('x'), LAPLACE @ [1., 4., 9., 16.], rtol=1e-5)
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(1, 5), st.integers(1, 5), st.integers(0, 2 ** 31))
+def test_the_matrix_of_a_random_matrix_product_is_that_matrix(rows, columns, seed):
+    values = np.random.default_rng(seed).standard_normal((rows, columns))
+    a = math.tensor(values, channel('out'), dual('inp'))
+    matrix, bias = jit_compile_linear(lambda x: a @ x).sparse_matrix_and_bias(math.zeros(channel(inp=columns)))
+    np.testing.assert_allclose(matrix.numpy('out,~inp'), values, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(bias.numpy('out'), 0, atol=1e-6)
