@@ -98,6 +98,14 @@ def _prepared(grid, coordinates, extrap) -> tuple:
     original = coordinates.shape
     coordinates, renamed = _apart(coordinates, dims)
     position = [coordinates[{components.name: i}] if components else coordinates for i in range(len(dims))]
+    if not all(isinstance(side, ConstantExtrapolation) or side.is_copy_pad(d, upper)
+               for d in dims for upper in (False, True) for side in [extrapolation._for(d, upper)]):
+        # values beyond the edges that are neither constants nor copies (normal/tangential, masked, symmetric
+        # gradient): one padded cell, read at the nearest point beyond it
+        padded = extrapolation.pad(grid, {d: (1, 1) for d in dims})
+        if padded.shape != grid.shape:
+            position = [p + 1 for p in position]
+        grid, extrapolation = padded, ZERO_GRADIENT
     return grid, extrapolation, dims, position, lambda result: _restored(result, renamed, original)
 
 
@@ -111,7 +119,9 @@ def grid_sample(grid: Tensor, coordinates: Tensor, extrap, **kwargs) -> Tensor:
             along a channel dim: labelled by the grid dims' names, or in the order of the grid's spatial dims
             (without a channel dim for a grid with one spatial dim).
         extrap: the values beyond the grid's edges: an `Extrapolation`, a number, or None (undefined: the
-            nearest edge value).
+            nearest edge value). Extrapolations other than constants and copies (`combine_by_direction`,
+            `extrapolation.where`, `SYMMETRIC_GRADIENT`) give one cell beyond the edges, the farthest values
+            being those of that cell.
         **kwargs: unused (phiml passes them to custom extrapolations).
 
     Returns:
