@@ -507,6 +507,7 @@ NOT_OPERATIONS = {  # names in lazyphi.math that construct values or describe sh
     'solve_linear',  # iterates until the values converge: it needs them, and runs on the backend's while_loop
     'find_differences', 'is_composite',  # answer about the structure of trees: lists and bools, not tensors
     'enable_debug_checks', 'DimFilter', 'magic',  # a global switch, a type alias, a module of protocols
+    'perm',  # a module (random and listed permutations, SciPy's assignment on the host)
     'minimize', 'solve_nonlinear',  # take a function and a Solve; iterate on values (SciPy on the host, or a loop)
     'sparse_tensor', 'is_sparse', 'get_format', 'get_sparsity',  # build sparse tensors; answer bools, str, floats
     'stored_indices',  # the coordinates of a dense tensor's values: no batch dims, so not the planner's blocks

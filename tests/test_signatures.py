@@ -1,4 +1,5 @@
-"""Every public function of `lazyphi.math` that phiml also has takes phiml's parameters: names, order and kinds.
+"""Every public function of `lazyphi.math` (and of its modules `extrapolation` and `perm`) that phiml also has takes
+phiml's parameters: names, order and kinds.
 
 Code written for `phiml.math` calls these functions with keyword arguments, so a renamed parameter breaks it.
 The comparison runs when phiml is installed. Parameters phiml collects in `**kwargs` (passed on to its magic
@@ -15,6 +16,12 @@ from lazyphi import math
 with warnings.catch_warnings():
     warnings.simplefilter('ignore')
     phiml_math = pytest.importorskip('phiml.math')
+    from phiml.math import extrapolation as phiml_extrapolation
+    from phiml.math import perm as phiml_perm
+
+# (lazyphi module, phiml module): lazyphi.math and its public submodules
+MODULES = {'math': (math, phiml_math), 'extrapolation': (math.extrapolation, phiml_extrapolation),
+           'perm': (math.perm, phiml_perm)}
 
 # functions whose parameters still differ, owned by other parts of lazyphi (each entry fails when fixed)
 OWNED_ELSEWHERE: dict[str, str] = {}
@@ -22,13 +29,20 @@ OWNED_ELSEWHERE: dict[str, str] = {}
 
 def _shared_functions() -> list:
     names = []
-    for name in sorted(math.__all__):
-        ours, theirs = getattr(math, name), getattr(phiml_math, name, None)
-        if theirs is None or isinstance(ours, type) or isinstance(theirs, type) or not callable(ours):
-            continue
-        names.append(pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=OWNED_ELSEWHERE[name]))
-                     if name in OWNED_ELSEWHERE else name)
+    for module, (lazy, phiml) in MODULES.items():
+        for name in sorted(lazy.__all__):
+            ours, theirs = getattr(lazy, name), getattr(phiml, name, None)
+            if theirs is None or isinstance(ours, type) or isinstance(theirs, type) or not callable(ours):
+                continue
+            key = name if module == 'math' else f'{module}.{name}'
+            names.append(pytest.param(key, marks=pytest.mark.xfail(strict=True, reason=OWNED_ELSEWHERE[key]))
+                         if key in OWNED_ELSEWHERE else key)
     return names
+
+
+def _function(key: str, which: int):
+    module, _, name = key.rpartition('.')
+    return getattr(MODULES[module or 'math'][which], name)
 
 
 def _parameters(function) -> list:
@@ -38,10 +52,10 @@ def _parameters(function) -> list:
 
 @pytest.mark.parametrize('name', _shared_functions())
 def test_parameters_are_phimls(name):
-    theirs = _parameters(getattr(phiml_math, name))
+    theirs = _parameters(_function(name, 1))
     if [(n, kind) for n, kind, _ in theirs] == [('args', inspect.Parameter.VAR_POSITIONAL)]:
         pytest.skip(f'phiml declares {name}(*args, **kwargs)')
-    assert _parameters(getattr(math, name)) == theirs
+    assert _parameters(_function(name, 0)) == theirs
 
 
 def test_the_list_of_exceptions_names_shared_functions():

@@ -14,6 +14,7 @@ from . import (
     _indexing,  # noqa: F401 (t[index_tensor] reaches it through the package, see _tensor.py)
     extrapolation,
     magic,
+    perm,
 )
 from ._autodiff import (
     custom_gradient,
@@ -707,6 +708,7 @@ __all__ = [
     'pairwise_differences',
     'pairwise_distances',
     'perf_counter',
+    'perm',
     'pi',
     'pmax',
     'pmean',
