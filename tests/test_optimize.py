@@ -291,3 +291,60 @@ def test_the_default_method_settles_the_unsymmetric_burgers_system_of_phimls_exa
         math.solve_linear(explicit_burgers, u0, Solve('CG', x0=u0), u_prev=u0, dt=-0.01, diffusivity=1e-4)
     u_trj = math.iterate(implicit_burgers, batch(t=8), u0, dt=0.01)
     assert float(math.max(abs(u_trj), 't,x')) < 1.4  # stays bounded: u0 peaks at 1.3
+
+
+@pytest.mark.parametrize('method', ['CG', 'auto', 'biCG-stab', 'direct'])
+@pytest.mark.parametrize('as_matrix', [False, True])
+def test_dims_of_y_that_the_system_lacks_list_independent_systems(method, as_matrix):
+    """phiml's batched solves: y has a channel dim `vector` the operator does not act on; each component is a
+    system of its own that converges on its own, and the solution lists the independent dims first."""
+    f = math.jit_compile_linear(poisson)
+    if as_matrix:
+        f = math.matrix_from_function(f, x0())[0]
+    y = math.tensor(Y[:2].T, spatial('x'), channel(vector='a,b'))
+    with math.SolveTape() as tape:
+        x = math.solve_linear(f, y, Solve(method, 1e-5, 1e-5, x0=x0()))
+    assert x.shape.names == ('vector', 'x')
+    close(x, np.linalg.solve(laplace_matrix(6), Y[:2].T).T, 'vector,x')
+    if method != 'direct':
+        assert tape[0].iterations.shape.names == ('vector',)
+        assert float(math.max(abs(tape[0].residual), 'vector,x')) < 1e-4
+
+
+def test_x0_with_a_dim_the_function_ignores_lists_independent_systems():
+    x0 = math.zeros(spatial(x=6), channel(vector='a,b'))
+    x = math.solve_linear(poisson, math.tensor(Y[0], spatial('x')), Solve('CG', 1e-5, 1e-5, x0=x0))
+    expected = np.linalg.solve(laplace_matrix(6), Y[0])
+    close(x, np.stack([expected, expected]), 'vector,x')
+
+
+@pytest.mark.parametrize('method', ['CG', 'auto', 'biCG-stab', 'direct'])
+@pytest.mark.parametrize('compiled', [False, True])
+def test_an_affine_function_is_solved_by_its_linear_part(method, compiled):
+    """A Laplacian padded with ones is affine, `A x + b`: the solution of `A x + b = y` (phiml's Dirichlet test)."""
+    def dirichlet(x):
+        return math.laplace(x, padding=1)
+    f = math.jit_compile_linear(dirichlet) if compiled else dirichlet
+    bias = np.zeros(6)
+    bias[[0, -1]] = 1
+    x = math.solve_linear(f, rhs(), Solve(method, 1e-5, 1e-5, x0=x0()))
+    close(x, np.linalg.solve(laplace_matrix(6), (Y - bias).T).T)
+
+
+def test_an_affine_function_inside_jit_compile(backend):
+    @math.jit_compile
+    def solve(y):
+        return math.solve_linear(lambda x: math.laplace(x, padding=1), y, Solve('CG', 1e-5, 1e-5, x0=x0()))
+    bias = np.zeros(6)
+    bias[[0, -1]] = 1
+    close(solve(rhs()), np.linalg.solve(laplace_matrix(6), (Y - bias).T).T)
+
+
+@pytest.mark.parametrize('method', ['CG', 'direct'])
+def test_y_with_other_dims_than_the_function_returns_as_in_phimls_linear_solves_notebook(method):
+    y = math.tensor([2., 3.], channel('b_vec'))
+    x0 = math.tensor([0., 0.], channel('x_vec'))
+    x = math.solve_linear(math.jit_compile_linear(lambda x: x * 2), y, Solve(method, x0=x0))
+    np.testing.assert_allclose(x.numpy('b_vec,x_vec'), [[1, 1], [1.5, 1.5]], rtol=1e-5)
+    with pytest.raises(ValueError, match="'scipy-\\*' methods take no dims"):
+        math.solve_linear(lambda x: x * 2, y, Solve('scipy-CG', x0=x0))

@@ -177,7 +177,7 @@ def test_bad_preconditioners_raise_value_errors():
 def test_a_function_returning_other_dims_than_y_raises_where_its_matrix_is_built():
     y = math.tensor([2., 3.], math.channel('b_vec'))
     x0 = math.tensor([0., 0.], math.channel('x_vec'))
-    with pytest.raises(ValueError, match='b_vec'):  # phiml carries b_vec through as an extra dim
+    with pytest.raises(ValueError, match='b_vec'):  # phiml carries b_vec through; lazyphi's CG does too
         math.solve_linear(lambda x: x * 2, y, Solve('scipy-CG', x0=x0, preconditioner='ilu'))
 
 

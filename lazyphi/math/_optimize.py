@@ -465,15 +465,18 @@ def _rows_named_as_columns(matrix: Tensor, y: Tensor) -> tuple:
 
 
 def _named_as_rows(matrix: Tensor, y: Tensor) -> Tensor:
-    """`y`, checked to have the non-batch dims of the rows of a function's `matrix` (what the function returns).
+    """`y`, checked against the rows of a function's `matrix` (what the function returns).
 
-    phiml carries dims of `y` that the function does not return through its solve as extra dims (a solution with
-    both `b_vec` and `x_vec` in its Linear_Solves notebook); lazyphi does not, and says so.
+    Dims of `y` that neither the rows nor the columns have list independent systems (as batch dims do); a dim of
+    the columns that `y` has but the function does not return is refused.
     """
     rows = matrix.shape.non_batch.without(matrix.shape.dual.names)
-    if set(non_batch(y).names) - set(rows.names):
-        raise ValueError(f'solve_linear(): the function returns the dims {rows} but y has {non_batch(y)}; lazyphi '
-                         f'solves functions returning tensors shaped like y only')
+    columns = [n[1:] for n in matrix.shape.dual.names]
+    stray = [n for n in non_batch(y).names if n not in rows and n in columns]
+    if stray:
+        raise ValueError(f'solve_linear(): the function returns the dims {rows} but y has {non_batch(y)}: the dims '
+                         f'{stray} of x are not among its outputs; lazyphi solves functions whose output has the '
+                         f'non-batch dims of y')
     return y
 
 
@@ -481,6 +484,22 @@ def _operator(matrix: Tensor | None, f_args: tuple, function: Callable | None, f
     if matrix is not None:
         return lambda x: matrix @ x
     return lambda x: function(x, *f_args, **f_kwargs)
+
+
+def _linear_part(operator: Callable, y: Tensor, x0: Tensor) -> tuple:
+    """The linear part `x -> f(x) - f(0)` of an affine function `f` and the right-hand side `y - f(0)`.
+
+    A function such as a Laplacian padded with a constant other than zero is affine; the iterative methods step
+    along directions and need its linear part (phiml drops the constants of extrapolations inside its solves
+    instead, which covers that case only). `f(0)` is evaluated once and not counted in the function evaluations;
+    where its values show it is zero, `f` and `y` stay as they are.
+    """
+    bias = operator(zeros_like(to_float(x0)))
+    if not isinstance(bias, Tensor):
+        raise TypeError(f'solve_linear(): f must return a Tensor, got {_type_name(bias)}')
+    if bias.available and not bool(any_(bias != 0, bias.shape)):
+        return operator, y
+    return (lambda x: operator(x) - bias), y - bias
 
 
 def _forward(y: Tensor, matrix: Tensor | None, f_args: tuple, solve: Solve, function: Callable | None,
@@ -497,13 +516,20 @@ def _solved(y: Tensor, matrix: Tensor | None, f_args: tuple, solve: Solve, funct
         y = solve.preprocess_y(y, *solve.preprocess_y_args)
     operator = _operator(matrix, f_args, function, f_kwargs)
     start = time.perf_counter()
+    if matrix is None:
+        operator, y = _linear_part(operator, y, solve.x0)
     if solve.method in _DIRECT:
         result = _direct(matrix, y, solve)
     elif solve.method in SCIPY_ITERATIVE:
+        independent = (non_batch(y) & non_batch(solve.x0)).without(_system_dims(matrix, y, solve.x0).names)
+        if independent:
+            raise ValueError(f'solve_linear(): the \'scipy-*\' methods take no dims of y {y.shape} or x0 '
+                             f'{solve.x0.shape} that the system lacks ({independent}); make them batch dims or use '
+                             f'\'CG\', \'biCG-stab\' or \'direct\', which solve them as independent systems')
         result = _scipy_iterative(matrix, operator, y, solve)
     else:
         with np.errstate(all='ignore'):  # a diverging solve meets non-finite values; the result reports them
-            result = _iterative(operator, y, solve)
+            result = _iterative(operator, y, solve, _system_dims(matrix, y, solve.x0))
     result.solve_time = time.perf_counter() - start
     record(result)
     result.convergence_check(False)
@@ -542,20 +568,34 @@ def _transposed(matrix: Tensor, x_shape: Shape, y_shape: Shape) -> Tensor:
 # --- the iterative methods ------------------------------------------------------------------
 
 
-def _dot(a: Tensor, b: Tensor) -> Tensor:
-    """The inner product over the non-batch dims: one value per batch entry."""
-    return sum_(a * b, non_batch)
+def _dot(a: Tensor, b: Tensor, dims=non_batch) -> Tensor:
+    """The inner product over `dims` (by default the non-batch dims): one value per batch entry."""
+    return sum_(a * b, dims)
 
 
-def _iterative(operator: Callable, y: Tensor, solve: Solve) -> SolveInfo:
+def _system_dims(matrix: Tensor | None, y: Tensor, x0: Tensor) -> Shape:
+    """The dims one system of equations spans: the matrix's columns, or for a function the non-batch dims `y`
+    and `x0` share. Other non-batch dims of `y` and `x0` list independent systems, like batch dims (as phiml
+    treats a `vector` dim of `y` that the matrix lacks)."""
+    if matrix is not None:
+        names = [n[1:] for n in matrix.shape.dual.names]
+        return (non_batch(x0) & non_batch(y)).only(names)
+    return non_batch(x0).only(non_batch(y).names)
+
+
+def _iterative(operator: Callable, y: Tensor, solve: Solve, system: Shape) -> SolveInfo:
     y, x0 = to_float(y), to_float(solve.x0)
     r0 = y - operator(x0)
+    independent = (non_batch(y) & non_batch(x0) & non_batch(r0)).without(system.names)
     batches = merge_shapes(batch(y), batch(x0), batch(r0), batch(solve.max_iterations), batch(solve.rel_tol),
-                           batch(solve.abs_tol))
-    x_shape, r_shape = batches & non_batch(x0), batches & non_batch(r0)
-    rsq0 = _dot(r0, r0)
+                           batch(solve.abs_tol), independent)
+    x_shape = r_shape = batches + system  # the independent dims first, as phiml orders its solutions
+
+    def dot(a: Tensor, b: Tensor) -> Tensor:
+        return _dot(a, b, system)
+    rsq0 = dot(r0, r0)
     # CG is relative to the initial residual, the others to y, as in phiml
-    reference = rsq0 if solve.method == 'CG' else _dot(y, y)
+    reference = rsq0 if solve.method == 'CG' else dot(y, y)
     tolerance = maximum(solve.rel_tol ** 2 * reference, solve.abs_tol ** 2)
 
     def check(iterations: Tensor, rsq: Tensor) -> tuple:
@@ -568,7 +608,7 @@ def _iterative(operator: Callable, y: Tensor, solve: Solve) -> SolveInfo:
     common = {'continue': proceed, 'converged': converged, 'diverged': diverged, 'iterations': zero,
               'evaluations': zero + 1}
     if solve.method == 'biCG-stab' or solve.method == 'biCG-stab(1)':
-        state, step, name = _bicgstab_start(x0, r0), _bicgstab_step, 'biCG-stab'
+        state, step, name = _bicgstab_start(x0, r0, dot), _bicgstab_step, 'biCG-stab'
     elif solve.method == 'CG':
         state, step, name = _cg_start(x0, r0, rsq0), _cg_step, 'CG'
     else:  # 'auto', 'CG-adaptive'
@@ -579,7 +619,7 @@ def _iterative(operator: Callable, y: Tensor, solve: Solve) -> SolveInfo:
 
     def body(values: dict) -> dict:
         active = values['continue']
-        new = step(operator, values)
+        new = step(operator, values, dot)
         evaluations = values['evaluations'] + to_int32(active) * new.pop('evaluations')
         iterations = values['iterations'] + to_int32(active)
         kept = {k: where(active, new[k], values[k]) for k in new}
@@ -600,12 +640,12 @@ def _cg_start(x0: Tensor, r0: Tensor, rsq0: Tensor) -> tuple:
     return state, shapes
 
 
-def _cg_step(operator: Callable, s: dict) -> dict:
+def _cg_step(operator: Callable, s: dict, dot: Callable) -> dict:
     """One conjugate gradient step (Hestenes and Stiefel): along the direction, then a new conjugate one."""
     image = operator(s['direction'])
-    alpha = safe_div(s['rsq'], _dot(s['direction'], image))
+    alpha = safe_div(s['rsq'], dot(s['direction'], image))
     residual = s['residual'] - alpha * image
-    rsq = _dot(residual, residual)
+    rsq = dot(residual, residual)
     direction = residual + safe_div(rsq, s['rsq']) * s['direction']
     return {'x': s['x'] + alpha * s['direction'], 'residual': residual, 'direction': direction, 'rsq': rsq,
             'evaluations': 1}
@@ -618,42 +658,42 @@ def _adaptive_cg_start(operator: Callable, x0: Tensor, r0: Tensor, rsq0: Tensor)
     return state, shapes
 
 
-def _adaptive_cg_step(operator: Callable, s: dict) -> dict:
+def _adaptive_cg_step(operator: Callable, s: dict, dot: Callable) -> dict:
     """One step of the conjugate gradient form that measures its step against the residual itself (Hestenes
     and Stiefel's variant, as phiml's 'CG-adaptive'): the step is `<d, r> / <d, A d>` and the next direction is
     the residual made conjugate to `d` alone, `r - (<r, A d> / <d, A d>) d`. For a symmetric matrix it takes the
     steps of CG; unlike CG it also settles many systems that are not quite symmetric (upwind advection)."""
-    curvature = _dot(s['direction'], s['image'])
-    alpha = safe_div(_dot(s['direction'], s['residual']), curvature)
+    curvature = dot(s['direction'], s['image'])
+    alpha = safe_div(dot(s['direction'], s['residual']), curvature)
     residual = s['residual'] - alpha * s['image']
-    direction = residual - safe_div(_dot(residual, s['image']), curvature) * s['direction']
+    direction = residual - safe_div(dot(residual, s['image']), curvature) * s['direction']
     return {'x': s['x'] + alpha * s['direction'], 'residual': residual, 'direction': direction,
-            'image': operator(direction), 'rsq': _dot(residual, residual), 'evaluations': 1}
+            'image': operator(direction), 'rsq': dot(residual, residual), 'evaluations': 1}
 
 
-def _bicgstab_start(x0: Tensor, r0: Tensor) -> tuple:
+def _bicgstab_start(x0: Tensor, r0: Tensor, dot: Callable) -> tuple:
     one = expand(wrap(1.), batch(r0))
     state = {'x': x0, 'residual': r0, 'shadow': r0, 'p': r0 * 0, 'v': r0 * 0, 'rho': one, 'alpha': one,
-             'omega': one, 'rsq': _dot(r0, r0)}
+             'omega': one, 'rsq': dot(r0, r0)}
     vector, scalar = (lambda xs, rs, b: rs), (lambda xs, rs, b: b)
     shapes = {'x': lambda xs, rs, b: xs, 'residual': vector, 'shadow': vector, 'p': vector, 'v': vector,
               'rho': scalar, 'alpha': scalar, 'omega': scalar, 'rsq': scalar}
     return state, shapes
 
 
-def _bicgstab_step(operator: Callable, s: dict) -> dict:
+def _bicgstab_step(operator: Callable, s: dict, dot: Callable) -> dict:
     """One step of BiCGStab (van der Vorst): a BiCG step, then a minimal-residual step along `A s`."""
-    rho = _dot(s['shadow'], s['residual'])
+    rho = dot(s['shadow'], s['residual'])
     beta = safe_div(rho, s['rho']) * safe_div(s['alpha'], s['omega'])
     p = s['residual'] + beta * (s['p'] - s['omega'] * s['v'])
     v = operator(p)
-    alpha = safe_div(rho, _dot(s['shadow'], v))
+    alpha = safe_div(rho, dot(s['shadow'], v))
     half = s['residual'] - alpha * v
     t = operator(half)
-    omega = safe_div(_dot(t, half), _dot(t, t))
+    omega = safe_div(dot(t, half), dot(t, t))
     residual = half - omega * t
     return {'x': s['x'] + alpha * p + omega * half, 'residual': residual, 'shadow': s['shadow'], 'p': p, 'v': v,
-            'rho': rho, 'alpha': alpha, 'omega': omega, 'rsq': _dot(residual, residual), 'evaluations': 2}
+            'rho': rho, 'alpha': alpha, 'omega': omega, 'rsq': dot(residual, residual), 'evaluations': 2}
 
 
 def _while(body: Callable, state: dict, shapes: dict, max_iterations: int) -> dict:
@@ -721,7 +761,8 @@ def _direct(matrix: Tensor, y: Tensor, solve: Solve) -> SolveInfo:
         raise ValueError(f'solve_linear(): the matrix {matrix.shape} lacks the dual dims {missing} of the solution\'s '
                          f'dims {columns}')
     rows = matrix.shape.non_batch.without(matrix.shape.dual.names)
-    batches = merge_shapes(batch(matrix), batch(y), batch(x0))
+    independent = (non_batch(y) & non_batch(x0)).without(rows.names).without(columns.names)
+    batches = merge_shapes(batch(matrix), batch(y), batch(x0), independent)
     native_matrix = reshaped_native(expand(matrix, batches), [batches, rows, columns.as_dual()])
     native_y = reshaped_native(expand(y, batches), [batches, rows, ()])
     backend = common_backend([matrix._dense(), y._dense()])
