@@ -222,3 +222,54 @@ def test_an_error_in_f_during_a_scipy_run_propagates_and_ends_its_threads(backen
     with pytest.raises(ArithmeticError, match='stop here'):
         math.minimize(failing, Solve('Nelder-Mead', 0, 1e-6, x0=math.ones(batch(b=3), channel(v=2))))
     assert threading.active_count() == before
+
+
+@pytest.mark.parametrize('method', ['GD', 'L-BFGS-B', 'Nelder-Mead'])
+def test_python_numbers_in_x0_are_minimised_and_answered_natively(backend, method):
+    """phiml's `minimize(f, Solve('GD', x0=3))`: a number is a scalar parameter; its minimum comes back as a
+    native scalar of the backend, beside tensors where x0 has tensors."""
+    needs_autodiff(backend, method)
+    seen = []
+
+    def loss(a, b):
+        seen.append(type(a))
+        return (a - 2) ** 2 + math.sum((b + 1) ** 2, 'v')
+    a, b = math.minimize(loss, Solve(method, 0, 1e-6, x0=(3, math.zeros(channel(v=2)))))
+    assert not isinstance(a, math.Tensor) and math.choose_backend(a).name == backend.name
+    np.testing.assert_allclose(float(a), 2., atol=1e-2)
+    np.testing.assert_allclose(b.numpy('v'), [-1., -1.], atol=1e-2)
+    assert all(t is not int for t in seen)  # f gets tensors
+
+
+def test_a_single_number_as_x0(backend):
+    needs_autodiff(backend, 'GD')
+    x = math.minimize(lambda x: x ** 2, Solve('GD', 0, 1e-5, x0=3, max_iterations=20))
+    assert abs(float(x)) < 1e-5
+
+
+@pytest.mark.parametrize('method', ['GD', 'L-BFGS-B', 'Nelder-Mead'])
+def test_a_non_uniform_x0_keeps_its_shape(backend, method):
+    """phiml's test: vectors of different lengths stacked along an instance dim, each component minimised."""
+    needs_autodiff(backend, method)
+    x0 = math.stack([math.vec(x=0.), math.vec(x=1., y=2.)], math.instance('vectors'))
+    centres = math.stack([math.vec(x=3.), math.vec(x=-1., y=4.)], math.instance('vectors'))
+    x = math.minimize(lambda x: math.sum(math.l2_loss(x - centres, 'vector'), 'vectors'),
+                      Solve(method, 0, 1e-6, x0=x0))
+    assert x.shape == x0.shape
+    np.testing.assert_allclose(x.vectors[0].numpy('vector'), [3.], atol=1e-2)
+    np.testing.assert_allclose(x.vectors[1].numpy('vector'), [-1., 4.], atol=1e-2)
+
+
+def test_phiml_minimizes_a_number_alike(backend):
+    if backend.name != 'torch':
+        pytest.skip('compared on torch, which phiml uses here')
+    phiml = phiml_torch()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter('ignore', DeprecationWarning)
+            expected = phiml.minimize(lambda x: (x - 1.5) ** 2, phiml.Solve('L-BFGS-B', 0, 1e-6, x0=3))
+    finally:
+        phiml.use('numpy')
+    x = math.minimize(lambda x: (x - 1.5) ** 2, Solve('L-BFGS-B', 0, 1e-6, x0=3))
+    assert type(x) is type(expected)
+    np.testing.assert_allclose(float(x), float(expected), atol=1e-4)

@@ -348,3 +348,13 @@ def test_y_with_other_dims_than_the_function_returns_as_in_phimls_linear_solves_
     np.testing.assert_allclose(x.numpy('b_vec,x_vec'), [[1, 1], [1.5, 1.5]], rtol=1e-5)
     with pytest.raises(ValueError, match="'scipy-\\*' methods take no dims"):
         math.solve_linear(lambda x: x * 2, y, Solve('scipy-CG', x0=x0))
+
+
+@pytest.mark.parametrize('method', ['CG', 'biCG-stab', 'direct'])
+def test_python_numbers_are_solved_as_native_scalars(method):
+    """phiml's test_solve_scalar: `solve_linear(f, 84, Solve(x0=0))` for `f(x) = 2 x`."""
+    x = math.solve_linear(lambda x: 2 * x, 84, Solve(method, 1e-5, x0=0))
+    assert not isinstance(x, math.Tensor) and np.shape(x) == ()
+    np.testing.assert_allclose(float(x), 42, rtol=1e-5)
+    with pytest.raises(TypeError, match='both be Tensors or both native'):
+        math.solve_linear(lambda x: 2 * x, 84, Solve(method, x0=math.tensor(0.)))

@@ -17,18 +17,19 @@ from collections.abc import Callable
 import numpy as np
 
 from ..backend import default_backend
-from ._autodiff import _flatten, compiling, gradient
+from ._autodiff import compiling, gradient
 from ._conversion import reshaped_numpy
 from ._convert import to_backend
 from ._creation import reshaped_tensor, wrap
 from ._dims import batch, channel, merge_shapes, non_batch
 from ._elementwise import where
-from ._magic_ops import concat, expand, pack_dims, unpack_dim
+from ._magic_ops import concat, expand, pack_dims, stack, unpack_dim, unstack
 from ._ops import cast, exp, is_finite, maximum, safe_div, sqrt, to_float, to_int32
 from ._optimize import Solve, SolveInfo, _copy, _dot, _per_entry, _typed, _while, record
 from ._reduce import all_, any_, max_
 from ._shape import EMPTY_SHAPE
 from ._tensor import Tensor
+from ._tree import tree_map
 from ._vectors import l2_loss
 
 _SCIPY_GRADIENT = ('L-BFGS-B', 'BFGS', 'CG', 'SLSQP', 'trust-constr')
@@ -39,18 +40,53 @@ _GD_FIRST_STEP = 0.1  # the step size gradient descent starts with (as phiml)
 _GD_STEP_TRIES = 10  # the most step sizes gradient descent tries per iteration after the first
 
 
+def _is_value(value) -> bool:
+    """Whether `value` is a leaf of `x0`: a tensor or a Python number (not a bool)."""
+    return isinstance(value, Tensor) or (isinstance(value, (int, float)) and not isinstance(value, bool))
+
+
+def _map_values(fn: Callable, tree):
+    """`tree` with `fn` applied to its tensors and Python numbers (bools are kept)."""
+    return tree_map(lambda v: fn(v) if _is_value(v) else v, tree, (Tensor, int, float))
+
+
+def _uniform_pieces(t: Tensor) -> tuple:
+    """The uniform pieces of `t` (unstacked along the dims it varies along) and a function restacking them,
+    taking the pieces from an iterator."""
+    if t.shape.is_uniform:
+        return [t], lambda pieces: next(pieces)
+    along = t.shape.non_uniform_shape[0]
+    splits = [_uniform_pieces(p) for p in unstack(t, along.name)]
+    return [p for found, _ in splits for p in found], \
+        lambda pieces: stack([join(pieces) for _, join in splits], along)
+
+
 class _Parameters:
-    """The tensors of an initial guess (a tensor or a tree of them) laid out as one float tensor, `batches` and
-    a channel dim `_PARAMETERS` with all other entries, and the loss of `f` as a function of that tensor."""
+    """The values of an initial guess (a tensor, a Python number or a tree of them) laid out as one float tensor,
+    `batches` and a channel dim `_PARAMETERS` with all other entries, and the loss of `f` as a function of that
+    tensor. A non-uniform tensor is laid out piece by piece; a number becomes a scalar tensor of the default
+    backend."""
 
     def __init__(self, f: Callable, x0):
-        leaves, self._rebuild = _flatten(x0)
-        if not leaves:
-            raise TypeError(f'minimize(): Solve.x0 must be a Tensor or a tree of Tensors, got {x0!r}')
+        found = []
+        _map_values(lambda v: found.append(v) or v, x0)
+        if not found:
+            raise TypeError(f'minimize(): Solve.x0 must be a Tensor, a number or a tree of them, got {x0!r}')
         self._f = f
-        self._leaves = [to_float(t) for t in leaves]
+        self._x0 = x0
+        self._numbers = [not isinstance(v, Tensor) for v in found]
+        self._leaves, self._joins = [], []
+        for value in found:
+            value = value if isinstance(value, Tensor) else to_backend(wrap(value), default_backend())
+            pieces, join = _uniform_pieces(to_float(value))
+            self._leaves.extend(pieces)
+            self._joins.append(join)
         self._varargs = isinstance(x0, (tuple, list))
         self.batches = merge_shapes(*[batch(t) for t in self._leaves])
+
+    def expanded_x0(self, dims) -> object:
+        """`x0` with its values expanded along `dims` (numbers become tensors)."""
+        return _map_values(lambda v: expand(v if isinstance(v, Tensor) else wrap(v), dims), self._x0)
 
     def flat(self) -> Tensor:
         parts = [pack_dims(expand(t, self.batches), non_batch(t), channel(_PARAMETERS)) for t in self._leaves]
@@ -63,7 +99,14 @@ class _Parameters:
             part = flat[{_PARAMETERS: slice(start, start + dims.volume)}]
             parts.append(unpack_dim(part, _PARAMETERS, dims))
             start += dims.volume
-        return self._rebuild(parts)
+        pieces = iter(parts)
+        values = iter([join(pieces) for join in self._joins])
+        return _map_values(lambda _: next(values), self._x0)
+
+    def natives_for_numbers(self, x):
+        """`x` (a result of `tree`) with native arrays where `x0` has Python numbers, as phiml answers them."""
+        numbers = iter(self._numbers)
+        return _map_values(lambda v: v.native(v.shape) if next(numbers) else v, x)
 
     def loss(self, flat: Tensor) -> Tensor:
         """The loss of `f` at `flat`, a value per batch entry; `f` may return a tuple starting with it."""
@@ -98,10 +141,12 @@ def minimize(f: Callable, solve: Solve):
             and returns the loss, a tensor whose dims are batch dims (the gradient is that of their sum), or a
             tuple starting with it. Batch dims of the loss that `x0` lacks are added to `x0` (with a warning).
         solve: the method, `abs_tol` (`rel_tol` must be 0 or None), `max_iterations` (a number or a tensor with
-            batch dims), `suppress` and the initial guess `x0` (required): a tensor or a tree of tensors.
+            batch dims), `suppress` and the initial guess `x0` (required): a tensor, a Python number or a tree of
+            them; tensors may be non-uniform. `f` receives numbers as scalar tensors.
 
     Returns:
-        `x`, shaped like `solve.x0` (float), with the batch dims of the loss.
+        `x`, shaped like `solve.x0` (float), with the batch dims of the loss; where `x0` has Python numbers, native
+        scalars of the default backend (as phiml answers them).
 
     Raises:
         NotConverged: a batch entry did not converge within `max_iterations`.
@@ -129,7 +174,7 @@ def minimize(f: Callable, solve: Solve):
     if extra:
         warnings.warn(f'minimize(): the loss has the batch dims {extra}, which x0 lacks; x0 is expanded along '
                       f'them', RuntimeWarning, stacklevel=2)
-        solve = _copy(solve, x0=expand(solve.x0, extra))
+        solve = _copy(solve, x0=parameters.expanded_x0(extra))
         parameters = _Parameters(f, solve.x0)
         flat = parameters.flat()
     backend = flat._dense().backend
@@ -150,7 +195,7 @@ def minimize(f: Callable, solve: Solve):
     result.solve_time = time.perf_counter() - start
     record(result)
     result.convergence_check(False)
-    return result.x
+    return parameters.natives_for_numbers(result.x)
 
 
 def _loss_and_gradient(parameters: _Parameters) -> Callable:

@@ -320,13 +320,15 @@ def solve_linear(f, y, solve: Solve, *f_args, grad_for_f=False, f_kwargs: dict |
     `NotConverged` / `Diverged` are raised once the compiled function has returned.
 
     Args:
-        f: a function linear in its first argument (a `Tensor`; `jit_compile_linear` functions included), called
-            as `f(x, *f_args, **f_kwargs)`, or a matrix: a tensor whose dual dims `~d` are the dims `d` of `x`
+        f: a function linear (or affine: it is solved by `f(x) - f(0)`) in its first argument (a `Tensor`;
+            `jit_compile_linear` functions included), called as `f(x, *f_args, **f_kwargs)`, acting on the
+            non-batch dims that `y` and `x0` share, or a matrix: a tensor whose dual dims `~d` are the dims `d` of `x`
             and whose other non-batch dims are those of `y`, applied as `f @ x`. Where the rows are named apart
             from the columns, they pair with them in shape order.
         y: the right-hand side, a `Tensor`; its batch dims (and those of `solve.x0` and of a matrix) list
-            independent systems, each converging on its own. Native arrays `y` and `solve.x0` give a native
-            solution: with a native matrix `(*batch, N, N)` they are `(*batch, N)`, or `(*batch, N, K)` for `K`
+            independent systems, each converging on its own, as do non-batch dims of `y` or `x0` that the
+            system lacks (see `f`). Native arrays (or Python numbers) `y` and `solve.x0` give a native solution:
+            with a native matrix `(*batch, N, N)` they are `(*batch, N)`, or `(*batch, N, K)` for `K`
             right-hand sides; a function receives them as tensors with the dims `batch0, ...` and `vector`.
         solve: the method, tolerances and initial guess `x0` (required).
         *f_args: further positional arguments of `f` (one tuple is spread out), not solved for.
@@ -360,8 +362,8 @@ def solve_linear(f, y, solve: Solve, *f_args, grad_for_f=False, f_kwargs: dict |
     if not isinstance(y, Tensor) and not isinstance(solve.x0, Tensor) and _is_native(y) and _is_native(solve.x0):
         return _solve_natives(f, y, solve, f_args, grad_for_f, f_kwargs)
     if not isinstance(y, Tensor) or not isinstance(solve.x0, Tensor):
-        raise TypeError(f'solve_linear(): y and Solve.x0 must both be Tensors or both native arrays (trees are not '
-                        f'offered), got {_type_name(y)} and {_type_name(solve.x0)}')
+        raise TypeError(f'solve_linear(): y and Solve.x0 must both be Tensors or both native arrays or '
+                        f'numbers (trees are not offered), got {_type_name(y)} and {_type_name(solve.x0)}')
     if isinstance(f, Tensor):
         if not f.shape.dual:
             raise ValueError(f'solve_linear(): a matrix needs dual dims naming its columns (~x for the dim x of the '
@@ -399,7 +401,9 @@ def _axes(value) -> tuple:
 
 
 def _is_native(value) -> bool:
-    """Whether `value` is an array of some backend (not a Python number, list or tree)."""
+    """Whether `value` is an array of some backend or a Python number (not a bool, list or tree)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return True
     try:
         return choose_backend(value).is_tensor(value, True)
     except NoBackendFound:
