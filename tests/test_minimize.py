@@ -273,3 +273,25 @@ def test_phiml_minimizes_a_number_alike(backend):
     x = math.minimize(lambda x: (x - 1.5) ** 2, Solve('L-BFGS-B', 0, 1e-6, x0=3))
     assert type(x) is type(expected)
     np.testing.assert_allclose(float(x), float(expected), atol=1e-4)
+
+
+@pytest.mark.parametrize('method', ['GD', 'L-BFGS-B', 'Nelder-Mead'])
+def test_a_recorded_minimisation_lists_x_and_the_loss_per_iteration(backend, method):
+    """As phiml: x, residual (the loss) and function_evaluations gain the batch dim `trajectory`, starting at x0
+    and ending at the minimum; iterations, converged and diverged are the final ones."""
+    needs_autodiff(backend, method)
+    x0 = math.zeros(batch(b=3), channel(v='x,y'))
+    solve = Solve(method, 0, 1e-5, x0=x0)
+    with math.SolveTape() as plain, math.SolveTape(record_trajectories=True) as recorded:
+        x = math.minimize(quadratic, solve)
+    found = recorded[solve]
+    assert 'trajectory' not in x.shape and 'trajectory' not in plain[solve].x.shape
+    length = found.x.shape.get_size('trajectory')
+    assert length > 2 and found.residual.shape.get_size('trajectory') == length
+    assert found.function_evaluations.shape.get_size('trajectory') == length
+    np.testing.assert_allclose(found.x.trajectory[0].numpy('b,v'), 0)
+    np.testing.assert_allclose(found.x.trajectory[-1].numpy('b,v'), x.numpy('b,v'), atol=1e-6)
+    np.testing.assert_allclose(found.residual.trajectory[-1].numpy('b'), plain[solve].residual.numpy('b'),
+                               rtol=1e-5, atol=1e-7)
+    assert 'trajectory' not in found.iterations.shape
+    np.testing.assert_array_equal(found.iterations.numpy('b'), plain[solve].iterations.numpy('b'))

@@ -358,3 +358,37 @@ def test_python_numbers_are_solved_as_native_scalars(method):
     np.testing.assert_allclose(float(x), 42, rtol=1e-5)
     with pytest.raises(TypeError, match='both be Tensors or both native'):
         math.solve_linear(lambda x: 2 * x, 84, Solve(method, x0=math.tensor(0.)))
+
+
+@pytest.mark.parametrize('method', ['CG', 'auto', 'biCG-stab'])
+def test_a_recorded_trajectory_lists_every_iteration_count(method):
+    """As phiml: `max_iterations + 1` states along the batch dim `trajectory`, the initial one first and the final
+    one repeated; a tape that does not record gets the final state; the solution has no trajectory."""
+    solve = Solve(method, 1e-5, 1e-5, x0=x0(), max_iterations=20)
+    with math.SolveTape() as plain, math.SolveTape(record_trajectories=True) as recorded:
+        x = math.solve_linear(poisson, rhs(), solve)
+    assert 'trajectory' not in x.shape and 'trajectory' not in plain[solve].x.shape
+    found = recorded[solve]
+    assert found.x.shape.get_size('trajectory') == 21 and found.residual.shape.get_size('trajectory') == 21
+    close(found.x.trajectory[0], np.zeros((3, 6)))
+    close(found.x.trajectory[-1], x.numpy('b,x'))
+    close(found.x.trajectory[-1], plain[solve].x.numpy('b,x'))
+    np.testing.assert_array_equal(found.iterations.trajectory[-1].numpy('b'), plain[solve].iterations.numpy('b'))
+    assert found.iterations.trajectory[1].numpy('b').tolist() == [1, 1, 1]
+    norms = math.sqrt(math.sum(found.residual ** 2, 'x')).numpy('trajectory,b')
+    assert (norms[-1] < 1e-4).all() and (norms[0] > 0.1).all()
+
+
+def test_methods_without_trajectories_refuse_to_record():
+    with math.SolveTape(record_trajectories=True), pytest.raises(ValueError, match='records no trajectory'):
+        math.solve_linear(poisson, rhs(), Solve('direct', x0=x0()))
+    solve = Solve('direct', x0=x0())
+    with math.SolveTape(Solve('CG', x0=x0()), record_trajectories=True):  # records other solves only
+        math.solve_linear(poisson, rhs(), solve)
+
+
+def test_a_diverging_recorded_solve_raises():
+    """phiml's test_solve_diverge: the Laplacian with periodic padding is singular."""
+    y = math.ones(spatial(x=2)) * math.tensor([1, 2], spatial('x'))
+    with math.SolveTape(record_trajectories=True), pytest.raises(Diverged):
+        math.solve_linear(math.laplace, y, Solve('CG', 0, 1e-3, x0=math.zeros(spatial(x=2)), max_iterations=100))

@@ -216,5 +216,8 @@ def test_a_solve_tape_records_minimize_and_solve_nonlinear():
     np.testing.assert_allclose(tape[0].x.numpy(), 2, atol=1e-2)
     np.testing.assert_allclose(tape[1].x.numpy(), 2, atol=1e-2)
     assert tape[0].method.startswith('SciPy Nelder-Mead')
-    with pytest.raises(ValueError, match='record_trajectories'):
-        SolveTape(record_trajectories=True)
+    with SolveTape(record_trajectories=True) as recorded:
+        math.minimize(lambda x: (x - 2) ** 2, solve)
+    assert recorded[solve].x.shape.get_size('trajectory') > 2
+    with SolveTape(record_trajectories=True), pytest.raises(ValueError, match='records no trajectory'):
+        math.solve_linear(lambda x: 2 * x, math.tensor(4.), Solve('scipy-CG', x0=math.tensor(0.)))

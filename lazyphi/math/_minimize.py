@@ -25,7 +25,19 @@ from ._dims import batch, channel, merge_shapes, non_batch
 from ._elementwise import where
 from ._magic_ops import concat, expand, pack_dims, stack, unpack_dim, unstack
 from ._ops import cast, exp, is_finite, maximum, safe_div, sqrt, to_float, to_int32
-from ._optimize import Solve, SolveInfo, _copy, _dot, _per_entry, _typed, _while, record
+from ._optimize import (
+    TRAJECTORY,
+    Solve,
+    SolveInfo,
+    _copy,
+    _dot,
+    _per_entry,
+    _trajectory,
+    _typed,
+    _while,
+    record,
+    recording,
+)
 from ._reduce import all_, any_, max_
 from ._shape import EMPTY_SHAPE
 from ._tensor import Tensor
@@ -186,16 +198,16 @@ def minimize(f: Callable, solve: Solve):
     start = time.perf_counter()
     with np.errstate(all='ignore'):  # a diverging minimisation meets non-finite values; the result reports them
         if method == 'GD':
-            result = _gradient_descent(parameters, flat, solve)
+            x, result = _gradient_descent(parameters, flat, solve)
         else:
             if compiling() or not flat._dense().available:
                 raise NotImplementedError(f'minimize(): method {method!r} runs SciPy on values, which a function '
                                           f'traced by jit_compile does not have; use method=\'GD\' there')
-            result = _scipy_minimize(method, parameters, flat, solve)
+            x, result = _scipy_minimize(method, parameters, flat, solve)
     result.solve_time = time.perf_counter() - start
     record(result)
     result.convergence_check(False)
-    return parameters.natives_for_numbers(result.x)
+    return parameters.natives_for_numbers(x)
 
 
 def _loss_and_gradient(parameters: _Parameters) -> Callable:
@@ -255,12 +267,15 @@ def _gradient_descent(parameters: _Parameters, flat: Tensor, solve: Solve) -> So
     state = {'continue': proceed(zero, converged, diverged), 'x': flat, 'loss': loss, 'grad': grad,
              'step': expand(cast(wrap(_GD_FIRST_STEP), flat.dtype), batches), 'iterations': zero,
              'evaluations': zero + 1, 'converged': converged, 'diverged': diverged}
+    states = [] if recording(solve) else None
     final = _while(iteration, state, {**{k: batches for k in state}, **shapes},
-                   int(max_(solve.max_iterations, solve.max_iterations.shape)))
+                   int(max_(solve.max_iterations, solve.max_iterations.shape)), states)
+    found = final if states is None else _trajectory(states)
     messages = _minimize_messages(final, 'gradient descent')
     method = f'lazyphi gradient descent with {flat._dense().backend.name}'
-    return SolveInfo(solve, parameters.tree(final['x']), final['loss'], final['iterations'], final['evaluations'],
-                     final['converged'], final['diverged'], method, messages, 0.)
+    return parameters.tree(final['x']), SolveInfo(solve, parameters.tree(found['x']), found['loss'],
+                                                  final['iterations'], found['evaluations'], final['converged'],
+                                                  final['diverged'], method, messages, 0.)
 
 
 def _minimize_messages(final: dict, method: str) -> Tensor:
@@ -300,6 +315,8 @@ def _scipy_minimize(method: str, parameters: _Parameters, flat: Tensor, solve: S
     requests: queue.Queue = queue.Queue()  # (entry, x to evaluate, or its OptimizeResult, or an exception)
     replies = [queue.Queue() for _ in range(count)]  # the values for an entry; None stops it
     iterations, evaluations = [0] * count, [0] * count
+    recent = [[] for _ in range(count)]  # per entry: the losses since its last iteration
+    trajectories = [[] for _ in range(count)] if recording(solve) else None  # (x, loss, evaluations) per iteration
 
     def run(entry: int) -> None:
         def fun(x: np.ndarray):
@@ -308,10 +325,17 @@ def _scipy_minimize(method: str, parameters: _Parameters, flat: Tensor, solve: S
             reply = replies[entry].get()
             if reply is None:
                 raise _Stopped()
+            recent[entry].append(float(reply[0] if with_gradient else reply))
+            if trajectories is not None and not trajectories[entry]:
+                trajectories[entry].append((x0[entry], recent[entry][0], 1))
             return reply
 
-        def callback(*_) -> None:
+        def callback(*args) -> None:
             iterations[entry] += 1
+            if trajectories is not None:  # the best loss since the last iteration, as phiml records it
+                trajectories[entry].append((np.array(args[0], dtype=np.float64), min(recent[entry]),
+                                            evaluations[entry]))
+            recent[entry].clear()
         try:
             result = scipy_minimize(fun, x0[entry], jac=with_gradient, method=method, tol=float(abs_tol[entry]),
                                     options={'maxiter': int(max_iterations[entry])}, callback=callback)
@@ -365,9 +389,21 @@ def _scipy_minimize(method: str, parameters: _Parameters, flat: Tensor, solve: S
     diverged = per_entry([r.status not in (0, 1) for r in results])  # SciPy's 1: the iteration limit
     text = np.asarray([str(r.message) for r in results], dtype=object).reshape(batches.sizes)
     messages = _per_entry(lambda index: text[index], batches)
-    return SolveInfo(solve, parameters.tree(x), per_entry([float(r.fun) for r in results]),
-                     per_entry(iterations, np.int32), per_entry(evaluations, np.int32), converged, diverged,
-                     f'SciPy {method} with {backend.name}', messages, 0.)
+    loss, counts = per_entry([float(r.fun) for r in results]), per_entry(evaluations, np.int32)
+    x_found = x
+    if trajectories is not None:  # the final state replaces the last iteration's; the shorter ones repeat it
+        finals = [(r.x, float(r.fun), evaluations[entry]) for entry, r in enumerate(results)]
+        length = max(len(t) for t in trajectories)
+        points = [t[:-1] + [last] * (length - len(t) + 1) for t, last in zip(trajectories, finals, strict=True)]
+        steps = [batch(TRAJECTORY), batches]
+        x_found = _typed(to_backend(reshaped_tensor(np.stack([[p[0] for p in entry] for entry in points], 1),
+                                                    [*steps, channel(_PARAMETERS)], convert=False), backend), dtype)
+        loss = reshaped_tensor(np.asarray([[p[1] for p in entry] for entry in points]).T, steps, convert=False)
+        counts = reshaped_tensor(np.asarray([[p[2] for p in entry] for entry in points], np.int32).T, steps,
+                                 convert=False)
+    return parameters.tree(x), SolveInfo(solve, parameters.tree(x_found), loss, per_entry(iterations, np.int32),
+                                         counts, converged, diverged, f'SciPy {method} with {backend.name}',
+                                         messages, 0.)
 
 
 def solve_nonlinear(f: Callable, y, solve: Solve):

@@ -28,13 +28,14 @@ from ._dims import batch, channel, dual, merge_shapes, non_batch
 from ._elementwise import where
 from ._layout import layout
 from ._linalg import matrix_from_function
-from ._magic_ops import expand, rename_dims
+from ._magic_ops import expand, rename_dims, stack
 from ._natives import common_backend
 from ._ops import cast, is_finite, maximum, safe_div, sqrt, to_float, to_int32
 from ._reduce import all_, any_, max_, sum_
 from ._scipy_linear import NEEDS_MATRIX, PRECONDITIONERS, SCIPY_ITERATIVE, scipy_solve, status_message
-from ._shape import Shape
+from ._shape import EMPTY_SHAPE, Shape
 from ._tensor import Dense, Tensor, as_tensor
+from ._tree import tree_map
 
 _ITERATIVE = ('auto', 'CG', 'CG-adaptive', 'biCG-stab', 'biCG-stab(1)')
 _DIRECT = ('direct', 'scipy-direct')
@@ -184,8 +185,18 @@ class SolveInfo:
         self.solve_time = solve_time
 
     def __repr__(self) -> str:
-        return f'{self.method}: {int(sum_(self.converged, self.converged.shape))} converged, ' \
-               f'{int(sum_(self.diverged, self.diverged.shape))} diverged'
+        converged, diverged = _last(self.converged), _last(self.diverged)
+        return f'{self.method}: {int(sum_(converged, converged.shape))} converged, ' \
+               f'{int(sum_(diverged, diverged.shape))} diverged'
+
+    def snapshot(self, index: int) -> SolveInfo:
+        """The state after `index` entries of a recorded trajectory (-1: the final one), without the dim
+        `trajectory`; values that have no trajectory stay as they are."""
+        def pick(value):
+            return tree_map(lambda t: t[{TRAJECTORY: index}] if TRAJECTORY in t.shape else t, value)
+        return SolveInfo(self.solve, pick(self.x), pick(self.residual), pick(self.iterations),
+                         pick(self.function_evaluations), pick(self.converged), pick(self.diverged), self.method,
+                         self.msg, self.solve_time)
 
     def convergence_check(self, only_warn: bool) -> None:
         """Raise (or with `only_warn` warn) `Diverged` or `NotConverged` unless the solve suppresses it.
@@ -194,16 +205,37 @@ class SolveInfo:
         """
         if not (self.converged.available and self.diverged.available):
             return
-        if bool(any_(self.diverged, self.diverged.shape)) and Diverged not in self.solve.suppress:
+        converged, diverged = _last(self.converged), _last(self.diverged)
+        if bool(any_(diverged, diverged.shape)) and Diverged not in self.solve.suppress:
             if only_warn:
                 warnings.warn(_text(self.msg), ConvergenceWarning, stacklevel=2)
             else:
                 raise Diverged(self)
-        if not bool(all_(self.converged, self.converged.shape)) and NotConverged not in self.solve.suppress:
+        if not bool(all_(converged, converged.shape)) and NotConverged not in self.solve.suppress:
             if only_warn:
                 warnings.warn(_text(self.msg), ConvergenceWarning, stacklevel=2)
             else:
                 raise NotConverged(self)
+
+
+TRAJECTORY = 'trajectory'  # the batch dim along which a recorded SolveInfo lists the states of the iterations
+
+
+def _last(value: Tensor) -> Tensor:
+    """`value` after the last iteration: the final entry along `trajectory` where it has the dim."""
+    return value[{TRAJECTORY: -1}] if TRAJECTORY in value.shape else value
+
+
+def recording(solve: Solve) -> bool:
+    """Whether a `SolveTape` entered in this thread records the trajectory of `solve`."""
+    return any(tape.should_record_trajectory_for(solve) for tape in _tapes())
+
+
+def _trajectory(states: list, length: int | None = None) -> dict:
+    """The states of a recorded loop stacked along the batch dim `trajectory`, the last one repeated up to
+    `length` entries."""
+    states = states + [states[-1]] * ((length or len(states)) - len(states))
+    return {n: stack([state[n] for state in states], batch(TRAJECTORY)) for n in states[0]}
 
 
 def _text(msg) -> str:
@@ -241,24 +273,25 @@ class SolveTape:
 
     Args:
         *solves: record only the solves configured by these; none given: record every solve.
-        record_trajectories: only False: lazyphi does not record the estimates of each iteration (True raises a
-            ValueError).
+        record_trajectories: record the state after each iteration: the `SolveInfo` values gain a batch dim
+            `trajectory` listing them, the initial state first, as phiml's. A linear solve lists
+            `max_iterations + 1` states (the final one repeated); `minimize` lists `x`, `residual` (the loss) and
+            `function_evaluations` per iteration until every batch entry stopped. lazyphi's own linear methods and
+            all `minimize` methods record; the direct and 'scipy-*' linear methods raise a ValueError. Tapes that
+            do not record get the final state.
     """
 
     def __init__(self, *solves: Solve, record_trajectories: bool = False):
-        if record_trajectories:
-            raise ValueError('SolveTape(): record_trajectories=True is not offered by lazyphi (the iterations\' '
-                             'estimates are not kept); pass record_trajectories=False')
         unknown = [s for s in solves if not isinstance(s, Solve)]
         if unknown:
             raise TypeError(f'SolveTape(): the solves to record must be Solve objects, got {unknown}')
         self.record_only_ids: list = [s.id for s in solves]
-        self.record_trajectories: bool = False
+        self.record_trajectories: bool = bool(record_trajectories)
         self.solves: list[SolveInfo] = []
 
     def should_record_trajectory_for(self, solve: Solve) -> bool:
-        """Whether the iterations of `solve` are recorded: never in lazyphi."""
-        return False
+        """Whether this tape records the trajectory of `solve`."""
+        return self.record_trajectories and (not self.record_only_ids or solve.id in self.record_only_ids)
 
     def __enter__(self) -> SolveTape:
         _tapes().append(self)
@@ -273,7 +306,8 @@ class SolveTape:
         if any(s.solve.id == result.solve.id for s in self.solves):
             warnings.warn('SolveTape: a second result for the same Solve; tape[solve] returns the first',
                           RuntimeWarning, stacklevel=4)
-        self.solves.append(result)
+        recorded = TRAJECTORY in _last_shape(result)
+        self.solves.append(result if self.record_trajectories or not recorded else result.snapshot(-1))
 
     def __getitem__(self, item: int | Solve) -> SolveInfo:
         if isinstance(item, int):
@@ -290,6 +324,10 @@ class SolveTape:
 
     def __len__(self) -> int:
         return len(self.solves)
+
+
+def _last_shape(result: SolveInfo) -> Shape:
+    return result.function_evaluations.shape if isinstance(result.function_evaluations, Tensor) else EMPTY_SHAPE
 
 
 _TAPES = threading.local()
@@ -522,6 +560,9 @@ def _solved(y: Tensor, matrix: Tensor | None, f_args: tuple, solve: Solve, funct
     start = time.perf_counter()
     if matrix is None:
         operator, y = _linear_part(operator, y, solve.x0)
+    if solve.method not in _ITERATIVE and recording(solve):
+        raise ValueError(f'solve_linear(): method {solve.method!r} records no trajectory in lazyphi; use '
+                         f'SolveTape(record_trajectories=False) or one of {", ".join(_ITERATIVE)}')
     if solve.method in _DIRECT:
         result = _direct(matrix, y, solve)
     elif solve.method in SCIPY_ITERATIVE:
@@ -533,11 +574,13 @@ def _solved(y: Tensor, matrix: Tensor | None, f_args: tuple, solve: Solve, funct
         result = _scipy_iterative(matrix, operator, y, solve)
     else:
         with np.errstate(all='ignore'):  # a diverging solve meets non-finite values; the result reports them
-            result = _iterative(operator, y, solve, _system_dims(matrix, y, solve.x0))
+            x, result = _iterative(operator, y, solve, _system_dims(matrix, y, solve.x0))
+    if solve.method not in _ITERATIVE:
+        x = result.x
     result.solve_time = time.perf_counter() - start
     record(result)
     result.convergence_check(False)
-    return result.x
+    return x
 
 
 def _backward(inputs: dict, x: Tensor, dx: Tensor) -> dict:
@@ -587,7 +630,8 @@ def _system_dims(matrix: Tensor | None, y: Tensor, x0: Tensor) -> Shape:
     return non_batch(x0).only(non_batch(y).names)
 
 
-def _iterative(operator: Callable, y: Tensor, solve: Solve, system: Shape) -> SolveInfo:
+def _iterative(operator: Callable, y: Tensor, solve: Solve, system: Shape) -> tuple:
+    """The solution and the `SolveInfo` (with a trajectory where a tape records one) of an iterative method."""
     y, x0 = to_float(y), to_float(solve.x0)
     r0 = y - operator(x0)
     independent = (non_batch(y) & non_batch(x0) & non_batch(r0)).without(system.names)
@@ -631,10 +675,13 @@ def _iterative(operator: Callable, y: Tensor, solve: Solve, system: Shape) -> So
         return {**kept, 'continue': proceed, 'converged': where(active, converged, values['converged']),
                 'diverged': where(active, diverged, values['diverged']), 'iterations': iterations,
                 'evaluations': evaluations}
-    final = _while(body, state, shapes, int(max_(solve.max_iterations, solve.max_iterations.shape)))
+    limit = int(max_(solve.max_iterations, solve.max_iterations.shape))
+    states = [] if recording(solve) else None
+    final = _while(body, state, shapes, limit, states)
     messages = _messages(final, name, solve)
-    return SolveInfo(solve, final['x'], final['residual'], final['iterations'], final['evaluations'],
-                     final['converged'], final['diverged'], f'lazyphi {name}', messages, 0.)
+    found = final if states is None else _trajectory(states, limit + 1)  # phiml: a state per iteration count
+    return final['x'], SolveInfo(solve, found['x'], found['residual'], found['iterations'], found['evaluations'],
+                     found['converged'], found['diverged'], f'lazyphi {name}', messages, 0.)
 
 
 def _cg_start(x0: Tensor, r0: Tensor, rsq0: Tensor) -> tuple:
@@ -700,10 +747,11 @@ def _bicgstab_step(operator: Callable, s: dict, dot: Callable) -> dict:
             'rho': rho, 'alpha': alpha, 'omega': omega, 'rsq': dot(residual, residual), 'evaluations': 2}
 
 
-def _while(body: Callable, state: dict, shapes: dict, max_iterations: int) -> dict:
+def _while(body: Callable, state: dict, shapes: dict, max_iterations: int, trajectory: list | None = None) -> dict:
     """Runs `state = body(state)` while any `state['continue']` is true, on the backend's `while_loop`.
 
-    The tensors travel as natives with the axes of `shapes` and the dtypes of the initial `state`.
+    The tensors travel as natives with the axes of `shapes` and the dtypes of the initial `state`. Given a list
+    `trajectory`, the loop runs in Python instead and appends the initial state and the one after each iteration.
     """
     names = ['continue'] + [n for n in state if n != 'continue']
     state = {n: expand(as_tensor(state[n]), shapes[n]) for n in names}
@@ -716,8 +764,18 @@ def _while(body: Callable, state: dict, shapes: dict, max_iterations: int) -> di
     def tensors(values) -> dict:
         return {n: Dense(v, shapes[n], backend) for n, v in zip(names, values, strict=True)}
 
-    final = backend.while_loop(lambda *values: natives(body(tensors(values))), natives(state), max_iterations)
-    return tensors(final)
+    if trajectory is None:
+        final = backend.while_loop(lambda *values: natives(body(tensors(values))), natives(state), max_iterations)
+        return tensors(final)
+    values = natives(state)  # recorded: a Python loop keeping every state (while a compiler traces, all of them)
+    trajectory.append(tensors(values))
+    for _ in range(max_iterations):
+        proceed = trajectory[-1]['continue']
+        if proceed.available and not bool(any_(proceed, proceed.shape)):
+            break
+        values = natives(body(tensors(values)))
+        trajectory.append(tensors(values))
+    return trajectory[-1]
 
 
 def _typed(value: Tensor, dtype: DType) -> Tensor:
