@@ -114,3 +114,22 @@ def test_convert_takes_the_library_module_as_phimls_convert_notebook_passes_it(l
     assert converted.backend.name == library.partition('.')[0] and converted.numpy().tolist() == [0, 1]
     with pytest.raises(TypeError, match='Expected a Backend, a backend name like "torch" or a library module, got 3'):
         math.convert(math.tensor([0, 1]), 3)
+
+
+def test_torch_interpolate_takes_tensors_of_every_backend_as_in_phimls_torch_hooks():
+    """phiml's test_torch_hooks.py: `torch.nn.functional.interpolate(t, (12, 9), mode='linear')` on a Tensor."""
+    torch = pytest.importorskip('torch')
+    t = math.random_normal(spatial(x=4, y=3))
+    interpolated = torch.nn.functional.interpolate(t, (12, 9), mode='linear')
+    assert set(interpolated.shape.names) == {'x', 'y'} and interpolated.shape == spatial(x=12, y=9)
+    assert interpolated.backend.name == 'torch'
+    values = np.arange(16.).reshape(2, 2, 4)
+    signals = math.wrap(default_backend().as_tensor(values), batch('b'), channel(c='r,g'), spatial('x'))
+    doubled = torch.nn.functional.interpolate(signals, scale_factor=2, mode='linear', align_corners=True)
+    assert doubled.shape.names == ('b', 'c', 'x') and doubled.shape.sizes == (2, 2, 8)  # torch's axis order
+    assert doubled.shape.get_labels('c') == ('r', 'g') and doubled.shape.get_type('x') == 'spatial'
+    expected = torch.nn.functional.interpolate(torch.as_tensor(values), scale_factor=2, mode='linear',
+                                               align_corners=True).numpy()
+    np.testing.assert_allclose(doubled.numpy('b,c,x'), expected, rtol=1e-6)
+    with pytest.raises(TypeError):  # other torch functions refuse Tensors, as in phiml
+        torch.sin(t)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import builtins
 import math
+import sys
 from collections.abc import Callable
 
 import numpy as np
@@ -20,6 +21,7 @@ from ..backend import (
     set_global_default_backend,
 )
 from ..backend import convert as convert_native
+from ._convert import convert as convert_tensors
 from ._creation import reshaped_tensor
 from ._dims import channel, merge_shapes, spatial
 from ._shape import EMPTY_SHAPE, Shape, resolve_dims
@@ -116,6 +118,28 @@ def reshaped_native(value: Tensor, groups, force_expand=True, to_numpy: bool = F
 def reshaped_numpy(value: Tensor, groups, force_expand=True) -> np.ndarray:
     """`reshaped_native` as a NumPy array."""
     return reshaped_native(value, groups, force_expand, to_numpy=True)
+
+
+def torch_function(func: Callable, args: tuple, kwargs: dict):
+    """What torch's function `func` gives when called with a lazyphi Tensor (`Tensor.__torch_function__`).
+
+    `torch.nn.functional.interpolate` takes a Tensor as its input, as in phiml: its values go to torch as
+    (batch, channel, spatial...) axes (batch and channel dims packed, an axis of size 1 where there are none), and
+    the result keeps the dims, with the spatial sizes torch gives. `mode='linear'` means linear along every
+    spatial dim (torch's 'bilinear' for two, 'trilinear' for three). Other torch functions refuse Tensors
+    (`NotImplemented`: torch raises a TypeError).
+    """
+    torch = sys.modules['torch']  # loaded: torch is calling
+    if func is not torch.nn.functional.interpolate or not args or not isinstance(args[0], Tensor):
+        return NotImplemented
+    value = convert_tensors(args[0], 'torch')
+    dims = value.shape
+    if kwargs.get('mode') == 'linear' and dims.spatial.rank in (2, 3):
+        kwargs = {**kwargs, 'mode': 'bilinear' if dims.spatial.rank == 2 else 'trilinear'}
+    native_value = reshaped_native(value, [dims.batch, dims.channel, *dims.spatial.names])
+    result = func(native_value, *args[1:], **kwargs)
+    return reshaped_tensor(result, [dims.batch, dims.channel, *[spatial(n) for n in dims.spatial.names]],
+                           convert=False)
 
 
 def _dim_group(value, dim_type, what: str) -> Shape:

@@ -246,6 +246,12 @@ class Tensor:
         array = self.numpy()
         return array if dtype is None else array.astype(dtype)
 
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        """torch's hook for its functions called with Tensors: `torch.nn.functional.interpolate` takes them, as in
+        phiml (see `lazyphi.math._conversion.torch_function`)."""
+        return _math._conversion.torch_function(func, args, kwargs or {})
+
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         """NumPy's binary ufuncs (`np.add(array, t)`, `array == t`, ...) as the tensor operators."""
         operator_name = _UFUNC_OPERATORS.get(ufunc.__name__)
