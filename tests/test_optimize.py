@@ -350,6 +350,27 @@ def test_y_with_other_dims_than_the_function_returns_as_in_phimls_linear_solves_
         math.solve_linear(lambda x: x * 2, y, Solve('scipy-CG', x0=x0))
 
 
+@pytest.mark.parametrize('method', ['CG', 'CG-adaptive', 'biCG-stab', 'direct'])
+def test_phimls_linear_solves_notebook_cells_as_printed(backend, method):
+    """Cells 7, 8 and 11 of phiml's Linear_Solves notebook: `x * (2, 1)` needs `x` without `b_vec`, which only `y`
+    has; the function is called on each `b_vec` slice. phiml prints (1, 2, 1.5, 3) and the gradient (2.5, 3.75)."""
+    def linear_function(x):
+        return x * (2, 1)
+    b = tensor([2, 3], channel('b_vec'))
+    x0 = tensor([0, 0], channel('x_vec'))
+    for f in (linear_function, math.jit_compile_linear(linear_function)):
+        x = math.solve_linear(f, b, Solve(method, x0=x0))
+        np.testing.assert_allclose(x.numpy('b_vec,x_vec'), [[1, 2], [1.5, 3]], rtol=1e-5)
+    if backend.name == 'numpy' or method == 'direct':
+        return  # NumPy has no automatic differentiation; 'direct' builds a matrix: its gradient is tested above
+
+    def loss_function(b):
+        x = math.solve_linear(math.jit_compile_linear(linear_function), b, Solve(method, x0=x0))
+        return math.l2_loss(x)
+    gradient = math.gradient(loss_function, 'b', get_output=False)(math.to_float(b))
+    np.testing.assert_allclose(gradient.numpy('b_vec'), [2.5, 3.75], rtol=1e-4)  # b * (1/4 + 1)
+
+
 @pytest.mark.parametrize('method', ['CG', 'biCG-stab', 'direct'])
 def test_python_numbers_are_solved_as_native_scalars(method):
     """phiml's test_solve_scalar: `solve_linear(f, 84, Solve(x0=0))` for `f(x) = 2 x`."""

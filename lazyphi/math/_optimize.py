@@ -522,14 +522,36 @@ def _named_as_rows(matrix: Tensor, y: Tensor) -> Tensor:
     return y
 
 
-def _operator(matrix: Tensor | None, f_args: tuple, function: Callable | None, f_kwargs: dict) -> Callable:
+def _operator(matrix: Tensor | None, f_args: tuple, function: Callable | None, f_kwargs: dict,
+              takes: Shape | None = None) -> Callable:
+    """`x -> matrix @ x`, or `x -> function(x, ...)`.
+
+    Given the dims the function `takes` (those of `x0`), an `x` with further non-batch dims (independent systems
+    listed by dims of `y` alone) is passed whole first; where the function fails on it (`x * (2, 1)` is ambiguous
+    with two channel dims), it is called on each slice along those dims from then on, as phiml applies the
+    function's matrix to each.
+    """
     if matrix is not None:
         return lambda x: matrix @ x
-    return lambda x: function(x, *f_args, **f_kwargs)
+    sliced = []  # holds an entry once the function failed on the dims it does not take
+
+    def apply(x: Tensor) -> Tensor:
+        extra = non_batch(x).without(takes.names) if takes is not None else EMPTY_SHAPE
+        if extra and not sliced:
+            try:
+                return function(x, *f_args, **f_kwargs)
+            except (ValueError, TypeError, KeyError):  # e.g. IncompatibleShapes, DimNotFound
+                sliced.append(True)
+        if extra:
+            dim = extra.names[0]
+            return stack([apply(x[{dim: i}]) for i in range(x.shape.get_size(dim))], x.shape.only(dim))
+        return function(x, *f_args, **f_kwargs)
+    return apply
 
 
 def _linear_part(operator: Callable, y: Tensor, x0: Tensor) -> tuple:
-    """The linear part `x -> f(x) - f(0)` of an affine function `f` and the right-hand side `y - f(0)`.
+    """The linear part `x -> f(x) - f(0)` of an affine function `f`, the right-hand side `y - f(0)`, and the shape of
+    what `f` returns for `x0`.
 
     A function such as a Laplacian padded with a constant other than zero is affine; the iterative methods step
     along directions and need its linear part (phiml drops the constants of extrapolations inside its solves
@@ -540,8 +562,8 @@ def _linear_part(operator: Callable, y: Tensor, x0: Tensor) -> tuple:
     if not isinstance(bias, Tensor):
         raise TypeError(f'solve_linear(): f must return a Tensor, got {_type_name(bias)}')
     if bias.available and not bool(any_(bias != 0, bias.shape)):
-        return operator, y
-    return (lambda x: operator(x) - bias), y - bias
+        return operator, y, bias.shape
+    return (lambda x: operator(x) - bias), y - bias, bias.shape
 
 
 def _forward(y: Tensor, matrix: Tensor | None, f_args: tuple, solve: Solve, function: Callable | None,
@@ -556,17 +578,18 @@ def _solved(y: Tensor, matrix: Tensor | None, f_args: tuple, solve: Solve, funct
     solve = solve.with_defaults('solve')
     if solve.preprocess_y is not None:
         y = solve.preprocess_y(y, *solve.preprocess_y_args)
-    operator = _operator(matrix, f_args, function, f_kwargs)
+    operator = _operator(matrix, f_args, function, f_kwargs, solve.x0.shape)
     start = time.perf_counter()
+    returns = None  # for a function, the shape of what it returns
     if matrix is None:
-        operator, y = _linear_part(operator, y, solve.x0)
+        operator, y, returns = _linear_part(operator, y, solve.x0)
     if solve.method not in _ITERATIVE and recording(solve):
         raise ValueError(f'solve_linear(): method {solve.method!r} records no trajectory in lazyphi; use '
                          f'SolveTape(record_trajectories=False) or one of {", ".join(_ITERATIVE)}')
     if solve.method in _DIRECT:
         result = _direct(matrix, y, solve)
     elif solve.method in SCIPY_ITERATIVE:
-        independent = (non_batch(y) & non_batch(solve.x0)).without(_system_dims(matrix, y, solve.x0).names)
+        independent = (non_batch(y) & non_batch(solve.x0)).without(_system_dims(matrix, y, solve.x0, returns).names)
         if independent:
             raise ValueError(f'solve_linear(): the \'scipy-*\' methods take no dims of y {y.shape} or x0 '
                              f'{solve.x0.shape} that the system lacks ({independent}); make them batch dims or use '
@@ -574,7 +597,7 @@ def _solved(y: Tensor, matrix: Tensor | None, f_args: tuple, solve: Solve, funct
         result = _scipy_iterative(matrix, operator, y, solve)
     else:
         with np.errstate(all='ignore'):  # a diverging solve meets non-finite values; the result reports them
-            x, result = _iterative(operator, y, solve, _system_dims(matrix, y, solve.x0))
+            x, result = _iterative(operator, y, solve, _system_dims(matrix, y, solve.x0, returns))
     if solve.method not in _ITERATIVE:
         x = result.x
     result.solve_time = time.perf_counter() - start
@@ -588,11 +611,16 @@ def _backward(inputs: dict, x: Tensor, dx: Tensor) -> dict:
     solve, matrix = inputs['solve'], inputs['matrix']
     gradient_solve = solve.gradient_solve
     y = inputs['y']
-    if gradient_solve.x0 is None:
-        gradient_solve = _copy(gradient_solve, x0=zeros_like(y))
-    if matrix is None:  # a function: taken as symmetric, as phiml does
+    if matrix is None:  # a function: taken as symmetric, as phiml does; it takes what the forward x0 has
+        if gradient_solve.x0 is None:
+            gradient_solve = _copy(gradient_solve, x0=zeros_like(solve.x0 if solve.x0 is not None else y))
         dy = solve_linear(inputs['function'], dx, gradient_solve, *inputs['f_args'], f_kwargs=inputs['f_kwargs'])
+        extra = non_batch(dy).without(y.shape.names)
+        if extra:  # y reached those dims by broadcasting: its gradient sums over them
+            dy = sum_(dy, extra)
     else:
+        if gradient_solve.x0 is None:
+            gradient_solve = _copy(gradient_solve, x0=zeros_like(y))
         dy = solve_linear(_transposed(matrix, x.shape, y.shape), dx, gradient_solve)
     result = {'y': dy}
     if inputs['grad_for_f']:
@@ -620,14 +648,14 @@ def _dot(a: Tensor, b: Tensor, dims=non_batch) -> Tensor:
     return sum_(a * b, dims)
 
 
-def _system_dims(matrix: Tensor | None, y: Tensor, x0: Tensor) -> Shape:
-    """The dims one system of equations spans: the matrix's columns, or for a function the non-batch dims `y`
-    and `x0` share. Other non-batch dims of `y` and `x0` list independent systems, like batch dims (as phiml
-    treats a `vector` dim of `y` that the matrix lacks)."""
+def _system_dims(matrix: Tensor | None, y: Tensor, x0: Tensor, returns: Shape | None) -> Shape:
+    """The dims one system of equations spans: the matrix's columns, or for a function the non-batch dims of `x0`
+    that it `returns`. Other non-batch dims of `y` and `x0` list independent systems, like batch dims (as phiml
+    treats a `vector` dim of `y` that the matrix lacks, or one `y` has where its function takes `x0` without it)."""
     if matrix is not None:
         names = [n[1:] for n in matrix.shape.dual.names]
         return (non_batch(x0) & non_batch(y)).only(names)
-    return non_batch(x0).only(non_batch(y).names)
+    return non_batch(x0).only(returns.non_batch.names)
 
 
 def _iterative(operator: Callable, y: Tensor, solve: Solve, system: Shape) -> tuple:
