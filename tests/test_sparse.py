@@ -219,3 +219,57 @@ def test_solve_linear_iterates_with_the_sparse_product():
     x = math.solve_linear(m, y, math.Solve('CG', 1e-6, 1e-6, x0=math.zeros(spatial(x=3))))
     expected = np.linalg.solve([[4., 1., 0.], [1., 4., 0.], [0., 0., 4.]], [1., 2., 3.])
     np.testing.assert_allclose(x.numpy('x'), expected, rtol=1e-4)
+
+
+def small(fmt):
+    return math.to_format(math.tensor([[0, 1], [-1, 2], [0, 0]], channel('c'), dual('d')), fmt)
+
+
+@pytest.mark.parametrize('fmt', ['coo', 'csr', 'csc'])
+def test_min_max_mean_over_sparse_dims_see_only_stored_values_as_phiml(fmt):
+    m = small(fmt)  # row 2 stores nothing: inf, -inf and NaN there, as phiml
+    np.testing.assert_allclose(math.min(m, dual).numpy('c'), [1, -1, np.inf])
+    np.testing.assert_allclose(math.max(m, dual).numpy('c'), [1, 2, -np.inf])
+    np.testing.assert_allclose(math.mean(m, dual).numpy('c'), [1, .5, np.nan])
+    np.testing.assert_allclose(math.min(m, channel).numpy('~d'), [-1, 1])
+    np.testing.assert_allclose(math.mean(m, channel).numpy('~d'), [-1, 1.5])
+    np.testing.assert_allclose(math.sum(m, channel).numpy('~d'), [-1, 3])
+    assert float(math.mean(m)) == pytest.approx(2 / 3) and int(math.max(m)) == 2 and int(math.min(m)) == -1
+    np.testing.assert_array_equal(math.any(m != 0, dual).numpy('c'), [True, True, False])
+    phiml = pytest.importorskip('phiml')
+    pm = phiml.math
+    theirs = pm.to_format(pm.tensor([[0, 1], [-1, 2], [0, 0]], pm.channel('c'), pm.dual('d')), fmt)
+    for ours, reference in ((math.min(m, dual), pm.min(theirs, pm.dual)), (math.max(m, channel),
+                            pm.max(theirs, pm.channel)), (math.mean(m, dual), pm.mean(theirs, pm.dual))):
+        np.testing.assert_allclose(ours.numpy(), reference.numpy())
+
+
+def test_repeated_coordinates_add_up_before_max():
+    np.testing.assert_allclose(math.max(matrix(), '~y').numpy('x'), [2, 4, 4, 5])  # (2, 0) holds 1 + 3
+    np.testing.assert_allclose(math.mean(matrix(), 'x').numpy('~y'), [4, 3, 5])
+
+
+def test_scatter_mean_into_a_new_grid_leaves_unreached_cells_nan():
+    idx = math.tensor([0, 1, 1], instance('e'))
+    result = math.scatter(spatial(x=3), {'x': idx}, math.tensor([1., 2., 4.], instance('e')), mode='mean')
+    np.testing.assert_allclose(result.numpy(), [1, 3, np.nan])
+
+
+@pytest.mark.parametrize('fmt', ['coo', 'csr', 'csc'])
+def test_stack_concat_and_expand_of_one_pattern_stay_sparse(fmt):
+    m = small(fmt)
+    expected = np.array([[0, 1], [-1, 2], [0, 0]])
+    stacked = math.stack([m, m * 2], channel(vector='x,y'))
+    assert math.is_sparse(stacked) and math.get_format(stacked) == fmt
+    close(stacked, np.stack([expected, 2 * expected]), 'vector,c,~d')
+    expanded = math.expand(m, channel(vector=1))
+    assert math.is_sparse(expanded) and expanded.shape.get_size('vector') == 1
+    joined = math.concat([expanded, expanded * 3], 'vector')
+    assert math.is_sparse(joined)
+    close(joined, np.stack([expected, 3 * expected]), 'vector,c,~d')
+    rows = math.concat([m.c[:1], m.c[1:]], 'c')
+    assert math.is_sparse(rows) and math.get_format(rows) == 'coo'
+    close(rows, expected, 'c,~d')
+    other = math.to_format(math.tensor([[1, 0], [0, 0], [0, 3]], channel('c'), dual('d')), fmt)
+    mixed = math.stack([m, other], batch('b'))  # different patterns: the values of both, as dense
+    close(mixed, np.stack([expected, [[1, 0], [0, 0], [0, 3]]]), 'b,c,~d')

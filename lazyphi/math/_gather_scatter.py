@@ -393,7 +393,7 @@ def _scatter_mode(base: Tensor, indices: Tensor, values: Tensor, mode: str, inde
         return _scatter_native(b, indices, v, m, indexed, updates, index_dim)
     if mode in _NATIVE_MODES:
         return run(base, values, mode)
-    zeros = base * 0
+    zeros = cast_tensor(expand_to(as_tensor(0), base.shape), base.dtype)  # not base * 0: NaN / inf bases
     if mode == 'mean':
         total = run(zeros, values, 'add')
         count = run(zeros, values * 0 + 1, 'add')

@@ -25,13 +25,13 @@ from ._creation import meshgrid, wrap, zeros
 from ._creation import tensor_like as dense_tensor_like
 from ._dims import channel, instance
 from ._gather_scatter import boolean_mask, gather, nonzero, scatter
-from ._kinds import Expanded
+from ._kinds import Expanded, expand_to
 from ._magic_ops import concat, pack_dims, stack
 from ._reductions import REDUCTIONS, reduction_of
 from ._shape import Shape, merge_shapes
 from ._sorting import cumulative_sum, sort
-from ._structure import rename_tensor_dims
-from ._tensor import ELEMENTWISE, GATHER, REDUCE, RENAME, Dense, Op, Tensor, as_tensor, dispatch
+from ._structure import concat_tensors, rename_tensor_dims, stack_tensors
+from ._tensor import CONCAT, ELEMENTWISE, EXPAND, GATHER, REDUCE, RENAME, STACK, Dense, Op, Tensor, as_tensor, dispatch
 from ._tree import tree_map
 
 ENTRIES = instance('entries')  # the dim listing stored values and indices by default
@@ -43,6 +43,9 @@ _KEEPING_ZERO = {'negative', 'abs', 'sign', 'round', 'ceil', 'floor', 'real', 'i
                  'cast', 'sqrt', 'sin', 'tan', 'arcsin', 'arctan', 'sinh', 'tanh', 'arcsinh', 'arctanh', 'erf'}
 _LINEAR = {'negative', 'real', 'imag', 'conj'}  # of those, the ones that may act on repeated coordinates
 _SAME_PATTERN = {'add', 'sub', 'mul', 'maximum', 'minimum'}  # of two sparse tensors with the same entries
+# reductions over sparse dims, as phiml: over the stored values only (a row without entries: the scatter's default,
+# 0 for sums, -inf / inf for max / min, NaN for means, False / True for any / all); reduction -> scatter mode
+_OVER_ENTRIES = {'sum': 'add', 'max': 'max', 'min': 'min', 'mean': 'mean', 'any': 'any', 'all': 'all'}
 
 
 class SparseTensor(Tensor):
@@ -146,6 +149,13 @@ class SparseTensor(Tensor):
             return _elementwise(op, tensors, params)
         if op.name == 'dot':
             return _dot(tensors, params)
+        if category == STACK:
+            return _stack(tensors, params[0])
+        if category == CONCAT:
+            return _concat(tensors, params[0])
+        if category == EXPAND:  # the new dims are value dims (or batch dims) of the values
+            added = params[0].without(tensors[0].shape)
+            return tensors[0]._with(values=expand_to(tensors[0]._values, merge_shapes(tensors[0]._values.shape, added)))
         self = tensors[0]
         if category == REDUCE:
             return self._reduce(op, params[0])
@@ -166,15 +176,18 @@ class SparseTensor(Tensor):
         value_dims = tuple(d for d in dims if d in self._values.shape.names)
         if not sparse:  # zero stays zero along value dims
             return self._with(values=reduction(self._values, value_dims))
-        if reduction.name != 'sum':
+        if reduction.name not in _OVER_ENTRIES:
             return NotImplemented
+        if reduction.name != 'sum':  # over the stored values: repeated coordinates are added up first
+            coalesced = self._coalesced()
+            self = self if coalesced is None else coalesced
         values = reduction(self._values, value_dims) if value_dims else self._values
         kept = tuple(n for n in self._sparse_names if n not in sparse)
         if not kept:
-            return REDUCTIONS['sum'](values, (self._entries,))
+            return reduction(values, (self._entries,))
         base = self._shape.without(dims)
         return scatter(base, self._indices[{self._index_dim: _positions(self._sparse_names, kept)}], values,
-                       mode='add', outside_handling='undefined')
+                       mode=_OVER_ENTRIES[reduction.name], outside_handling='undefined')
 
     def _gather(self, selection: dict):
         value_sel = {d: s for d, s in selection.items() if d in self._values.shape.names}
@@ -283,6 +296,43 @@ def _elementwise(op: Op, tensors: Sequence[Tensor], params: tuple):
 def _same_entries(a: SparseTensor, b: SparseTensor) -> bool:
     return a._indices.shape == b._indices.shape and a.available and b.available and \
         bool((a._indices == b._indices).all)
+
+
+def _stack(tensors: Sequence[Tensor], dim: Shape):
+    """Sparse tensors sharing their entries stacked: their values stacked along `dim`, the indices kept."""
+    first = tensors[0]
+    if not all(type(t) is SparseTensor and t._dense_shape == first._dense_shape and
+               (t._indices is first._indices or _same_entries(first, t)) for t in tensors):
+        return NotImplemented
+    return first._with(values=stack_tensors([t._values for t in tensors], dim))
+
+
+def _concat(tensors: Sequence[Tensor], dim: str):
+    """Sparse tensors joined along a value or batch dim of their values (sharing their entries: the values joined)
+    or along a sparse dim (the entries of all listed together, shifted along `dim`, as 'coo')."""
+    first = tensors[0]
+    if not all(type(t) is SparseTensor and t._entries == first._entries and t._index_dim == first._index_dim
+               and set(t._sparse_names) == set(first._sparse_names) for t in tensors):
+        return NotImplemented
+    if dim not in first._dense_shape.names:
+        if not all(t._dense_shape == first._dense_shape and dim in t._values.shape.names and
+                   dim not in t._indices.shape.names and (t._indices is first._indices or _same_entries(first, t))
+                   for t in tensors):
+            return NotImplemented
+        return first._with(values=concat_tensors([t._values for t in tensors], dim))
+    if any(t._dense_shape.without(dim) != first._dense_shape.without(dim) or
+           t._values.shape.without(t._entries) != first._values.shape.without(first._entries) or
+           t._indices.shape.without(t._entries) != first._indices.shape.without(first._entries) for t in tensors):
+        return NotImplemented
+    names = first._sparse_names
+    indices, offset = [], 0
+    for t in tensors:
+        own = t._indices[{t._index_dim: _positions(t._sparse_names, names)}]
+        indices.append(own + stack({n: offset if n == dim else 0 for n in names}, channel(first._index_dim)))
+        offset += t._dense_shape.get_size(dim)
+    dense_shape = first._dense_shape.with_dim_size(dim, offset)
+    return SparseTensor(concat_tensors(indices, first._entries), concat_tensors([t._values for t in tensors],
+                        first._entries), dense_shape, 'coo', all(t._unique for t in tensors))
 
 
 def _positive_number(value: Tensor) -> bool:
