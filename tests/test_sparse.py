@@ -273,3 +273,30 @@ def test_stack_concat_and_expand_of_one_pattern_stay_sparse(fmt):
     other = math.to_format(math.tensor([[1, 0], [0, 0], [0, 3]], channel('c'), dual('d')), fmt)
     mixed = math.stack([m, other], batch('b'))  # different patterns: the values of both, as dense
     close(mixed, np.stack([expected, [[1, 0], [0, 0], [0, 3]]]), 'b,c,~d')
+
+
+@pytest.mark.parametrize('kind', ['coo', 'csr', 'csc'])
+def test_scipy_sparse_matrices_become_sparse_tensors_on_the_default_backend(kind):
+    import scipy.sparse
+    dense_values = np.array([[1, 0, 3], [0, 2, 0]])
+    native = getattr(scipy.sparse, f'{kind}_matrix')(dense_values)
+    t = math.tensor(native, channel('c') & dual)
+    assert math.is_sparse(t) and math.get_format(t) == kind and t.dtype.kind is int
+    assert t.backend is math.choose_backend_t(math.zeros()) and t.shape.get_size('~c') == 3
+    close(t, dense_values, 'c,~c')
+    np.testing.assert_allclose(math.sum(t, dual).numpy('c'), native.sum(1).A1)
+    flags = math.tensor(getattr(scipy.sparse, f'{kind}_matrix')(dense_values != 0), channel('c') & dual)
+    assert flags.dtype.kind is bool and math.dense(flags).dtype.kind is bool
+    close(flags, dense_values != 0, 'c,~c')
+    kept = math.wrap(native, '~cols,rows:i')  # rows along the primal dim, columns along the dual one, as phiml
+    assert kept.backend.name == 'numpy' and kept.shape.get_size('rows') == 2 and kept.shape.get_size('~cols') == 3
+    close(kept, dense_values, 'rows,~cols')
+    both = math.wrap(native, 'rows:i,cols:c')
+    close(both, dense_values, 'rows,cols')
+    tall = np.arange(12).reshape(6, 2) % 5
+    grid = math.tensor(getattr(scipy.sparse, f'{kind}_matrix')(tall), spatial(a=2, b=3) & dual('d'))
+    close(grid, tall.reshape(2, 3, 2), 'a,b,~d')  # several dims on the row side: row-major
+    with pytest.raises(ValueError, match='rows and columns'):
+        math.tensor(native, spatial('x'))
+    with pytest.raises(ValueError, match='has 2'):
+        math.tensor(native, spatial(x=3) & dual('y'))

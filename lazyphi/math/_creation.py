@@ -14,7 +14,7 @@ from ..backend import convert as convert_native
 from ._convert import to_backend
 from ._dims import channel, instance, parse_dim_spec, shape, spatial
 from ._elementwise import FLOOR, IMAG, REAL, cast_tensor, where
-from ._foreign import tensor_source
+from ._foreign import gives_host_values, tensor_source
 from ._kinds import Stacked, expand_to
 from ._layout import Layout, layout
 from ._shape import CHANNEL, EMPTY_SHAPE, Shape, concat_shapes, merge_shapes
@@ -70,9 +70,10 @@ def tensor(data, *shape, convert: bool = True, default_list_dim: Shape = DEFAULT
     if isinstance(data, NUMBER_TYPES):
         native = _native_from_python(data, default_backend() if convert else None)
     else:
-        convert_from = tensor_source(data)  # xarray, dask: see _foreign.py
-        if convert_from is not None:
-            return convert_from(data, dims)
+        convert_from = tensor_source(data)  # xarray, dask, SciPy's sparse matrices: see _foreign.py
+        result = NotImplemented if convert_from is None else convert_from(data, dims)
+        if result is not NotImplemented:
+            return to_backend(result, default_backend()) if convert and gives_host_values(data) else result
         native = data
     try:
         backend = choose_backend(native)

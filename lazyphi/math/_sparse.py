@@ -102,7 +102,8 @@ class SparseTensor(Tensor):
     def _dense(self) -> Dense:
         if self.entry_count == 0:
             return dispatch_zeros(self._shape, self.dtype, self.backend)
-        result = scatter(self._shape, self._indices, self._values, mode='add', outside_handling='undefined')
+        mode = 'any' if self.dtype.kind is bool else 'add'  # repeated True coordinates stay True, as in SciPy
+        result = scatter(self._shape, self._indices, self._values, mode=mode, outside_handling='undefined')
         return result._dense()
 
     def _with(self, indices: Tensor | None = None, values: Tensor | None = None, dense_shape: Shape | None = None,
@@ -255,6 +256,9 @@ def _elementwise(op: Op, tensors: Sequence[Tensor], params: tuple):
     sparse = [t for t in tensors if type(t) is SparseTensor]
     if len(tensors) == 1:
         self = tensors[0]
+        if op.name == 'convert':  # to another backend: the indices and the values
+            return self._with(indices=dispatch(op, (self._indices,), params), values=dispatch(op, (self._values,),
+                                                                                            params))
         if op.name not in _KEEPING_ZERO:
             return NotImplemented
         if op.name not in _LINEAR and not (op.name == 'cast' and params[0].kind in (float, complex)):
@@ -635,3 +639,47 @@ def tensor_like(existing_tensor: Tensor, values, value_order: str | None = None)
     else:
         values = Expanded(values, merge_shapes(entries, values.shape))._dense()
     return existing_tensor._with(values=values)
+
+
+def from_scipy(data, dims: Shape):
+    """A sparse tensor (on NumPy) of the SciPy sparse matrix `data`, or NotImplemented for other SciPy objects.
+
+    `tensor()` and `wrap()` call this (registered in `_foreign.py`). As in phiml, the rows lie along the non-dual
+    dims of `dims` and the columns along the dual ones where `dims` has both, else along its two dims in order;
+    several dims on one side need their sizes (row-major, like `pack_dims`), a single one takes the matrix's.
+    'csr' and 'csc' matrices keep their format ('coo' the others), their repeated coordinates added up.
+
+    Raises:
+        ValueError: `dims` that do not split into rows and columns, or whose sizes disagree with the matrix.
+    """
+    import numpy as np
+    from scipy.sparse import issparse
+    if not issparse(data):
+        return NotImplemented
+    if dims.dual and dims.non_dual:
+        rows, columns = dims.non_dual, dims.dual
+    elif dims.rank == 2:
+        rows, columns = dims[0], dims[1]
+    else:
+        raise ValueError(f'tensor(): a SciPy sparse matrix needs its rows and columns named: dual dims for the '
+                         f'columns and others for the rows, or two dims; got {dims}')
+    rows, columns = (_matrix_side(side, size, data) for side, size in zip((rows, columns), data.shape, strict=True))
+    coo = data.tocoo()
+    positions = [np.unravel_index(np.asarray(coo.row, np.int64), rows.sizes),
+                 np.unravel_index(np.asarray(coo.col, np.int64), columns.sizes)]
+    components = np.stack([c for side in positions for c in side], -1).astype(np.int64).reshape(-1, dims.rank)
+    dense_shape = merge_shapes(rows, columns)
+    indices = wrap(components, ENTRIES, channel(index=rows.names + columns.names))
+    values = wrap(np.asarray(coo.data), ENTRIES)
+    result = SparseTensor(indices, values, dense_shape, unique=bool(getattr(coo, 'has_canonical_format', False)))
+    return _sorted(result, data.format) if data.format in ('csr', 'csc') else result
+
+
+def _matrix_side(side: Shape, size: int, data) -> Shape:
+    if all(isinstance(s, int) for s in side.sizes):
+        if side.volume != size:
+            raise ValueError(f'tensor(): the SciPy matrix of shape {data.shape} has {size} along {side}')
+        return side
+    if side.rank != 1:
+        raise ValueError(f'tensor(): several dims {side} on one side of a SciPy matrix need their sizes')
+    return side.with_size(size)
