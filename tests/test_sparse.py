@@ -300,3 +300,11 @@ def test_scipy_sparse_matrices_become_sparse_tensors_on_the_default_backend(kind
         math.tensor(native, spatial('x'))
     with pytest.raises(ValueError, match='has 2'):
         math.tensor(native, spatial(x=3) & dual('y'))
+
+
+def test_stored_indices_of_a_lazily_expanded_tensor_list_all_its_coordinates():
+    d = math.tensor(np.arange(6.).reshape(2, 3), spatial('x'), dual('x'))
+    like = math.tensor_like(d, 1)
+    np.testing.assert_array_equal(math.stored_indices(like).numpy('entries,index'),
+                                  math.stored_indices(d).numpy('entries,index'))
+    np.testing.assert_allclose(math.stored_values(like).numpy(), 1)

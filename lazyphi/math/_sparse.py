@@ -587,9 +587,11 @@ def stored_indices(x: Tensor, list_dim=ENTRIES, index_dim=INDEX, invalid='discar
     list_dim = instance(list_dim) if isinstance(list_dim, str) else list_dim
     index_dim = channel(index_dim) if isinstance(index_dim, str) else index_dim
     x = as_tensor(x)
-    while isinstance(x, Expanded):
-        x = x._inner
-    if isinstance(x, SparseTensor):
+    inner = x
+    while isinstance(inner, Expanded):
+        inner = inner._inner
+    if isinstance(inner, SparseTensor):  # a lazily expanded dense tensor lists all its coordinates, as a dense one
+        x = inner
         labelled = index_dim.with_size(x._sparse_names)
         return rename_tensor_dims(x._indices, (x._entries, x._index_dim), merge_shapes(list_dim, labelled))
     if x.shape.batch:
