@@ -2,6 +2,7 @@
 
 import functools
 import os
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -326,6 +327,14 @@ def test_out_placeholders_and_infer():
 # --- every public operation is traced or listed as a fallback ---------------------------------
 
 X = spatial('x')
+
+def deprecated(f, *args):
+    """`f(*args)` for a function that warns of its deprecation on every call (phiml's own warning)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', DeprecationWarning)
+        return f(*args)
+
+
 OPERATIONS = {
     'abs': lambda t: math.abs(t), 'sign': math.sign, 'round': math.round, 'ceil': math.ceil, 'floor': math.floor,
     'sqrt': math.sqrt, 'exp': math.exp, 'log': math.log, 'log2': math.log2, 'log10': math.log10,
@@ -435,6 +444,8 @@ OPERATIONS = {
     'clip_length': lambda t: math.clip_length(t, 0, 1, 'x'), 'softmax': lambda t: math.softmax(t, 'x'),
     'cross_product': lambda t: math.cross_product(math.stack([t, t * 2], channel('vector')), math.vec(x=1, y=2)),
     'cross': lambda t: math.cross(math.stack([t, t * 2], channel('vector')), math.vec(x=1, y=2)),
+    'rotation_matrix': lambda t: deprecated(math.rotation_matrix, t),
+    'rotate_vector': lambda t: deprecated(math.rotate_vector, math.stack([t, t * 2], channel(vector='x,y')), t),
     # ranges
     **{f'{letter}range': (lambda f: lambda t: t + f(z=3))(getattr(math, f'{letter}range')) for letter in 'bcdis'},
     'range': lambda t: t + math.range(spatial(x=16)),

@@ -5,7 +5,7 @@ import pytest
 
 from lazyphi import math
 from lazyphi.backend import default_backend
-from lazyphi.math import Tensor, batch, channel
+from lazyphi.math import Tensor, batch, channel, spatial
 
 pytestmark = pytest.mark.usefixtures('backend')
 VECTORS = np.asarray([[3., 4.], [0., 0.], [-1., 2.]])
@@ -71,3 +71,44 @@ def test_losses_sum_over_non_batch_dims_and_trees():
     assert math.l2_loss(x).numpy('b').tolist() == [2.5, 4.5]
     assert float(math.l2_loss({'a': wrap(2.), 'b': (wrap(1.),)})) == 2.5
     assert float(math.l2_loss(wrap(1j))) == 0.5
+
+
+def rotation(values) -> Tensor:
+    with pytest.warns(DeprecationWarning, match='deprecated in phiml'):
+        return math.rotation_matrix(values)
+
+
+def test_rotation_matrices_in_2d_and_3d_as_phiml_builds_them():
+    angles = wrap([0., np.pi / 2, 0.3], batch('b'))
+    matrices = rotation(angles)
+    c, s = np.cos(0.3), np.sin(0.3)
+    np.testing.assert_allclose(matrices.numpy('b,vector,~vector')[2], [[c, -s], [s, c]], atol=1e-6)
+    axis = wrap([0., 0., np.pi / 2], channel(vector='x,y,z'))  # a quarter turn about z
+    np.testing.assert_allclose(rotation(axis).numpy('vector,~vector'), [[0, -1, 0], [1, 0, 0], [0, 0, 1]], atol=1e-6)
+    assert rotation(axis).shape.get_labels('~vector') == ('x', 'y', 'z')
+    np.testing.assert_allclose(rotation(axis * 0).numpy('vector,~vector'), np.eye(3), atol=1e-6)  # no axis: identity
+    euler = wrap([0.1, 0.2, 0.3], channel(angle='x,y,z'))  # about x, then y, then z
+    rx = np.array([[1, 0, 0], [0, np.cos(.1), -np.sin(.1)], [0, np.sin(.1), np.cos(.1)]])
+    ry = np.array([[np.cos(.2), 0, np.sin(.2)], [0, 1, 0], [-np.sin(.2), 0, np.cos(.2)]])
+    rz = np.array([[np.cos(.3), -np.sin(.3), 0], [np.sin(.3), np.cos(.3), 0], [0, 0, 1]])
+    np.testing.assert_allclose(rotation(euler).numpy('vector,~vector'), rz @ ry @ rx, atol=1e-6)
+    phiml = pytest.importorskip('phiml.math')
+    with pytest.warns(DeprecationWarning):
+        expected = phiml.rotation_matrix(phiml.vec('angle', x=0.1, y=0.2, z=0.3)).numpy('vector,~vector')
+    np.testing.assert_allclose(rotation(euler).numpy('vector,~vector'), expected, atol=1e-6)
+
+
+def test_rotate_vector_and_back():
+    v = wrap([[1., 0.], [0., 2.]], batch('b'), channel(vector='x,y'))
+    with pytest.warns(DeprecationWarning):
+        turned = math.rotate_vector(v, np.pi / 2)
+    np.testing.assert_allclose(turned.numpy('b,vector'), [[0, 1], [-2, 0]], atol=1e-6)
+    with pytest.warns(DeprecationWarning):
+        back = math.rotate_vector(turned, np.pi / 2, invert=True)
+    np.testing.assert_allclose(back.numpy('b,vector'), v.numpy('b,vector'), atol=1e-6)
+    with pytest.warns(DeprecationWarning):
+        assert math.rotate_vector(v, None) is v
+    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match=r'is 3D but the vector .* is 2D'):
+        math.rotate_vector(v, wrap([0., 0., 1.], channel(vector='x,y,z')))
+    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match='needs a channel dim "vector"'):
+        math.rotate_vector(wrap([1., 0.], spatial('x')), 0.5)

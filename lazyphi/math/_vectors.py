@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import operator
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
@@ -259,6 +260,89 @@ def cross_product(vec1: Tensor, vec2: Tensor) -> Tensor:
 
 
 cross = cross_product
+
+
+_ROWS = channel('vector')  # the default dim of a rotation matrix's rows
+
+
+def rotation_matrix(x, matrix_dim=_ROWS) -> Tensor | None:
+    """The 2D or 3D rotation matrix of `x` (deprecated in phiml, which leaves geometry to PhiFlow; warns so).
+
+    Args:
+        x: a rotation: in 2D an angle (a number or a tensor of angles); in 3D either a vector along `vector`
+            (3 components) pointing along the rotation axis, its length the angle, or Euler angles along a
+            channel dim `angle` labelled by the axes (rotating about the first axis, then the second, then the
+            third); a matrix (dims `vector` and `~vector` of one size) is returned as it is; None gives None.
+        matrix_dim: the dim of the rows of a 2D matrix, whose dual form holds its columns; in 3D the rows are
+            labelled like the components of `x`.
+
+    Returns:
+        The matrix: rows along `matrix_dim`, columns along its dual, and the other dims of `x`.
+    """
+    warnings.warn('rotation_matrix() is deprecated in phiml (geometry belongs to PhiFlow); lazyphi offers it for '
+                  'code written against phiml', DeprecationWarning, stacklevel=2)
+    return _rotation(x, matrix_dim)
+
+
+def _rotation(x, matrix_dim: Shape) -> Tensor | None:
+    if x is None:
+        return None
+    x = as_tensor(x)
+    shape = x.shape
+    if '~vector' in shape and 'vector' in shape.channel and shape.get_size('~vector') == shape.get_size('vector'):
+        return x
+    sin, cos = FLOAT_FUNCTIONS['sin'], FLOAT_FUNCTIONS['cos']
+    if 'angle' in shape.names and shape.get_size('angle') == 3:  # Euler angles: Rz @ Ry @ Rx
+        if shape.channel.rank != 1:
+            raise ValueError(f'rotation_matrix(): Euler angles take one channel dim, "angle"; got {shape}')
+        s1, s2, s3 = (dispatch(sin, (x[{'angle': i}],)) for i in range(3))
+        c1, c2, c3 = (dispatch(cos, (x[{'angle': i}],)) for i in range(3))
+        rows = [[c3 * c2, c3 * s2 * s1 - s3 * c1, c3 * s2 * c1 + s3 * s1],
+                [s3 * c2, s3 * s2 * s1 + c3 * c1, s3 * s2 * c1 - c3 * s1],
+                [-s2, c2 * s1, c2 * c1]]
+        return _matrix(rows, matrix_dim.with_size(shape.get_labels('angle') or 3))
+    if 'vector' in shape.names and shape.get_size('vector') == 3:  # axis and angle (Rodrigues' formula)
+        angle = norm(x, 'vector')
+        s, c = dispatch(sin, (angle,)), dispatch(cos, (angle,))
+        t = 1 - c
+        k1, k2, k3 = (x[{'vector': i}] / where(angle == 0, 1, angle) for i in range(3))
+        rows = [[c + k1 ** 2 * t, k1 * k2 * t - k3 * s, k1 * k3 * t + k2 * s],
+                [k2 * k1 * t + k3 * s, c + k2 ** 2 * t, k2 * k3 * t - k1 * s],
+                [k3 * k1 * t - k2 * s, k3 * k2 * t + k1 * s, c + k3 ** 2 * t]]
+        return _matrix(rows, matrix_dim.with_size(shape.get_labels('vector') or 3))
+    s, c = dispatch(sin, (x,)), dispatch(cos, (x,))
+    return _matrix([[c, -s], [s, c]], matrix_dim if matrix_dim.get_size(matrix_dim.name) is not None
+                   else matrix_dim.with_size(2))
+
+
+def _matrix(rows: list, dim: Shape) -> Tensor:
+    """The matrix of `rows` (lists of tensors): rows along `dim`, columns along its dual."""
+    return stack_tensors([stack_tensors(row, dim.as_dual()) for row in rows], dim)
+
+
+def rotate_vector(vector: Tensor, angle, invert: bool = False, dim='vector') -> Tensor:
+    """`vector` rotated about the origin by `angle` (see `rotation_matrix`; None: not rotated); `invert` rotates
+    back. Deprecated in phiml, which leaves geometry to PhiFlow; warns so.
+
+    Raises:
+        ValueError: `vector` has no channel dim `vector`, or the rotation is of another dimensionality.
+    """
+    warnings.warn('rotate_vector() is deprecated in phiml (geometry belongs to PhiFlow); lazyphi offers it for '
+                  'code written against phiml', DeprecationWarning, stacklevel=2)
+    vector = as_tensor(vector)
+    if 'vector' not in vector.shape.channel:
+        raise ValueError(f'rotate_vector() needs a channel dim "vector", got {vector.shape}')
+    if angle is None:
+        return vector
+    matrix = _rotation(angle, vector.shape.channel.only('vector'))
+    if invert:
+        swapped = matrix.shape.only(('vector', '~vector'), reorder=True)
+        matrix = rename_tensor_dims(matrix, ('~vector', 'vector'), swapped)
+    dims = vector.shape.only(dim)
+    if matrix.shape.get_size('~vector') != dims.size:
+        raise ValueError(f'rotate_vector(): the rotation of {as_tensor(angle).shape} is '
+                         f'{matrix.shape.get_size("~vector")}D but the vector {vector.shape} is {dims.size}D')
+    return dot(matrix, dims.as_dual(), vector, dims)
 
 
 MASK_DIM = channel('vector')  # the default dim of `dim_mask`'s vector
