@@ -17,11 +17,12 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from .._errors import NoBackendFound
+from .._errors import IncompatibleShapes, NoBackendFound
 from ..backend import Backend, choose_backend, convert, default_backend
 from ._conversion import print_
 from ._elementwise import positional_tensor
 from ._kinds import Expanded, PartsKind
+from ._shape import Shape, _canonical, concat_shapes
 from ._tensor import ELEMENTWISE, NUMBER_TYPES, Dense, Op, Tensor, as_tensor, common_backend, content_hash, dispatch
 from ._tree import tree_map
 
@@ -318,14 +319,42 @@ def gradient(f: Callable, wrt=None, get_output: bool = True) -> Callable:
     arguments of NumPy or Python numbers the default backend (`math.use('torch')`), as in phiml; NumPy alone
     raises NotImplementedError.
     """
+    return _derivative(f, wrt, get_output, 'gradient')
+
+
+def jacobian(f: Callable, wrt=None, get_output: bool = True) -> Callable:
+    """A function computing the derivatives of `f`'s first output with respect to the parameters `wrt`.
+
+    For an output whose dims are all batch dims this is `gradient`. An output with other dims gives, per
+    argument differentiated by, a tensor with the output's non-batch dims followed by the argument's dims, its
+    non-batch dims made dual (`vec` becomes `~vec`, the convention of matrices, so `J @ dx` applies it). Batch
+    dims are independent examples, as in `gradient`: the output is summed over its batch dims before
+    differentiating, so a batch dim the argument shares gives one Jacobian per entry (a batch dim of the
+    result), and one only the output has is summed over.
+
+    Args:
+        f: returns a tensor or a tuple starting with it; further outputs are passed through.
+        wrt: parameter names as 'x,y' or a list, or positions; a single name or int gives one Jacobian,
+            a list or several names a list of them; by default the first parameter, as a list of one.
+        get_output: return `(output of f, Jacobians)` instead of the Jacobians alone.
+
+    Computed by the backend (`jax.jacrev`, TensorFlow's `GradientTape.jacobian`, for torch one backward pass
+    per entry of the output), also inside `jit_compile`. NumPy has no automatic differentiation and raises
+    NotImplementedError, as `gradient` does.
+    """
+    return _derivative(f, wrt, get_output, 'jacobian')
+
+
+def _derivative(f: Callable, wrt, get_output: bool, kind: str) -> Callable:
+    """`gradient` (kind 'gradient': the output must be a loss) or `jacobian` of `f`."""
     signature = _parameters(f)
     wrt_names, as_list = _wrt_names(signature, wrt)
     missing = [n for n in wrt_names if n not in signature.parameters]
     if missing and not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in signature.parameters.values()):
-        raise ValueError(f'gradient(): wrt names {missing}, which are not parameters of {f.__name__}{signature}')
+        raise ValueError(f'{kind}(): wrt names {missing}, which are not parameters of {f.__name__}{signature}')
 
     @functools.wraps(f)
-    def gradient_function(*args, **kwargs):
+    def derivative_function(*args, **kwargs):
         arguments = _as_tensors(_bound(signature, args, kwargs), ())
         for name in wrt_names:  # numbers inside the trees differentiated by (a dataclass of floats) are variables
             if name in arguments:
@@ -339,12 +368,12 @@ def gradient(f: Callable, wrt=None, get_output: bool = True) -> Callable:
         if not backend.supports('jacobian') and default_backend().supports('jacobian'):
             backend = default_backend()  # NumPy or Python numbers: differentiated where the default backend can
         if not backend.supports('jacobian'):
-            raise NotImplementedError(f"gradient() needs automatic differentiation, which the {backend.name} "
+            raise NotImplementedError(f"{kind}() needs automatic differentiation, which the {backend.name} "
                                       f"backend lacks; use tensors of torch, jax or tensorflow, or make one of "
                                       f"them the default backend (math.use('torch'))")
         empty = [n for n in wrt_names if not positions.get(n)]
         if empty:
-            raise ValueError(f'gradient(): the arguments {empty} to differentiate by hold no tensors or numbers')
+            raise ValueError(f'{kind}(): the arguments {empty} to differentiate by hold no tensors or numbers')
         flat_positions = [p for name in wrt_names for p in positions[name]]
         shapes = [t.shape for t in leaves]
         output = {}
@@ -353,38 +382,67 @@ def gradient(f: Callable, wrt=None, get_output: bool = True) -> Callable:
             tensors = [Dense(n, s, backend) for n, s in zip(natives, shapes, strict=True)]
             inputs = {name: rebuilds[name]([tensors[p] for p in positions[name]]) for name in arguments}
             result = _call(f, signature, inputs)
-            loss = result[0] if isinstance(result, (tuple, list)) else result
-            if not isinstance(loss, Tensor) or loss.shape.non_batch.rank:
-                got = loss.shape if isinstance(loss, Tensor) else type(loss).__name__
+            first = result[0] if isinstance(result, (tuple, list)) else result
+            if not isinstance(first, Tensor) or (kind == 'gradient' and first.shape.non_batch.rank):
+                got = first.shape if isinstance(first, Tensor) else type(first).__name__
                 raise ValueError(f'gradient() needs f to return a loss whose dims are batch dims (or a tuple '
-                                 f'starting with it), got {got}')
+                                 f'starting with it), got {got}' if kind == 'gradient' else
+                                 f'jacobian() needs f to return a Tensor (or a tuple starting with one), got {got}')
             out_leaves, output['rebuild'] = _flatten(result)
             output['shapes'], output['backends'] = [t.shape for t in out_leaves], [t.backend for t in out_leaves]
-            total = loss._dense()
+            total = first._dense()
             native = total._native if total.backend is backend else convert(total._native, backend)
-            scalar = backend.sum(native, tuple(range(total.shape.rank))) if total.shape.rank else \
-                backend.reshape(native, ())
-            return scalar, tuple(t._native for t in out_leaves)
-        values = backend.jacobian(native_function, flat_positions, get_output, True)(*_natives(leaves, backend))
-        grads = iter(values[len(values) - len(flat_positions):])
-        grad_trees = tuple(rebuilds[name]([Dense(next(grads), leaves[p].shape, backend) for p in positions[name]])
-                           for name in wrt_names)
-        grad_result = list(grad_trees) if as_list else grad_trees[0]
+            summed = tuple(i for i, t in enumerate(total.shape.types) if t == 'batch')
+            output['rows'] = total.shape.non_batch
+            if summed:
+                native = backend.sum(native, summed)
+            return backend.reshape(native, total.shape.non_batch.sizes), tuple(t._native for t in out_leaves)
+        values = backend.jacobian(native_function, flat_positions, get_output,
+                                  kind == 'gradient')(*_natives(leaves, backend))
+        if output['rows'] and any(hasattr(t, '_jit_parts') for name in wrt_names for t in _tensors(arguments[name])):
+            raise ValueError('jacobian() of an output with non-batch dims by a sparse tensor is not offered; '
+                             'differentiate by a dense tensor (math.dense)')
+        derivatives = iter(values[len(values) - len(flat_positions):])
+        trees = tuple(rebuilds[name]([_derivative_tensor(next(derivatives), output['rows'], leaves[p].shape, backend)
+                                      for p in positions[name]]) for name in wrt_names)
+        result = list(trees) if as_list else trees[0]
         if not get_output:
-            return grad_result
+            return result
         outputs = values[:len(values) - len(flat_positions)]
-        return _rebuilt(output['rebuild'], outputs, output['shapes'], output['backends']), grad_result
-    return gradient_function
+        return _rebuilt(output['rebuild'], outputs, output['shapes'], output['backends']), result
+    return derivative_function
 
 
-def jacobian(f: Callable, wrt=None, get_output: bool = True) -> Callable:
-    """The derivatives of `f`'s first output with respect to the parameters `wrt`, for an output whose dims are
-    all batch dims (a loss, or one per example): then the Jacobian is the gradient (see `gradient`).
+def _tensors(tree) -> list:
+    found = []
+    tree_map(lambda t: found.append(t) or t, tree)
+    return found
 
-    Jacobians of outputs with other dims (matrices of derivatives) are not offered: such an output raises a
-    ValueError when the returned function is called.
-    """
-    return gradient(f, wrt, get_output)
+
+def _derivative_tensor(native, rows: Shape, argument: Shape, backend: Backend) -> Dense:
+    """The derivative by an argument of shape `argument`: its gradient when there are no `rows` (non-batch dims
+    of the output), else the Jacobian with the `rows` first and the argument's non-batch dims made dual."""
+    if not rows:
+        return Dense(native, argument, backend)
+    columns = Shape(argument.sizes, tuple(n if t == 'batch' else _dual_name(n) for n, t in
+                                          zip(argument.names, argument.types, strict=True)),
+                    tuple(t if t == 'batch' else 'dual' for t in argument.types), argument.labels)
+    try:
+        shape = concat_shapes(rows, columns)
+    except IncompatibleShapes as error:
+        raise ValueError(f'jacobian(): the output dims {rows} and the dims {columns} of the argument (non-batch '
+                         f'dims made dual) share a name; rename one of them') from error
+    ordered = _canonical(shape.sizes, shape.names, shape.types, shape.labels)  # batch dims first, as phiml prints
+    if ordered.names != shape.names:
+        native = backend.transpose(native, shape.indices(ordered.names))
+    return Dense(native, ordered, backend)
+
+
+def _dual_name(name: str) -> str:
+    if name.startswith('~'):
+        raise ValueError(f'jacobian() by an argument with the dual dim {name!r} is not offered: its column dim '
+                         f'would need a second dual prefix')
+    return '~' + name
 
 
 def custom_gradient(f: Callable, gradient: Callable, auxiliary_args: str = '') -> Callable:
