@@ -24,6 +24,7 @@ from ._elementwise import positional_tensor
 from ._kinds import Expanded, PartsKind
 from ._shape import Shape, _canonical, concat_shapes
 from ._tensor import ELEMENTWISE, NUMBER_TYPES, Dense, Op, Tensor, as_tensor, common_backend, content_hash, dispatch
+from ._tree import leaves as tree_leaves
 from ._tree import tree_map
 
 # While a jit-compiled function is being traced: the callbacks `when_available` defers to after the call
@@ -399,7 +400,7 @@ def _derivative(f: Callable, wrt, get_output: bool, kind: str) -> Callable:
             return backend.reshape(native, total.shape.non_batch.sizes), tuple(t._native for t in out_leaves)
         values = backend.jacobian(native_function, flat_positions, get_output,
                                   kind == 'gradient')(*_natives(leaves, backend))
-        if output['rows'] and any(hasattr(t, '_jit_parts') for name in wrt_names for t in _tensors(arguments[name])):
+        if output['rows'] and any(hasattr(t, '_jit_parts') for name in wrt_names for t in tree_leaves(arguments[name])):
             raise ValueError('jacobian() of an output with non-batch dims by a sparse tensor is not offered; '
                              'differentiate by a dense tensor (math.dense)')
         derivatives = iter(values[len(values) - len(flat_positions):])
@@ -411,12 +412,6 @@ def _derivative(f: Callable, wrt, get_output: bool, kind: str) -> Callable:
         outputs = values[:len(values) - len(flat_positions)]
         return _rebuilt(output['rebuild'], outputs, output['shapes'], output['backends']), result
     return derivative_function
-
-
-def _tensors(tree) -> list:
-    found = []
-    tree_map(lambda t: found.append(t) or t, tree)
-    return found
 
 
 def _derivative_tensor(native, rows: Shape, argument: Shape, backend: Backend) -> Dense:
