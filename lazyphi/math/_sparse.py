@@ -370,7 +370,6 @@ def _dot(tensors: Sequence[Tensor], params: tuple):
                    outside_handling='undefined')
 
 
-
 # --- the public functions ------------------------------------------------------------------------------
 
 def sparse_tensor(indices: Tensor | None, values, dense_shape: Shape, can_contain_double_entries=True,
@@ -590,7 +589,7 @@ def stored_indices(x: Tensor, list_dim=ENTRIES, index_dim=INDEX, invalid='discar
     inner = x
     while isinstance(inner, Expanded):
         inner = inner._inner
-    if isinstance(inner, SparseTensor):  # a lazily expanded dense tensor lists all its coordinates, as a dense one
+    if isinstance(inner, SparseTensor):  # its stored coordinates; a lazily expanded dense tensor lists all (below)
         x = inner
         labelled = index_dim.with_size(x._sparse_names)
         return rename_tensor_dims(x._indices, (x._entries, x._index_dim), merge_shapes(list_dim, labelled))

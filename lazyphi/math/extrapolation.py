@@ -70,8 +70,6 @@ def _binary_sides(op: Callable, a: Extrapolation, b: Extrapolation) -> Extrapola
     return _combined(sides, default)
 
 
-
-
 class _Sides(Extrapolation):
     """Extrapolations per dim and edge: `{dim: (lower, upper)}`; dims not listed use `default`."""
 
