@@ -1,5 +1,7 @@
 """Linear solves (`solve_linear` with a `Solve`) against `numpy.linalg.solve` of the same matrix, on every backend."""
 
+from dataclasses import dataclass
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -238,7 +240,7 @@ def test_a_function_of_native_arrays():
     np.testing.assert_allclose(sol, np.linalg.solve(laplace_matrix(6), b), rtol=1e-4)
     with pytest.raises(ValueError, match='same number of axes'):
         math.solve_linear(laplace_1d, b, Solve(x0=np.zeros((1, 6))))
-    with pytest.raises(TypeError, match='both be Tensors or both native'):
+    with pytest.raises(TypeError, match='both be Tensors, both native'):
         math.solve_linear(laplace_1d, b, Solve(x0=x0()))
 
 
@@ -377,7 +379,7 @@ def test_python_numbers_are_solved_as_native_scalars(method):
     x = math.solve_linear(lambda x: 2 * x, 84, Solve(method, 1e-5, x0=0))
     assert not isinstance(x, math.Tensor) and np.shape(x) == ()
     np.testing.assert_allclose(float(x), 42, rtol=1e-5)
-    with pytest.raises(TypeError, match='both be Tensors or both native'):
+    with pytest.raises(TypeError, match='both be Tensors, both native'):
         math.solve_linear(lambda x: 2 * x, 84, Solve(method, x0=math.tensor(0.)))
 
 
@@ -413,3 +415,62 @@ def test_a_diverging_recorded_solve_raises():
     y = math.ones(spatial(x=2)) * math.tensor([1, 2], spatial('x'))
     with math.SolveTape(record_trajectories=True), pytest.raises(Diverged):
         math.solve_linear(math.laplace, y, Solve('CG', 0, 1e-3, x0=math.zeros(spatial(x=2)), max_iterations=100))
+
+
+@dataclass(frozen=True)
+class Pair:
+    u: math.Tensor
+    v: math.Tensor
+
+
+def coupled(s: Pair) -> Pair:
+    """A symmetric positive definite system of two fields: u couples to v."""
+    return Pair(2 * s.u - math.laplace(s.u, padding=0) + s.v, 3 * s.v + s.u)
+
+
+@pytest.mark.parametrize('method', ['CG', 'biCG-stab', 'direct'])
+def test_trees_of_tensors_are_solved_as_one_system(method):
+    """phiml solves trees (PhiTreeNodes): here a dataclass of two fields, a tuple and a dict."""
+    y = Pair(tensor(Y[:, :4], batch('b'), spatial('x')), tensor(Y[:, 4:5].repeat(4, 1), batch('b'), spatial('x')))
+    x0 = Pair(math.zeros(spatial(x=4)), math.zeros(spatial(x=4)))
+    x = math.solve_linear(coupled, y, Solve(method, 1e-6, 1e-6, x0=x0))
+    assert isinstance(x, Pair) and x.u.shape.get_size('b') == 3
+    matrix = np.block([[2 * np.eye(4) - laplace_matrix(4), np.eye(4)], [np.eye(4), 3 * np.eye(4)]])
+    expected = np.linalg.solve(matrix, np.concatenate([y.u.numpy('b,x'), y.v.numpy('b,x')], 1).T).T
+    close(x.u, expected[:, :4])
+    close(x.v, expected[:, 4:])
+    pair = math.solve_linear(lambda t: (2 * t[0], 4 * t[1]), (tensor(2.), tensor([4., 8.], spatial('x'))),
+                             Solve(method, 1e-6, 1e-6, x0=(tensor(0.), math.zeros(spatial(x=2)))))
+    assert float(pair[0]) == pytest.approx(1, rel=1e-5)
+    close(pair[1], [1, 2], order='x')
+    named = math.solve_linear(lambda d: {'a': 4 * d['a']}, {'a': tensor([4., 8.], spatial('x'))},
+                              Solve(method, 1e-6, 1e-6, x0={'a': math.zeros(spatial(x=2))}))
+    close(named['a'], [1, 2], order='x')
+
+
+def test_trees_need_matching_leaves_and_a_function():
+    x0 = Pair(math.zeros(spatial(x=4)), math.zeros(spatial(x=4)))
+    y = Pair(math.ones(spatial(x=4)), math.ones(spatial(x=3)))
+    with pytest.raises(ValueError, match='f returned a tree of the non-batch shapes'):
+        math.solve_linear(coupled, y, Solve('CG', x0=x0))
+    with pytest.raises(TypeError, match='trees of Tensors are solved for a linear function'):
+        math.solve_linear(tensor(np.eye(4), spatial('x'), dual('x')), x0, Solve('CG', x0=x0))
+    with pytest.raises(TypeError, match='both trees of Tensors'):
+        math.solve_linear(coupled, x0, Solve('CG', x0=math.zeros(spatial(x=4))))
+
+
+def test_the_gradient_by_a_tree(backend):
+    if backend.name == 'numpy':
+        pytest.skip('NumPy has no automatic differentiation')
+    x0 = Pair(math.zeros(spatial(x=4)), math.zeros(spatial(x=4)))
+
+    def loss(y: Pair):
+        x = math.solve_linear(coupled, y, Solve('CG', 1e-6, 1e-6, x0=x0))
+        return math.l2_loss(x.u) + math.l2_loss(x.v)
+    y = Pair(math.to_float(tensor(Y[0, :4], spatial('x'))), math.to_float(tensor(Y[1, :4], spatial('x'))))
+    gradient = math.gradient(loss, 'y', get_output=False)(y)
+    matrix = np.block([[2 * np.eye(4) - laplace_matrix(4), np.eye(4)], [np.eye(4), 3 * np.eye(4)]])
+    flat = np.linalg.solve(matrix, np.concatenate([Y[0, :4], Y[1, :4]]))
+    expected = np.linalg.solve(matrix.T, flat)  # d/dy of |A^-1 y|^2 / 2
+    np.testing.assert_allclose(np.concatenate([gradient.u.numpy('x'), gradient.v.numpy('x')]), expected, rtol=1e-3,
+                               atol=1e-4)

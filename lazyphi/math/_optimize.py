@@ -24,17 +24,18 @@ from ..backend import DType, NoBackendFound, choose_backend, convert, get_precis
 from ._autodiff import compiling, custom_gradient, when_available
 from ._conversion import reshaped_native
 from ._creation import reshaped_tensor, wrap, zeros_like
-from ._dims import batch, channel, dual, merge_shapes, non_batch
+from ._dims import batch, channel, dual, instance, merge_shapes, non_batch
 from ._elementwise import where
 from ._layout import layout
 from ._linalg import matrix_from_function
-from ._magic_ops import expand, rename_dims, stack
+from ._magic_ops import concat, expand, pack_dims, rename_dims, stack, unpack_dim
 from ._natives import common_backend
 from ._ops import cast, is_finite, maximum, safe_div, sqrt, to_float, to_int32
 from ._reduce import all_, any_, max_, sum_
 from ._scipy_linear import NEEDS_MATRIX, PRECONDITIONERS, SCIPY_ITERATIVE, scipy_solve, status_message
 from ._shape import EMPTY_SHAPE, Shape
 from ._tensor import Dense, Tensor, as_tensor
+from ._tree import leaves as tree_leaves
 from ._tree import tree_map
 
 _ITERATIVE = ('auto', 'CG', 'CG-adaptive', 'biCG-stab', 'biCG-stab(1)')
@@ -368,6 +369,8 @@ def solve_linear(f, y, solve: Solve, *f_args, grad_for_f=False, f_kwargs: dict |
             system lacks (see `f`). Native arrays (or Python numbers) `y` and `solve.x0` give a native solution:
             with a native matrix `(*batch, N, N)` they are `(*batch, N)`, or `(*batch, N, K)` for `K`
             right-hand sides; a function receives them as tensors with the dims `batch0, ...` and `vector`.
+            Trees of tensors (dataclasses, tuples, dicts) `y` and `solve.x0` give a tree like `x0`: the function
+            receives a tree like `x0` and returns one whose leaves have the non-batch shapes of `y`'s.
         solve: the method, tolerances and initial guess `x0` (required).
         *f_args: further positional arguments of `f` (one tuple is spread out), not solved for.
         grad_for_f: also compute the gradient with respect to the matrix `f`, or with respect to the tensors among
@@ -400,8 +403,11 @@ def solve_linear(f, y, solve: Solve, *f_args, grad_for_f=False, f_kwargs: dict |
     if not isinstance(y, Tensor) and not isinstance(solve.x0, Tensor) and _is_native(y) and _is_native(solve.x0):
         return _solve_natives(f, y, solve, f_args, grad_for_f, f_kwargs)
     if not isinstance(y, Tensor) or not isinstance(solve.x0, Tensor):
-        raise TypeError(f'solve_linear(): y and Solve.x0 must both be Tensors or both native arrays or '
-                        f'numbers (trees are not offered), got {_type_name(y)} and {_type_name(solve.x0)}')
+        if isinstance(y, Tensor) or isinstance(solve.x0, Tensor) or _is_native(y) or _is_native(solve.x0) or \
+                not (tree_leaves(y) and tree_leaves(solve.x0)):
+            raise TypeError(f'solve_linear(): y and Solve.x0 must both be Tensors, both native arrays or numbers, or '
+                            f'both trees of Tensors, got {_type_name(y)} and {_type_name(solve.x0)}')
+        return _solve_trees(f, y, solve, f_args, grad_for_f, f_kwargs)
     if isinstance(f, Tensor):
         if not f.shape.dual:
             raise ValueError(f'solve_linear(): a matrix needs dual dims naming its columns (~x for the dim x of the '
@@ -446,6 +452,48 @@ def _is_native(value) -> bool:
         return choose_backend(value).is_tensor(value, True)
     except NoBackendFound:
         return False
+
+
+_ENTRIES = '_solve_entries'  # the instance dim along which the values of trees are listed for a solve
+
+
+def _solve_trees(f, y, solve: Solve, f_args: tuple, grad_for_f: bool, f_kwargs: dict):
+    """`solve_linear` of trees of Tensors (dataclasses, tuples, dicts, ...), answered with a tree shaped like `x0`.
+
+    The non-batch values of all leaves of `x0` are listed one after the other along one instance dim, and so are
+    those of `y`; the function receives a tree like `x0` and returns one whose leaves have the non-batch shapes of
+    `y`'s (in the same order), which is listed the same way.
+    """
+    if isinstance(f, Tensor) or not callable(f):
+        raise TypeError(f'solve_linear(): trees of Tensors are solved for a linear function, got {_type_name(f)}')
+    x_leaves, y_leaves = tree_leaves(solve.x0), tree_leaves(y)
+    batches = merge_shapes(*[t.shape.batch for t in x_leaves + y_leaves])
+
+    def listed(leaves: list) -> Tensor:
+        parts = [pack_dims(expand(t, batches), t.shape.non_batch, instance(_ENTRIES)) for t in leaves]
+        return parts[0] if len(parts) == 1 else concat(parts, _ENTRIES)
+
+    def tree_of(values: Tensor, templates: list, tree):
+        parts, start = [], 0
+        for template in templates:
+            size = template.shape.non_batch.volume
+            part = values[{_ENTRIES: slice(start, start + size)}]
+            parts.append(unpack_dim(part, _ENTRIES, template.shape.non_batch))
+            start += size
+        found = iter(parts)
+        return tree_map(lambda _: next(found), tree)
+
+    def listed_function(values: Tensor, *args, **kwargs) -> Tensor:
+        output = f(tree_of(values, x_leaves, solve.x0), *args, **kwargs)
+        out_leaves = tree_leaves(output)
+        if [t.shape.non_batch for t in out_leaves] != [t.shape.non_batch for t in y_leaves]:
+            raise ValueError(f'solve_linear(): f returned a tree of the non-batch shapes '
+                             f'{[t.shape.non_batch for t in out_leaves]}, but y has '
+                             f'{[t.shape.non_batch for t in y_leaves]}')
+        return listed(out_leaves)
+    x = solve_linear(listed_function, listed(y_leaves), _copy(solve, x0=listed(x_leaves)), *f_args,
+                     grad_for_f=grad_for_f, f_kwargs=f_kwargs)
+    return tree_of(x, x_leaves, solve.x0)
 
 
 def _solve_natives(f, y, solve: Solve, f_args: tuple, grad_for_f: bool, f_kwargs: dict):
