@@ -174,11 +174,27 @@ def test_bad_preconditioners_raise_value_errors():
         math.solve_linear(poisson, rhs(), Solve('biCG-stab', x0=x0(), preconditioner='ilu'))
 
 
-def test_a_function_returning_other_dims_than_y_raises_where_its_matrix_is_built():
-    y = math.tensor([2., 3.], math.channel('b_vec'))
-    x0 = math.tensor([0., 0.], math.channel('x_vec'))
-    with pytest.raises(ValueError, match='b_vec'):  # phiml carries b_vec through; lazyphi's CG does too
-        math.solve_linear(lambda x: x * 2, y, Solve('scipy-CG', x0=x0, preconditioner='ilu'))
+@pytest.mark.parametrize('method', ['scipy-CG', 'scipy-GMres', 'scipy-biCG-stab'])
+def test_phimls_linear_solves_notebook_cells_9_and_10_as_printed(method):
+    """y along `b_vec`, x0 along `x_vec`: each entry of `b_vec` is a system of its own (as batch entries for SciPy),
+    with the matrix of `x * (2, 1)` built for 'ilu', eagerly and inside `jit_compile`; phiml prints (1, 2, 1.5, 3)."""
+    def linear_function(x):
+        return x * (2, 1)
+    b = math.tensor([2, 3], math.channel('b_vec'))
+    x0 = math.tensor([0, 0], math.channel('x_vec'))
+    expected = [[1, 2], [1.5, 3]]
+    x = math.solve_linear(math.jit_compile_linear(linear_function), b, Solve(method, x0=x0, preconditioner='ilu'))
+    np.testing.assert_allclose(x.numpy('b_vec,x_vec'), expected, rtol=1e-5)
+    assert x.shape.get_type('b_vec') == 'channel'  # the dim's type comes back
+
+    @math.jit_compile
+    def jit_perform_solve(b):
+        return math.solve_linear(math.jit_compile_linear(linear_function), b, Solve(method, x0=x0,
+                                                                                    preconditioner='ilu'))
+    for _ in range(2):  # tracing, then compiled
+        np.testing.assert_allclose(jit_perform_solve(b).numpy('b_vec,x_vec'), expected, rtol=1e-5)
+    matrix_free = math.solve_linear(linear_function, b, Solve(method, x0=x0))
+    np.testing.assert_allclose(matrix_free.numpy('b_vec,x_vec'), expected, rtol=1e-5)
 
 
 @pytest.mark.parametrize('method', ['scipy-CG', 'scipy-GMres', 'scipy-biCG-stab'])

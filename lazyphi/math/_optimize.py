@@ -637,12 +637,15 @@ def _solved(y: Tensor, matrix: Tensor | None, f_args: tuple, solve: Solve, funct
     if solve.method in _DIRECT:
         result = _direct(matrix, y, solve)
     elif solve.method in SCIPY_ITERATIVE:
-        independent = (non_batch(y) & non_batch(solve.x0)).without(_system_dims(matrix, y, solve.x0, returns).names)
-        if independent:
-            raise ValueError(f'solve_linear(): the \'scipy-*\' methods take no dims of y {y.shape} or x0 '
-                             f'{solve.x0.shape} that the system lacks ({independent}); make them batch dims or use '
-                             f'\'CG\', \'biCG-stab\' or \'direct\', which solve them as independent systems')
-        result = _scipy_iterative(matrix, operator, y, solve)
+        system = _system_dims(matrix, y, solve.x0, returns)
+        independent = (non_batch(y) & non_batch(solve.x0)).without(system.names)
+        if independent:  # SciPy solves them as batch entries, one system each; x gets the dims' types back
+            as_batch = independent.as_type(batch)
+            y = expand(_retyped(y, independent, as_batch), system)  # y may reach the system's dims by broadcasting
+            result = _scipy_iterative(matrix, operator, y, _copy(solve, x0=_retyped(solve.x0, independent, as_batch)))
+            result.solve, result.x = solve, _retyped(result.x, as_batch, independent)
+        else:
+            result = _scipy_iterative(matrix, operator, y, solve)
     else:
         with np.errstate(all='ignore'):  # a diverging solve meets non-finite values; the result reports them
             x, result = _iterative(operator, y, solve, _system_dims(matrix, y, solve.x0, returns))
@@ -652,6 +655,12 @@ def _solved(y: Tensor, matrix: Tensor | None, f_args: tuple, solve: Solve, funct
     record(result)
     result.convergence_check(False)
     return x
+
+
+def _retyped(value: Tensor, old: Shape, new: Shape) -> Tensor:
+    """`value` with those of the dims `old` it has replaced by their counterparts in `new` (same order)."""
+    names = [n for n in old.names if n in value.shape.names]
+    return rename_dims(value, names, new[[old.names.index(n) for n in names]]) if names else value
 
 
 def _backward(inputs: dict, x: Tensor, dx: Tensor) -> dict:
