@@ -242,15 +242,7 @@ from ._ops import (
     to_int64,
     where,
 )
-from ._optimize import (
-    ConvergenceException,
-    Diverged,
-    NotConverged,
-    Solve,
-    SolveInfo,
-    SolveTape,
-    solve_linear,
-)
+from ._optimize import solve_linear
 from ._padding import (
     convolve,
     pad,
@@ -353,6 +345,14 @@ from ._shape import (
     NonUniform,
     Shape,
     ShapeDtype,
+)
+from ._solves import (
+    ConvergenceException,
+    Diverged,
+    NotConverged,
+    Solve,
+    SolveInfo,
+    SolveTape,
 )
 from ._sorting import (
     argmax,

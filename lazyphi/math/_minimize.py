@@ -1,5 +1,5 @@
 """Minimising a scalar function, `minimize`, and solving `f(x) = y` for a non-linear `f`, `solve_nonlinear`,
-configured by the same `Solve` as linear systems (`_optimize.py`) and reported by its `SolveInfo`.
+configured by the same `Solve` as linear systems and reported by a `SolveInfo` (`_solves.py`).
 
 The parameters (`x0`, a tensor or a tree of them) are laid out as one tensor per batch entry with a channel dim
 listing every value. Gradient descent is written with lazyphi operations and `gradient` on the backend's
@@ -25,21 +25,10 @@ from ._dims import batch, channel, merge_shapes, non_batch
 from ._elementwise import where
 from ._magic_ops import concat, expand, pack_dims, stack, unpack_dim, unstack
 from ._ops import cast, exp, is_finite, maximum, safe_div, sqrt, to_float, to_int32
-from ._optimize import (
-    TRAJECTORY,
-    Solve,
-    SolveInfo,
-    _copy,
-    _dot,
-    _per_entry,
-    _trajectory,
-    _typed,
-    _while,
-    record,
-    recording,
-)
+from ._optimize import _dot, _per_entry, _typed, _while
 from ._reduce import all_, any_, max_
 from ._shape import EMPTY_SHAPE
+from ._solves import TRAJECTORY, Solve, SolveInfo, _copy, _trajectory, record, recording
 from ._tensor import Tensor
 from ._tree import tree_map
 from ._vectors import l2_loss
