@@ -73,15 +73,14 @@ def run_on_client(client, graph: dict, keys: list, progress: bool | None, local:
             futures = client.get(_named(_renamed(remote, names, inputs.aliases(), done), f'lazyphi-{suffix}'),
                                  [names[k] for k in fetch], sync=False)
             LATE_RELEASE.release(client)
-            watch = _WorkerWatch(client, futures)
+            wait = _Wait(client, progress)
             try:
-                with watch, (_ClientProgress(client, futures) if progress is not False else contextlib.nullcontext()):
-                    values = client.gather(futures, direct=direct)
+                values = wait.gather(futures, direct)
                 LATE_RELEASE.hold(client, futures)
                 break
             except distributed.CancelledError:  # cancelled by the watch, or by the scheduler when inputs were lost
-                if watch.gave_up is not None:
-                    raise NoWorkers(watch.gave_up) from None
+                if wait.gave_up is not None:
+                    raise NoWorkers(wait.gave_up) from None
                 lost = inputs.lost()
                 if not lost or submission == RESUBMISSIONS:
                     client.cancel(futures)
@@ -276,37 +275,50 @@ class _Scattered:
         self.futures.clear()
 
 
-class _WorkerWatch:
-    """While a run waits, checks each second that the cluster has workers; cancels the run when it has had none
-    for too long, and says why in `gave_up`.
+class _Wait:
+    """A run's wait for its results, all of it on the client's event loop, in one call from here: no thread of its own.
 
-    Where the client's cluster object lives in this process, it tells whether workers are coming: an
-    adaptive cluster or jobs not yet started (wait as long as it takes), or only closed workers (as after
-    Ctrl-C killed a `LocalCluster`'s processes: give up at once). Otherwise nothing tells, and the run
-    waits `NO_WORKERS_TIMEOUT` seconds.
+    While the results are gathered, it checks each second that the cluster has workers, and cancels the run
+    when it has had none for too long (saying why in `gave_up`). Where the client's cluster object lives in this
+    process, it tells whether workers are coming: an adaptive cluster or jobs not yet started (wait as long as it
+    takes), or only closed workers (as after Ctrl-C killed a `LocalCluster`'s processes: give up at once).
+    Otherwise nothing tells, and the run waits `NO_WORKERS_TIMEOUT` seconds. Unless `progress` is False, a run
+    still going after `PROGRESS_AFTER` seconds shows distributed's progress display (`_bar`); nothing before.
     """
 
-    def __init__(self, client, futures: list):
+    def __init__(self, client, progress: bool | None):
         self.client = client
-        self.futures = futures
+        self.progress = progress
         self.gave_up: str | None = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._watch, name='lazyphi-worker-watch', daemon=True)
 
-    def __enter__(self):
-        self._thread.start()
-        return self
+    def gather(self, futures: list, direct: bool) -> list:
+        """The values of `futures`, fetched straight from the workers where `direct`, else through the scheduler."""
+        return self.client.sync(self._gather, futures, direct)
 
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.futures = None  # a resubmission must not find these futures' states (cancelled) still referenced
+    async def _gather(self, futures: list, direct: bool) -> list:
+        watch = asyncio.ensure_future(self._watch(futures))
+        gathering = asyncio.ensure_future(self.client.gather(futures, direct=direct, asynchronous=True))
+        bar = None
+        try:
+            if self.progress is not False:
+                done, _ = await asyncio.wait({gathering}, timeout=PROGRESS_AFTER)
+                # not for a run already cancelled: distributed's bar would wait for its tasks on the scheduler for ever
+                if not done and all(f.status in ('pending', 'finished') for f in futures):
+                    bar = asyncio.ensure_future(_bar(self.client, futures).listen())
+            return await gathering
+        finally:
+            watch.cancel()
+            if bar is not None:
+                # the bar's last update (100 %, or the error) comes right after the run's end; a cancelled run's never
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(bar, 1.0)
 
-    def _watch(self) -> None:
+    async def _watch(self, futures: list) -> None:
         since = None
-        while not self._stop.wait(1.0):
+        while True:
+            await asyncio.sleep(1.0)
             try:
-                workers = len(self.client.nthreads())
+                workers = len(await self.client.nthreads(asynchronous=True))
             except Exception as err:  # a closing client: the run fails on its own
                 LOG.debug('Cannot ask the scheduler for its workers: %s', err)
                 return
@@ -322,7 +334,7 @@ class _WorkerWatch:
                 self.gave_up = (f'the Dask cluster at {self.client.scheduler.address} has no workers {why}; start '
                                 f'or scale it again and rerun (blocks already written to cache_dir stay there)')
                 with contextlib.suppress(Exception):
-                    self.client.cancel(self.futures)
+                    await self.client.cancel(futures, asynchronous=True)
                 return
 
 
@@ -346,54 +358,25 @@ def _status(worker) -> str:
     return getattr(status, 'name', str(status))
 
 
-class _ClientProgress:
-    """Distributed's progress display for a run, once it has taken `PROGRESS_AFTER` seconds (nothing before).
+def _bar(client, futures: list):
+    """Distributed's progress display of `futures`, made on the client's event loop, listening there.
 
     In a Jupyter kernel with ipywidgets, a widget with a bar per task group, displayed here; elsewhere a text bar.
-    Either listens to the scheduler on the client's event loop, never in this thread: `distributed.progress`
-    blocks in its text bar (and waits for ever where the run's tasks were cancelled before it started), and
-    leaves its widget undisplayed, to be updated by the notebook's event loop, which a running cell blocks.
+    Never in the calling thread: `distributed.progress` blocks in its text bar (and waits for ever where the run's
+    tasks were cancelled before it started), and leaves its widget undisplayed, to be updated by the notebook's
+    event loop, which a running cell blocks.
     """
+    from distributed.diagnostics.progressbar import MultiProgressWidget, TextProgressBar
+    from distributed.utils import is_kernel
 
-    def __init__(self, client, futures: list):
-        self.client = client
-        self.futures = futures
-        self.running = None
+    address = client.scheduler.address
+    if is_kernel() and _has_widgets():
+        from IPython.display import display
 
-    def __enter__(self):
-        import distributed  # loaded: a client exists
-
-        try:
-            distributed.wait(self.futures, timeout=PROGRESS_AFTER)
-        except TimeoutError:
-            # not for a run already cancelled: distributed's bar would wait for its tasks on the scheduler for ever
-            if all(f.status in ('pending', 'finished') for f in self.futures):
-                self.running = asyncio.run_coroutine_threadsafe(self._listen(), self.client.loop.asyncio_loop)
-        return self
-
-    async def _listen(self):
-        await self._bar().listen()
-
-    def _bar(self):
-        from distributed.diagnostics.progressbar import MultiProgressWidget, TextProgressBar
-        from distributed.utils import is_kernel
-
-        address = self.client.scheduler.address
-        if is_kernel() and _has_widgets():
-            from IPython.display import display
-
-            bar = MultiProgressWidget(self.futures, scheduler=address, complete=True, group_by='prefix')
-            display(bar.widget)
-            return bar
-        return TextProgressBar(self.futures, scheduler=address, complete=True, start=False, loop=self.client.loop)
-
-    def __exit__(self, *exc) -> None:
-        if self.running is not None:
-            try:  # the bar's last update (100 %, or the error) comes right after the run's end
-                self.running.result(timeout=1.0)
-            except Exception:  # still waiting on the scheduler (a cancelled run): stop listening
-                self.running.cancel()
-        self.futures = None
+        bar = MultiProgressWidget(futures, scheduler=address, complete=True, group_by='prefix')
+        display(bar.widget)
+        return bar
+    return TextProgressBar(futures, scheduler=address, complete=True, start=False, loop=client.loop)
 
 
 def _has_widgets() -> bool:
