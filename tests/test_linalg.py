@@ -195,12 +195,81 @@ def test_the_matrix_and_bias_of_an_affine_function_give_its_values_back(backend)
 
     u = math.tensor(RNG.normal(size=(2, 6, 4)), batch('b'), spatial('x'), channel('vector'))
     matrix, bias = math.matrix_from_function(affine, u, 3., offset=offset, debug_checks=True)
-    assert set(dual(matrix).names) == {'~x', '~vector'} and set(matrix.shape.names) - set(dual(matrix).names) == \
-        {'b', 'x', 'c'}
+    # one sparse matrix for every batch entry, as phiml's; the bias has the batch dims of the input
+    assert math.is_sparse(matrix) and set(dual(matrix).names) == {'~x', '~vector'}
+    assert set(matrix.shape.names) - set(dual(matrix).names) == {'x', 'c'} and set(bias.shape.names) == {'b', 'x', 'c'}
     math.assert_close(matrix @ u + bias, affine(u, 3., offset), rel_tolerance=1e-4, abs_tolerance=1e-4)
     # the matrix acts on any input of that shape: it depends on the function only
     other = math.tensor(RNG.normal(size=(2, 6, 4)), batch('b'), spatial('x'), channel('vector'))
     math.assert_close(matrix @ other + bias, affine(other, 3., offset), rel_tolerance=1e-4, abs_tolerance=1e-4)
+
+
+def _laplace_matrix(nx: int, ny: int) -> np.ndarray:
+    """The 5-point Laplace stencil with zero boundaries on an nx x ny grid, rows and columns in row-major order."""
+    def second_differences(n):
+        return np.diag(np.full(n, -2.)) + np.diag(np.ones(n - 1), 1) + np.diag(np.ones(n - 1), -1)
+    return np.kron(second_differences(nx), np.eye(ny)) + np.kron(np.eye(nx), second_differences(ny))
+
+
+def test_matrix_from_function_of_a_stencil_is_sparse_and_built_from_bounded_batches_of_basis_vectors(backend,
+                                                                                                     monkeypatch):
+    from lazyphi.math import _linalg
+    monkeypatch.setattr(_linalg, '_PROBED_VALUES', 200)  # 200 // 48 = 4 basis vectors per call
+    probed = []
+
+    def laplace(x):
+        probed.append(x.shape.volume)
+        return math.laplace(x, padding=0)
+    x = math.random_normal(batch(b=2), spatial(x=6, y=8))
+    matrix, bias = math.matrix_from_function(laplace, x)
+    assert math.is_sparse(matrix) and math.get_format(matrix) == 'coo'
+    assert matrix.shape == spatial(x=6, y=8) & dual(x=6, y=8) and bias.shape == x.shape
+    expected = _laplace_matrix(6, 8)
+    assert math.stored_values(matrix).shape.volume == np.count_nonzero(expected)
+    np.testing.assert_allclose(math.dense(matrix).numpy('x,y,~x,~y').reshape(48, 48), expected)
+    assert max(probed) <= 200 and len(probed) > 12  # never the whole identity at once
+    math.assert_close(matrix @ x + bias, math.laplace(x, padding=0), abs_tolerance=1e-5)
+    compressed, _ = math.matrix_from_function(laplace, x, auto_compress=True)
+    assert math.get_format(compressed) == 'csr'
+    math.assert_close(math.dense(compressed), math.dense(matrix))
+
+
+def test_matrix_from_function_agrees_with_phiml_on_a_grid_operator(backend):
+    phiml = pytest.importorskip('phiml.math')
+
+    def operator(m, x):
+        shifted = m.shift(x, (1,), 'x', padding=0, stack_dim=None)[0]
+        return m.laplace(x, padding=m.extrapolation.PERIODIC) - 0.5 * shifted
+    values = RNG.normal(size=(5, 4))
+    matrix, _ = math.matrix_from_function(lambda x: operator(math, x), math.tensor(values, spatial('x,y')))
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')  # phiml's tracer warns about its own internals
+        expected, _ = phiml.matrix_from_function(lambda x: operator(phiml, x),
+                                                 phiml.tensor(values, phiml.spatial('x,y')))
+    expected = phiml.dense(expected).numpy('x,y,~x,~y')
+    np.testing.assert_allclose(math.dense(matrix).numpy('x,y,~x,~y'), expected, atol=1e-6)
+    assert math.stored_values(matrix).shape.volume == np.count_nonzero(expected)  # the nonzero entries only
+
+
+def test_a_function_whose_matrix_differs_per_batch_entry_gives_a_dense_matrix_per_entry(backend):
+    scale = math.tensor([2., 3.], batch('b'))
+    matrix, _ = math.matrix_from_function(lambda x: x * scale, math.ones(spatial(x=3)))
+    assert not math.is_sparse(matrix) and set(matrix.shape.names) == {'b', 'x', '~x'}
+    np.testing.assert_allclose(matrix.numpy('b,x,~x'), [2 * np.eye(3), 3 * np.eye(3)])
+
+
+def test_derivatives_reach_the_other_arguments_through_the_sparse_matrix(backend):
+    if backend.name == 'numpy':
+        pytest.skip('NumPy has no automatic differentiation')
+
+    def total(weight):
+        matrix, _ = math.matrix_from_function(lambda x, w: math.laplace(x, padding=0) * w, math.ones(spatial(x=4)),
+                                              weight)
+        return math.sum(math.dense(matrix) ** 2)
+    weight = math.tensor(1.5)
+    value, derivative = math.gradient(total, 'weight', get_output=True)(weight)
+    squares = 4 * 2 ** 2 + 6  # the 1-D stencil: -2 on the diagonal, 1 beside it
+    assert abs(float(value) - squares * 1.5 ** 2) < 1e-4 and abs(float(derivative) - 2 * squares * 1.5) < 1e-4
 
 
 def test_debug_checks_catch_a_function_that_is_not_affine(backend):

@@ -10,7 +10,7 @@ takes rows of non-uniform length too: the rows of all slices form one matrix, wh
 again. `matrix_rank` counts the singular values above NumPy's tolerance; `with_diagonal` is a `where` on the
 positions whose row and column numbers agree. `factor_ilu` runs its fixed-point sweeps as tensor operations
 (masks from the row and column numbers, one `dot` per sweep), so every backend and the tracer take part.
-`matrix_from_function` only calls the function, on the identity and on zeros.
+`matrix_from_function` only calls the function, on basis vectors and on zeros.
 """
 
 from __future__ import annotations
@@ -23,15 +23,19 @@ import warnings
 import numpy as np
 
 from ..backend import DType, convert, get_precision
+from ._autodiff import compiling
 from ._compare import always_close
 from ._conversion import reshaped_native
 from ._convert import convert as convert_tensors
-from ._creation import random_normal, range_tensor, reshaped_tensor, zeros_like
+from ._convert import to_backend
+from ._creation import random_normal, range_tensor, reshaped_tensor, wrap, zeros_like
 from ._dims import batch, channel, instance, merge_shapes, non_batch, parse_dim_spec
-from ._magic_ops import expand, rename_dims, stack, unstack
+from ._gather_scatter import gather
+from ._magic_ops import concat, expand, rename_dims, stack, unstack
 from ._ops import abs_, cast, safe_div, sqrt, to_float, where
 from ._reduce import max_, sum_
 from ._shape import EMPTY_SHAPE, Shape
+from ._sparse import SparseTensor, to_format
 from ._structure import transpose
 from ._tensor import Tensor, as_tensor, dims_in
 from ._vectors import dot
@@ -40,6 +44,7 @@ SINGULAR = channel('singular')  # the latent dim of `svd` by default
 EIGENVALUES = channel('eigenvalues')  # the dim listing the results of `eigenvalues` by default
 _INNER = '_ilu_inner_'  # prefix of the dims a sweep of `factor_ilu` sums over
 _COLUMN = '_column_of_'  # prefix of the batch dims numbering the basis vectors in `matrix_from_function`
+_PROBED_VALUES = 2 ** 20  # `matrix_from_function` applies the function to at most this many values of basis vectors
 
 
 def svd(x, feature_dim=channel, list_dim=None, latent_dim=SINGULAR, full_matrices: bool = False):
@@ -320,23 +325,27 @@ def matrix_from_function(f, *args, auxiliary_args: str | None = None, auto_compr
                          target_backend=None, debug_checks: bool = False, **kwargs) -> tuple[Tensor, Tensor]:
     """The matrix and bias of `f`, a function affine in one tensor argument: `f(x) = matrix @ x + bias`.
 
-    The matrix is dense: it is `f` applied to the identity (one basis vector per element of `x`, numbered by
-    batch dims of their own, which `f` maps like any batch dim) minus the bias, `f` applied to zeros; the
-    numbering dims then become the dual dims `~d` of the non-batch dims `d` of the input. Its other dims are
-    those of the output, batch dims included (a matrix per batch entry), so `matrix @ x + bias` equals `f(x)`.
-    A function that also acts on those numbering dims (a reduction over `non_spatial`, say) gives a matrix
-    that fails this check on a random input, and one that cannot take them (building a tensor from the
-    input's whole shape) raises; then `f` is applied to the basis vectors one at a time instead.
-    It takes memory for every pair of input and output elements (phiml builds a sparse matrix).
+    The matrix's columns are the dual dims `~d` of the non-batch dims `d` of `x`, its rows the dims of `f`'s
+    output; the bias is `f` at zeros. Where the values are at hand (not while a compiler traces), the matrix is
+    sparse, as phiml's: `f` is applied to the basis vectors (one per element of `x`) a batch at a time, at most
+    2^20 values per call, and the nonzero entries of its outputs are kept. The memory this takes is bounded;
+    the time grows with the number of input times output elements (phiml traces `f` once instead). The basis
+    vectors have no batch dims: the matrix is one for all batch entries of `x`, and has batch dims only where `f`
+    gives them even so (an argument with batch dims: a matrix per entry); then, and while a compiler traces, the
+    matrix is dense: `f` of the whole identity, its basis vectors numbered by batch dims of their own, which `f`
+    maps like any batch dim.
+    A function that also acts on the numbering dims (a reduction over `non_spatial`, say) gives a matrix that
+    fails a check on a random input, and one that cannot take them (building a tensor from the input's whole
+    shape) raises; then `f` is applied to the basis vectors one at a time instead, and the matrix is dense.
 
     Args:
-        f: the function; it is called three times with keyword arguments (once more with `debug_checks`), and
-            once per element of `x` more where it acts on the numbering dims.
+        f: the function, called with keyword arguments: on zeros, on batches of basis vectors, on a random input
+            (once more with `debug_checks`), and once per element of `x` where it acts on the numbering dims.
         *args: the arguments of `f`, by position; with `**kwargs`, exactly one of those not named in
             `auxiliary_args` must be a tensor: the one `f` is affine in.
         auxiliary_args: comma-separated names of the parameters `f` is not affine in, passed on as given;
             None: all but the first.
-        auto_compress: accepted for phiml's signature; the matrix is dense.
+        auto_compress: a sparse matrix in the format 'csr' (rows sorted) instead of coordinates ('coo').
         target_backend: the backend (or its name) of the matrix and bias; None: where `f` computes them.
         debug_checks: also call `f(x)` and raise `ValueError` where it differs from `matrix @ x + bias`
             (`f` is not affine in `x`).
@@ -371,11 +380,17 @@ def matrix_from_function(f, *args, auxiliary_args: str | None = None, auto_compr
         one = range_tensor(columns.only(dim)) == range_tensor(numbering.only(column))
         identity = one if identity is None else identity & one
     dtype = x.dtype if x.dtype.kind in (float, complex) else DType(float, get_precision())
-    basis = expand(cast(identity if identity is not None else True, dtype), x.shape.batch)
+    basis = cast(identity if identity is not None else True, dtype)
     bias = f(**{**given, name: zeros_like(x)})
-    matrix = _all_columns(f, given, name, basis, bias, numbering, columns)
+    # f at zeros without the batch dims of x, subtracted from its values at the basis vectors (which have none)
+    origin = f(**{**given, name: zeros_like(x[{d: 0 for d in x.shape.batch.names}])}) if x.shape.batch else bias
+    matrix = _sparse_columns(f, given, name, x, origin, dtype) if columns and not compiling() and x.available else None
+    if matrix is not None and _represents(matrix, bias, f, given, name, x, dtype):
+        matrix = to_format(matrix, 'csr') if auto_compress else matrix
+    else:
+        matrix = _all_columns(f, given, name, basis, origin, numbering, columns)
     if columns and (matrix is None or not _represents(matrix, bias, f, given, name, x, dtype)):
-        matrix = stack([f(**{**given, name: vector}) - bias for vector in unstack(basis, numbering)],
+        matrix = stack([f(**{**given, name: vector}) - origin for vector in unstack(basis, numbering)],
                        columns.as_dual())
     if debug_checks:
         expected, found = f(**given), matrix @ x + bias
@@ -386,6 +401,48 @@ def matrix_from_function(f, *args, auxiliary_args: str | None = None, auto_compr
     if target_backend is not None:
         matrix, bias = convert_tensors(matrix, target_backend), convert_tensors(bias, target_backend)
     return matrix, bias
+
+
+def _sparse_columns(f, given: dict, name: str, x: Tensor, origin: Tensor, dtype: DType) -> Tensor | None:
+    """The matrix of `f` as a sparse tensor of coordinates, from `f` applied to the basis vectors a batch at a time
+    (`_PROBED_VALUES` values per call at most), keeping the nonzero entries of each batch.
+
+    The basis vectors have no batch dims of `x` (nor has `origin`, `f` at zeros without them): the matrix is the
+    same for every batch entry. Where `f` gives batch dims even so (an argument with batch dims, a matrix per
+    entry), or cannot take the dim numbering the vectors, None: the caller builds the dense matrix. Which entries
+    are nonzero is read on the host; their values are gathered from `f`'s output, so derivatives with respect to
+    the other arguments of `f` flow through them.
+    """
+    columns = x.shape.non_batch
+    backend = x._dense().backend
+    rows = origin.shape
+    if rows.batch or rows.dual or not origin.available:
+        return None
+    count, size = columns.volume, max(columns.volume, rows.volume)
+    step = max(1, _PROBED_VALUES // size)
+    numbering = batch(_COLUMN)
+    coordinates, values = [], []
+    for start in range(0, count, step):
+        stop = min(start + step, count)
+        identity = np.zeros((stop - start, count))
+        identity[np.arange(stop - start), np.arange(start, stop)] = 1
+        probe = cast(reshaped_tensor(convert(identity, backend), [numbering.with_size(stop - start), columns],
+                                     convert=False), dtype)
+        try:
+            output = f(**{**given, name: probe}) - origin
+        except (ValueError, TypeError, KeyError):  # f cannot take the numbering dim
+            return None
+        if set(output.shape.names) != {_COLUMN, *rows.names} or not output.available:
+            return None
+        found = np.stack(np.nonzero(output.numpy([_COLUMN, *rows.names])), -1)
+        values.append(gather(output, wrap(found, instance('entries'), channel(index=(_COLUMN, *rows.names)))))
+        found[:, 0] += start
+        coordinates.append(found)
+    found = np.concatenate(coordinates)
+    listed = np.concatenate([found[:, 1:], np.stack(np.unravel_index(found[:, 0], columns.sizes), -1)], 1)
+    indices = wrap(listed, instance('entries'), channel(index=(*rows.names, *columns.as_dual().names)))
+    return SparseTensor(to_backend(indices, backend), concat(values, 'entries') if len(values) > 1 else values[0],
+                        merge_shapes(rows, columns.as_dual()), unique=True)
 
 
 def _all_columns(f, given: dict, name: str, basis: Tensor, bias: Tensor, numbering: Shape, columns: Shape):

@@ -1,6 +1,5 @@
 """`jit_compile_linear` and the `LinearFunction` it returns: a function compiled like `jit_compile` that also
-lays itself out as a matrix (and bias) at given arguments, by `matrix_from_function`: a dense matrix, where
-phiml traces a sparse one."""
+lays itself out as a matrix (and bias) at given arguments, by `matrix_from_function`."""
 
 from __future__ import annotations
 
@@ -17,7 +16,7 @@ class LinearFunction(JitFunction):
     """A function linear (or affine) in its first argument, compiled like `jit_compile` (see `jit_compile_linear`).
 
     Calling it runs the compiled version; `sparse_matrix` and `sparse_matrix_and_bias` give its matrix at given
-    arguments. The matrix is dense (`matrix_from_function`), built anew at each call of those methods.
+    arguments, built by `matrix_from_function` anew at each call of those methods.
     """
 
     def __init__(self, f: Callable, auxiliary_args: str | None, forget_traces: bool):
@@ -28,9 +27,9 @@ class LinearFunction(JitFunction):
     def sparse_matrix(self, *args, **kwargs) -> Tensor:
         """The matrix `M` with `f(x) = M @ x` at these arguments (the first tensor is `x`; its values do not matter).
 
-        The matrix is dense, unlike phiml's sparse one: its rows are the dims of the output and its columns the
-        dual dims `~d` of the non-batch dims `d` of `x`; the batch dims of `x` and of the other arguments stay (a
-        matrix per batch entry).
+        Its rows are the dims of the output and its columns the dual dims `~d` of the non-batch dims `d` of `x`;
+        sparse where values are at hand, dense with batch dims where the other arguments make it differ per batch
+        entry (see `matrix_from_function`).
 
         Raises:
             ValueError: the function is affine, not linear (`f(0)` is not exactly zero); use
@@ -46,8 +45,7 @@ class LinearFunction(JitFunction):
     def sparse_matrix_and_bias(self, *args, **kwargs) -> tuple[Tensor, Tensor]:
         """The matrix `M` and bias `b` with `f(x) = M @ x + b` at these arguments (the first tensor is `x`).
 
-        Built by `matrix_from_function`: the matrix is dense (see `sparse_matrix`); the bias is `f` at zeros,
-        shaped like the output.
+        Built by `matrix_from_function` (see `sparse_matrix`); the bias is `f` at zeros, shaped like the output.
         """
         return matrix_from_function(self.f, *args, auxiliary_args=self.matrix_auxiliary_args, **kwargs)
 
@@ -60,8 +58,8 @@ def jit_compile_linear(f: Callable | None = None, auxiliary_args: str | None = N
     """`jit_compile` for a function that is linear in its first argument: a `LinearFunction`.
 
     Calling it runs `f` compiled like `jit_compile`; `solve_linear` calls it like any function (or builds its
-    dense matrix where a method needs one). Its `sparse_matrix` and `sparse_matrix_and_bias` give the function's
-    matrix, dense in lazyphi (phiml traces a sparse one). Usable as `@jit_compile_linear` or
+    matrix where a method needs one). Its `sparse_matrix` and `sparse_matrix_and_bias` give the function's
+    matrix (`matrix_from_function`). Usable as `@jit_compile_linear` or
     `@jit_compile_linear(...)`.
 
     Args:

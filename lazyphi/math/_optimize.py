@@ -113,11 +113,13 @@ def solve_linear(f, y, solve: Solve, *f_args, grad_for_f=False, f_kwargs: dict |
         raise TypeError(f'solve_linear(): f must be a linear function or a matrix Tensor, got {type(f).__name__}')
     if (y.dtype.kind is complex) or (solve.x0.dtype.kind is complex):
         raise ValueError('solve_linear(): complex systems are not offered; solve real and imaginary parts apart')
-    # a dense matrix (phiml builds a sparse one) for the direct methods, and to differentiate by the function's
-    # arguments through its entries
+    # the function's matrix (sparse where its values are at hand, as phiml's) for the direct methods, and to
+    # differentiate by the function's arguments through its entries
     if matrix is None and (solve.method in _DIRECT or solve.method in NEEDS_MATRIX or solve.preconditioner is not None
                            or grad_for_f or (solve.method in SCIPY_ITERATIVE and not _on_host(y, solve.x0))):
         matrix, bias = matrix_from_function(_operator(None, f_args, f, f_kwargs), solve.x0)
+        # differentiated by its entries, the matrix is dense: the solve's custom gradient gives a dense one's
+        matrix = matrix._dense() if grad_for_f else matrix
         y = _named_as_rows(matrix, y) - bias
     function = None if matrix is not None else f
     known = None
