@@ -5,8 +5,9 @@ their state is handed to the backend's `while_loop` as natives laid out in fixed
 JAX and TensorFlow all run them (JAX and TensorFlow inside their compiled loops where the values are traced).
 Each batch entry stops on its own: an entry that converged or diverged keeps its state while the others go on.
 The direct method lays the matrix out as one per batch entry (`reshaped_native`) and hands it to the backend's
-`matrix_solve_least_squares`. Gradients flow through a solve by implicit differentiation: the backward pass
-solves the transposed system (for a function, the same one, assumed symmetric) with `Solve.gradient_solve`.
+`matrix_solve_least_squares`, except a sparse matrix at hand shared by all entries, which SciPy factors on the
+host. Gradients flow through a solve by implicit differentiation: the backward pass solves the transposed system
+(for a function, the same one, assumed symmetric) with `Solve.gradient_solve`.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from ._magic_ops import concat, expand, pack_dims, rename_dims, stack, unpack_di
 from ._natives import common_backend
 from ._ops import cast, is_finite, maximum, safe_div, sqrt, to_float, to_int32
 from ._reduce import any_, max_, sum_
-from ._scipy_linear import NEEDS_MATRIX, SCIPY_ITERATIVE, scipy_solve, status_message
+from ._scipy_linear import NEEDS_MATRIX, SCIPY_ITERATIVE, SparseDirect, host_matrix, scipy_solve, status_message
 from ._shape import EMPTY_SHAPE, Shape
 from ._solves import Solve, SolveInfo, _copy, _trajectory, record, recording
 from ._tensor import Dense, Tensor, as_tensor
@@ -44,10 +45,18 @@ _SWAP = '_solve_transposed_'  # prefix of the temporary names while the rows and
 def solve_linear(f, y, solve: Solve, *f_args, grad_for_f=False, f_kwargs: dict | None = None, **f_kwargs_):
     """The solution `x` of the linear system `f(x) = y`.
 
+    'direct' and 'scipy-direct' solve each batch entry exactly (least squares where the matrix is singular). A
+    dense matrix, or a function's matrix, is solved by the backend's dense least-squares solver, on its device. A
+    sparse matrix whose indices and values are at hand (not traced inside `jit_compile`) and that has no batch dims
+    is never laid out densely: SciPy factors it once on the host (`scipy.sparse.linalg.splu`, or `lsqr` per entry
+    where the factor is singular or the matrix not square) and solves all entries with it, in float64; the solution
+    has the backend and dtype of `x0`.
+
     The 'scipy-*' methods run `scipy.sparse.linalg` on the host, one system per batch entry, in float64 (a matrix
-    as is; a function through a `LinearOperator` that calls it; for 'scipy-biCG', 'scipy-QMR', 'scipy-lsqr', with
-    `preconditioner='ilu'` and inside `jit_compile` through its dense matrix from `matrix_from_function`). They take
-    `rel_tol` and `abs_tol` as SciPy's `rtol` and `atol` ('scipy-lsqr': `rel_tol` as its `atol` and `btol`,
+    as is, a sparse one at hand without batch dims as one `scipy.sparse` matrix for all entries, its 'ilu' factors
+    computed once; a function through a `LinearOperator` that calls it; for 'scipy-biCG', 'scipy-QMR', 'scipy-lsqr',
+    with `preconditioner='ilu'` and inside `jit_compile` through its dense matrix from `matrix_from_function`). They
+    take `rel_tol` and `abs_tol` as SciPy's `rtol` and `atol` ('scipy-lsqr': `rel_tol` as its `atol` and `btol`,
     `abs_tol` unused) and count the iterations by SciPy's callback; the solution has the backend and dtype of `x0`.
     Inside `jit_compile` SciPy runs in a host callback of the compiled program (the backend's `numpy_call`), and
     `NotConverged` / `Diverged` are raised once the compiled function has returned.
@@ -595,7 +604,8 @@ def _per_entry(message: Callable, shape: Shape) -> Tensor:
 
 
 def _direct(matrix: Tensor, y: Tensor, solve: Solve) -> SolveInfo:
-    """A dense solve per batch entry by the backend's least-squares solver (exact for an invertible matrix)."""
+    """A solve per batch entry: of one sparse matrix at hand by SciPy's sparse LU on the host (`SparseDirect`),
+    else densely by the backend's least-squares solver (exact for an invertible matrix)."""
     y, x0 = to_float(y), to_float(solve.x0)
     matrix = to_float(matrix)
     columns = x0.shape.non_batch
@@ -606,11 +616,23 @@ def _direct(matrix: Tensor, y: Tensor, solve: Solve) -> SolveInfo:
     rows = matrix.shape.non_batch.without(matrix.shape.dual.names)
     independent = (non_batch(y) & non_batch(x0)).without(rows.names).without(columns.names)
     batches = merge_shapes(batch(matrix), batch(y), batch(x0), independent)
-    native_matrix = reshaped_native(expand(matrix, batches), [batches, rows, columns.as_dual()])
-    native_y = reshaped_native(expand(y, batches), [batches, rows, ()])
-    backend = common_backend([matrix._dense(), y._dense()])
-    solution = backend.matrix_solve_least_squares(convert(native_matrix, backend), convert(native_y, backend))[0]
-    x = reshaped_tensor(solution[..., 0], [batches, columns], convert=False)
+    shared = host_matrix(matrix, rows, columns.as_dual())
+    if shared is not None:  # factored once here; the entries are solved on the host, also from a compiled program
+        solver = SparseDirect(shared)
+        backend = common_backend([y._dense(), x0._dense()])
+        # SciPy's solution carries no derivatives: solve_linear's custom gradient differentiates the solve
+        native_y = backend.stop_gradient(convert(reshaped_native(expand(y, batches), [batches, rows]), backend))
+        solution = backend.numpy_call(solver, (batches.volume, columns.volume), x0.dtype, native_y)
+        method = f'lazyphi direct ({solver.method})'
+    else:
+        native_matrix = reshaped_native(expand(matrix, batches), [batches, rows, columns.as_dual()])
+        native_y = reshaped_native(expand(y, batches), [batches, rows, ()])
+        backend = common_backend([matrix._dense(), y._dense()])
+        solution = backend.matrix_solve_least_squares(convert(native_matrix, backend), convert(native_y, backend))[0]
+        solution = solution[..., 0]
+        method = 'lazyphi direct (least squares)'
+    x = reshaped_tensor(solution, [batches, columns], convert=False)
+    x = x if shared is None or x.dtype == x0.dtype else cast(x, x0.dtype)  # NumPy's numpy_call keeps SciPy's float64
     residual = y - matrix @ x
     norm = sqrt(_dot(residual, residual))
     limit = maximum(solve.rel_tol * sqrt(_dot(y, y)), solve.abs_tol)
@@ -625,7 +647,7 @@ def _direct(matrix: Tensor, y: Tensor, solve: Solve) -> SolveInfo:
         return f'norm(residual)={norms[index]:.3g}' if flags[index] else \
             f'Direct solution does not satisfy tolerance: norm(residual)={norms[index]:.3g}'
     msg = _per_entry(message, converged.shape)
-    return SolveInfo(solve, x, residual, none, none, converged, ~converged, 'lazyphi direct (least squares)', msg, 0.)
+    return SolveInfo(solve, x, residual, none, none, converged, ~converged, method, msg, 0.)
 
 
 # --- SciPy's iterative methods --------------------------------------------------------------

@@ -1,5 +1,6 @@
 """The 'scipy-*' iterative methods of `solve_linear`: `scipy.sparse.linalg` run on the host, one system per
-batch entry, and the 'ilu' preconditioner they take (`scipy.sparse.linalg.spilu` of the dense matrix).
+batch entry, and the 'ilu' preconditioner they take (`scipy.sparse.linalg.spilu`); also the host part of the
+direct methods for sparse matrices (`SparseDirect`: `scipy.sparse.linalg.splu`).
 
 SciPy works on float64 NumPy arrays. A matrix goes to it through the backend's `numpy_call` (NumPy and torch call
 the host code directly, JAX through `jax.pure_callback`, TensorFlow through `tf.numpy_function`), so these methods
@@ -8,10 +9,15 @@ gets back arrays of known shapes (the solutions, residuals, iteration counts, co
 codes). A linear function with values at hand is applied on the host instead, through a `LinearOperator` that calls
 it on the backend; while a compiler traces, the caller first builds the function's matrix in the traced program.
 The solution goes back to the backend and dtype of the initial guess.
+
+A sparse matrix whose indices and values are at hand and that has no batch dims (one matrix for all entries)
+goes to SciPy as one `scipy.sparse.csr_matrix` (`host_matrix`), built once on the host and never laid out densely;
+the compiled program (or the eager call) then hands only `y`, `x0` and the tolerances to the host.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import numpy as np
@@ -24,6 +30,8 @@ from ._dims import batch, merge_shapes, non_batch
 from ._magic_ops import expand
 from ._natives import common_backend
 from ._ops import cast
+from ._shape import Shape
+from ._sparse import SparseTensor, stored_indices, stored_values
 from ._tensor import Tensor
 
 # lazyphi's name -> the name of the function in scipy.sparse.linalg
@@ -47,6 +55,8 @@ def scipy_solve(method: str, matrix: Tensor | None, operator: Callable, y: Tenso
     `converged`, `diverged` and `status`, SciPy's status code (see `status_message`).
     """
     columns, rows = non_batch(x0), non_batch(y)
+    if set(columns.names) == set(rows.names):  # in the rows' order, so that a symmetric matrix stays symmetric
+        columns = columns.only(rows.names, reorder=True)
     batches = merge_shapes(batch(y), batch(x0), batch(rel_tol), batch(abs_tol), batch(max_iterations),
                            batch(matrix) if matrix is not None else ())
     groups = [[batches, rows], [batches, columns], [batches], [batches], [batches]]
@@ -61,12 +71,16 @@ def scipy_solve(method: str, matrix: Tensor | None, operator: Callable, y: Tenso
         found = [to_backend(reshaped_tensor(v, g, convert=False), backend) for v, g in zip(found, outputs,
                                                                                              strict=True)]
     else:
-        tensors = [matrix, *inputs]
+        shared = host_matrix(matrix, rows, columns.as_dual())
+        if shared is None:  # dense, traced or batched: one dense matrix per entry goes to the host with the rest
+            tensors, groups = [matrix, *inputs], [[batches, rows, columns.as_dual()], *groups]
+        else:  # the host holds the one sparse matrix; only the vectors and tolerances travel
+            tensors, solve = inputs, functools.partial(solve, shared)
         backend = common_backend([t._dense() for t in tensors])
         # SciPy's results carry no derivatives (JAX refuses to differentiate a callback); solve_linear's custom
         # gradient differentiates the solve
         natives = [backend.stop_gradient(convert(reshaped_native(expand(t, batches), g), backend))
-                   for t, g in zip(tensors, [[batches, rows, columns.as_dual()], *groups], strict=True)]
+                   for t, g in zip(tensors, groups, strict=True)]
         count = batches.volume
         shapes = [(count, columns.volume), (count, rows.volume), (count,), (count,), (count,), (count,)]
         dtypes = [dtype, dtype, DType(int, 32), DType(bool), DType(bool), DType(int, 32)]
@@ -101,27 +115,35 @@ class _Solver:
 
     def __call__(self, system, ys: np.ndarray, x0s: np.ndarray, rel: np.ndarray, absolute: np.ndarray,
                  limits: np.ndarray) -> tuple:
-        """`system`: the matrices `(batch, rows, columns)` or a function `apply(entry, vector)`. Returns the
-        solutions, residuals, iteration counts, convergence and divergence flags and status codes, per entry."""
+        """`system`: the matrices `(batch, rows, columns)`, one `scipy.sparse` matrix for all entries (its 'ilu'
+        factors computed once) or a function `apply(entry, vector)`. Returns the solutions, residuals, iteration
+        counts, convergence and divergence flags and status codes, per entry."""
+        import scipy.sparse
         import scipy.sparse.linalg as sla
         ys, x0s = np.asarray(ys, np.float64), np.asarray(x0s, np.float64)
         rel, absolute = np.asarray(rel, np.float64), np.asarray(absolute, np.float64)
         limits = np.asarray(limits, np.int64)
+        shared = scipy.sparse.issparse(system)
+        shared_ilu = _ilu(system) if shared and self.preconditioner == 'ilu' else None
         outputs = [[], [], [], [], [], []]
         for entry in range(ys.shape[0]):
-            if callable(system):
+            if shared:
+                a = system
+            elif callable(system):
                 a = sla.LinearOperator((ys.shape[1], x0s.shape[1]), matvec=lambda v, e=entry: system(e, v),
                                        dtype=np.float64)
             else:
                 a = np.asarray(system[entry], np.float64)
+            ilu = shared_ilu if shared or self.preconditioner != 'ilu' else _ilu(a)
             found = self._one(a, ys[entry], x0s[entry], float(rel[entry]), float(absolute[entry]),
-                              int(limits[entry]))
+                              int(limits[entry]), ilu)
             for values, value in zip(outputs, found, strict=True):
                 values.append(value)
         kinds = [np.float64, np.float64, np.int32, bool, bool, np.int32]
         return tuple(np.asarray(values, kind) for values, kind in zip(outputs, kinds, strict=True))
 
-    def _one(self, a, y: np.ndarray, x0: np.ndarray, rel: float, absolute: float, limit: int) -> tuple:
+    def _one(self, a, y: np.ndarray, x0: np.ndarray, rel: float, absolute: float, limit: int, factors) -> tuple:
+        """One system; `factors`: the 'ilu' factors of `a` (None where there is no preconditioner or spilu failed)."""
         import scipy.sparse.linalg as sla
         function = getattr(sla, SCIPY_ITERATIVE[self.method])
         if self.method == 'scipy-lsqr':
@@ -134,7 +156,6 @@ class _Solver:
             steps[0] += 1
         options = {'x0': x0, 'rtol': rel, 'atol': absolute, 'maxiter': limit, 'callback': count_step}
         if self.preconditioner == 'ilu':
-            factors = _ilu(a)
             if factors is None:
                 return np.full_like(x0, np.nan), np.full_like(y, np.nan), 0, False, True, ILU_FAILED
             inverse = sla.LinearOperator(a.shape, matvec=factors.solve, dtype=np.float64,
@@ -168,12 +189,82 @@ def status_message(method: str, status: int) -> str:
 _LSQR_STATUS = {0: 'x = 0 solves it', 1: 'Converged', 2: 'Solved the least-squares problem only'}
 
 
-def _ilu(matrix: np.ndarray):
-    """An incomplete LU factorisation of one dense matrix, by `scipy.sparse.linalg.spilu`; None where SciPy finds
-    a factor exactly singular."""
+def _ilu(matrix):
+    """An incomplete LU factorisation of one matrix (dense or `scipy.sparse`), by `scipy.sparse.linalg.spilu`; None
+    where SciPy finds a factor exactly singular."""
     import scipy.sparse
     import scipy.sparse.linalg as sla
     try:
         return sla.spilu(scipy.sparse.csc_matrix(matrix))
     except RuntimeError:  # SciPy reports an exactly singular factor this way
         return None
+
+
+def host_matrix(matrix: Tensor, rows: Shape, columns: Shape):
+    """`matrix` as one `scipy.sparse.csr_matrix` of float64 values, its rows the dims `rows` and its columns the
+    (dual) dims `columns`, each side flattened row-major in the given order (as `reshaped_native` packs them), with
+    repeated coordinates added up.
+
+    None where `matrix` is not such a sparse tensor: dense, its indices or values not at hand (inside `jit_compile`
+    or a trace), with batch dims (a matrix per entry), or with dims beyond the sparse ones (value dims).
+    """
+    if not isinstance(matrix, SparseTensor) or not matrix.available or matrix.shape.batch or \
+            set(matrix.shape.names) != set(rows.names) | set(columns.names):
+        return None
+    indices, values = stored_indices(matrix), stored_values(matrix)
+    labels = indices.shape.get_item_names('index')
+    if set(labels) != set(matrix.shape.names):  # a value dim among the rows or columns
+        return None
+    import scipy.sparse
+    coordinates = indices.numpy(['entries', 'index']).astype(np.int64)
+
+    def flat(side: Shape) -> np.ndarray:
+        if not side:
+            return np.zeros(coordinates.shape[0], np.int64)
+        return np.ravel_multi_index([coordinates[:, labels.index(n)] for n in side.names], side.sizes)
+    data = np.asarray(values.numpy(['entries']), np.float64)
+    return scipy.sparse.csr_matrix((data, (flat(rows), flat(columns))), shape=(rows.volume, columns.volume))
+
+
+class SparseDirect:
+    """The direct solution of one `scipy.sparse` matrix for many right-hand sides.
+
+    A square matrix is factored once by `scipy.sparse.linalg.splu`; each call solves with its factors. A matrix that
+    is not square, or whose factor `U` has a pivot at rounding level (a singular matrix such as a periodic Laplace
+    operator), is solved by `scipy.sparse.linalg.lsqr` per right-hand side instead, from zero with tight tolerances:
+    the least-squares solution of smallest norm, as the dense direct method's least-squares solver gives (an
+    iterative method: slow on ill-conditioned large systems).
+    """
+
+    def __init__(self, matrix):
+        import scipy.sparse.linalg as sla
+        self.matrix = matrix
+        self.factors = None
+        if matrix.shape[0] == matrix.shape[1]:
+            try:
+                factors = sla.splu(matrix.tocsc())
+            except RuntimeError:  # SciPy reports an exactly singular factor this way
+                factors = None
+            if factors is not None and not _nearly_singular(factors.U.diagonal()):
+                self.factors = factors
+        self.method = 'SciPy splu' if self.factors is not None else 'SciPy lsqr'
+
+    def __call__(self, ys: np.ndarray) -> np.ndarray:
+        """The solutions `(entries, columns)` of the right-hand sides `ys` `(entries, rows)`."""
+        import scipy.sparse.linalg as sla
+        ys = np.asarray(ys, np.float64)
+        if self.factors is not None:
+            return np.ascontiguousarray(self.factors.solve(np.asfortranarray(ys.T)).T)
+        return np.stack([sla.lsqr(self.matrix, y, atol=_LSQR_TOL, btol=_LSQR_TOL, conlim=1e16)[0] for y in ys])
+
+
+_LSQR_TOL = 1e-12  # lsqr's atol and btol where the direct method falls back to it
+
+
+def _nearly_singular(pivots: np.ndarray) -> bool:
+    """Whether the diagonal of an LU factor `U` has a zero or non-finite pivot, or one at rounding level (the
+    rank-deficient factor of a singular matrix keeps one of roughly n * eps times the largest)."""
+    magnitudes = np.abs(pivots)
+    if magnitudes.size == 0 or not np.all(np.isfinite(magnitudes)):
+        return True
+    return bool(magnitudes.min() <= magnitudes.size * np.finfo(np.float64).eps * magnitudes.max())
