@@ -373,25 +373,16 @@ def matrix_from_function(f, *args, auxiliary_args: str | None = None, auto_compr
     if x.shape.dual:
         raise ValueError(f'matrix_from_function(): the input {x.shape} has dual dims already; the matrix names its '
                          f'columns by dual dims')
-    columns = x.shape.non_batch
-    numbering = batch(**{f'{_COLUMN}{dim}': columns.get_size(dim) for dim in columns.names})
-    identity = None
-    for dim, column in zip(columns.names, numbering.names, strict=True):
-        one = range_tensor(columns.only(dim)) == range_tensor(numbering.only(column))
-        identity = one if identity is None else identity & one
     dtype = x.dtype if x.dtype.kind in (float, complex) else DType(float, get_precision())
-    basis = cast(identity if identity is not None else True, dtype)
     bias = f(**{**given, name: zeros_like(x)})
     # f at zeros without the batch dims of x, subtracted from its values at the basis vectors (which have none)
     origin = f(**{**given, name: zeros_like(x[{d: 0 for d in x.shape.batch.names}])}) if x.shape.batch else bias
-    matrix = _sparse_columns(f, given, name, x, origin, dtype) if columns and not compiling() and x.available else None
-    if matrix is not None and _represents(matrix, bias, f, given, name, x, dtype):
-        matrix = to_format(matrix, 'csr') if auto_compress else matrix
-    else:
-        matrix = _all_columns(f, given, name, basis, origin, numbering, columns)
-    if columns and (matrix is None or not _represents(matrix, bias, f, given, name, x, dtype)):
-        matrix = stack([f(**{**given, name: vector}) - origin for vector in unstack(basis, numbering)],
-                       columns.as_dual())
+    sparse = x.shape.non_batch and not compiling() and x.available
+    matrix = _sparse_columns(f, given, name, x, origin, dtype) if sparse else None
+    if matrix is None or not _represents(matrix, bias, f, given, name, x, dtype):
+        matrix = _dense_columns(f, given, name, x, origin, bias, dtype)
+    elif auto_compress:
+        matrix = to_format(matrix, 'csr')
     if debug_checks:
         expected, found = f(**given), matrix @ x + bias
         if not _close(found, expected):
@@ -443,6 +434,23 @@ def _sparse_columns(f, given: dict, name: str, x: Tensor, origin: Tensor, dtype:
     indices = wrap(listed, instance('entries'), channel(index=(*rows.names, *columns.as_dual().names)))
     return SparseTensor(to_backend(indices, backend), concat(values, 'entries') if len(values) > 1 else values[0],
                         merge_shapes(rows, columns.as_dual()), unique=True)
+
+
+def _dense_columns(f, given: dict, name: str, x: Tensor, origin: Tensor, bias: Tensor, dtype: DType) -> Tensor:
+    """The matrix of `f` from one call on the whole identity, or from one call per basis vector where that one
+    fails or gives a matrix that fails the check on a random input."""
+    columns = x.shape.non_batch
+    numbering = batch(**{f'{_COLUMN}{dim}': columns.get_size(dim) for dim in columns.names})
+    identity = None
+    for dim, column in zip(columns.names, numbering.names, strict=True):
+        one = range_tensor(columns.only(dim)) == range_tensor(numbering.only(column))
+        identity = one if identity is None else identity & one
+    basis = cast(identity if identity is not None else True, dtype)
+    matrix = _all_columns(f, given, name, basis, origin, numbering, columns)
+    if columns and (matrix is None or not _represents(matrix, bias, f, given, name, x, dtype)):
+        matrix = stack([f(**{**given, name: vector}) - origin for vector in unstack(basis, numbering)],
+                       columns.as_dual())
+    return matrix
 
 
 def _all_columns(f, given: dict, name: str, basis: Tensor, bias: Tensor, numbering: Shape, columns: Shape):
