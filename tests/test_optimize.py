@@ -244,6 +244,20 @@ def test_a_function_of_native_arrays():
         math.solve_linear(laplace_1d, b, Solve(x0=x0()))
 
 
+@pytest.mark.parametrize('method', ['CG', 'direct', 'scipy-CG'])
+def test_an_initial_guess_computed_from_y_inside_the_differentiated_function(backend, method):
+    """`x0=0 * y`, as phiml's examples write it: traced with `y` (JAX raised UnexpectedTracerError)."""
+    if backend.name == 'numpy':
+        pytest.skip('NumPy has no automatic differentiation')
+    matrix = math.tensor(laplace_matrix(6), spatial('x'), dual('x'))
+
+    def loss(y):
+        x = math.solve_linear(matrix, y, Solve(method, 1e-5, 1e-5, x0=0 * y))
+        return math.sum(x ** 2, 'b,x')
+    x = np.linalg.solve(laplace_matrix(6), Y.T)
+    close(math.gradient(loss, get_output=False)(rhs())[0], np.linalg.solve(laplace_matrix(6), 2 * x).T, tol=1e-3)
+
+
 def test_the_gradient_by_the_arguments_of_a_function_as_in_phimls_linear_solves_notebook(backend):
     if backend.name == 'numpy':
         pytest.skip('NumPy has no automatic differentiation')

@@ -131,6 +131,32 @@ def test_the_gradient_by_y_equals_that_of_the_dense_matrix(backend, method, neve
     np.testing.assert_allclose(sparse_gradient.numpy('b,x,y'), dense_gradient.numpy('b,x,y'), rtol=1e-3, atol=1e-3)
 
 
+@pytest.mark.parametrize('build', sorted(BUILDERS))
+@pytest.mark.parametrize('method', ['CG', 'direct', 'scipy-CG'])
+def test_the_gradient_by_a_sparse_matrix_is_sparse_with_its_entries(backend, build, method):
+    """grad_for_f=True: the matrix's gradient `-dy ⊗ x` at its stored entries only, as phiml differentiates by a
+    sparse matrix's values; the initial guess `0 * y` is traced with `y` (JAX leaked it before)."""
+    if backend.name == 'numpy':
+        pytest.skip('NumPy has no automatic differentiation')
+    scipy_matrix = laplace()  # symmetric, for CG
+    matrix = BUILDERS[build](scipy_matrix)
+
+    def loss(m, y):
+        x = math.solve_linear(m, y, Solve(method, 1e-6, 1e-6, x0=0 * y), grad_for_f=True)
+        return math.sum(x ** 2, 'b,x,y')
+    y = math.tensor(Y, batch('b'), spatial('x,y'))
+    by_matrix, by_y = math.gradient(loss, 'm,y', get_output=False)(matrix, y)
+    assert isinstance(by_matrix, SparseTensor)
+    assert math.stored_values(by_matrix).shape.volume == math.stored_values(matrix).shape.volume
+    dense = scipy_matrix.toarray()
+    x = expected_solution(scipy_matrix)
+    dy = np.stack([np.linalg.solve(dense.T, 2 * entry.ravel()) for entry in x])
+    expected = -np.einsum('bi,bj->ij', dy, x.reshape(len(x), -1)) * (dense != 0)
+    found = math.dense(by_matrix).numpy('x,y,~x,~y').reshape(NX * NY, NX * NY)
+    np.testing.assert_allclose(found, expected, rtol=1e-3, atol=1e-4)
+    np.testing.assert_allclose(by_y.numpy('b,x,y'), dy.reshape(Y.shape), rtol=1e-3, atol=1e-4)
+
+
 def test_a_singular_matrix_gets_the_least_squares_solution_of_smallest_norm(never_dense):
     """A periodic Laplace operator is singular (constants are its null space); its LU factor has a pivot at
     rounding level, so the direct method solves it by lsqr, as the dense least-squares solver would."""

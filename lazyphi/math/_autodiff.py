@@ -36,17 +36,20 @@ def compiling() -> bool:
     return _COMPILING.get() is not None
 
 
-def _flatten(tree) -> tuple[list, Callable]:
+def _flatten(tree, structural: list | None = None) -> tuple[list, Callable]:
     """The tensors of `tree` (densified) and a function rebuilding the tree from replacements, in order.
 
     A kind with `_jit_parts()` (sparse tensors) contributes those tensors instead of its materialised values and
-    is rebuilt by its `_with_jit_parts(replacements)`.
+    is rebuilt by its `_with_jit_parts(replacements)`. A list `structural` gets a flag per tensor: whether it is an
+    integer part of such a kind (a sparse tensor's indices), which says where its values are, not what they are.
     """
     leaves = []
 
     def collect(t: Tensor) -> Tensor:
         parts = t._jit_parts() if hasattr(t, '_jit_parts') else (t,)
         leaves.extend(p._dense() for p in parts)
+        if structural is not None:
+            structural.extend(p is not t and p.dtype.kind in (int, bool) for p in parts)
         return t
     tree_map(collect, tree)
 
@@ -77,6 +80,8 @@ def _holds_natives(t: Tensor) -> bool:
         return _holds_natives(t._inner)
     if isinstance(t, PartsKind):
         return all(_holds_natives(p) for p in t._parts)
+    if hasattr(t, '_jit_parts'):  # a sparse tensor whose values a library traces
+        return all(_holds_natives(p) for p in t._jit_parts())
     return False
 
 
@@ -360,9 +365,9 @@ def _derivative(f: Callable, wrt, get_output: bool, kind: str) -> Callable:
         for name in wrt_names:  # numbers inside the trees differentiated by (a dataclass of floats) are variables
             if name in arguments:
                 arguments[name] = tree_map(_number_as_tensor, arguments[name], (Tensor, *NUMBER_TYPES))
-        leaves, rebuilds, positions = [], {}, {}
+        leaves, rebuilds, positions, structural = [], {}, {}, []
         for name, value in arguments.items():
-            arg_leaves, rebuilds[name] = _flatten(value)
+            arg_leaves, rebuilds[name] = _flatten(value, structural)
             positions[name] = list(range(len(leaves), len(leaves) + len(arg_leaves)))
             leaves.extend(arg_leaves)
         backend = _backend_of(leaves)
@@ -375,7 +380,8 @@ def _derivative(f: Callable, wrt, get_output: bool, kind: str) -> Callable:
         empty = [n for n in wrt_names if not positions.get(n)]
         if empty:
             raise ValueError(f'{kind}(): the arguments {empty} to differentiate by hold no tensors or numbers')
-        flat_positions = [p for name in wrt_names for p in positions[name]]
+        # a sparse tensor is differentiated by its values: its derivative has the same indices
+        flat_positions = [p for name in wrt_names for p in positions[name] if not structural[p]]
         shapes = [t.shape for t in leaves]
         output = {}
 
@@ -404,7 +410,8 @@ def _derivative(f: Callable, wrt, get_output: bool, kind: str) -> Callable:
             raise ValueError('jacobian() of an output with non-batch dims by a sparse tensor is not offered; '
                              'differentiate by a dense tensor (math.dense)')
         derivatives = iter(values[len(values) - len(flat_positions):])
-        trees = tuple(rebuilds[name]([_derivative_tensor(next(derivatives), output['rows'], leaves[p].shape, backend)
+        trees = tuple(rebuilds[name]([leaves[p] if structural[p] else
+                                      _derivative_tensor(next(derivatives), output['rows'], leaves[p].shape, backend)
                                       for p in positions[name]]) for name in wrt_names)
         result = list(trees) if as_list else trees[0]
         if not get_output:
@@ -488,6 +495,8 @@ def custom_gradient(f: Callable, gradient: Callable, auxiliary_args: str = '') -
             for name, places in positions.items():
                 if given.get(name) is not None:
                     for p, t in zip(places, _flatten(given[name])[0], strict=True):
+                        if t.dtype.kind in (int, bool):  # where a sparse gradient's values are: no gradient
+                            continue
                         # laid out in the dim order of the argument (a matrix's rows and columns may be equal in size)
                         native = t._native_in(shapes[p].names) if set(t.shape.names) == set(shapes[p].names) \
                             else t._native

@@ -23,6 +23,7 @@ from ._conversion import reshaped_native
 from ._creation import reshaped_tensor, wrap, zeros_like
 from ._dims import batch, channel, dual, instance, merge_shapes, non_batch
 from ._elementwise import where
+from ._gather_scatter import gather
 from ._layout import layout
 from ._linalg import matrix_from_function
 from ._magic_ops import concat, expand, pack_dims, rename_dims, stack, unpack_dim
@@ -32,6 +33,7 @@ from ._reduce import any_, max_, sum_
 from ._scipy_linear import NEEDS_MATRIX, SCIPY_ITERATIVE, SparseDirect, host_matrix, scipy_solve, status_message
 from ._shape import EMPTY_SHAPE, Shape
 from ._solves import Solve, SolveInfo, _copy, _trajectory, record, recording
+from ._sparse import SparseTensor, stored_indices, tensor_like
 from ._tensor import Dense, Tensor, as_tensor
 from ._tree import leaves as tree_leaves
 from ._tree import tree_map
@@ -136,9 +138,10 @@ def solve_linear(f, y, solve: Solve, *f_args, grad_for_f=False, f_kwargs: dict |
         # traced: SciPy's host callback runs out here and the custom gradient's forward pass hands its solution on,
         # so that the convergence check deferred to after the compiled call holds no tracer of JAX's custom_vjp
         known = _solved(y, matrix, f_args, solve, function, f_kwargs)
-    # everything a compiler or autodiff may trace is an argument, not a closure (JAX rejects leaked tracers)
+    # everything a compiler or autodiff may trace is an argument, not a closure (JAX rejects leaked tracers): the
+    # initial guess too (x0=0 * y is traced where y is), apart from the rest of the Solve
     solve_function = custom_gradient(_forward, _backward, auxiliary_args='solve,function,f_kwargs,grad_for_f')
-    return solve_function(y, matrix, f_args, solve, function, f_kwargs, grad_for_f, known)
+    return solve_function(y, matrix, f_args, _copy(solve, x0=None), function, f_kwargs, grad_for_f, known, solve.x0)
 
 
 def _type_name(value) -> str:
@@ -320,9 +323,10 @@ def _linear_part(operator: Callable, y: Tensor, x0: Tensor) -> tuple:
 
 
 def _forward(y: Tensor, matrix: Tensor | None, f_args: tuple, solve: Solve, function: Callable | None,
-             f_kwargs: dict, grad_for_f: bool, known: Tensor | None) -> Tensor:
-    """The solution: `known` where it was found already (outside the custom gradient), else solved for now."""
-    return known if known is not None else _solved(y, matrix, f_args, solve, function, f_kwargs)
+             f_kwargs: dict, grad_for_f: bool, known: Tensor | None, x0: Tensor) -> Tensor:
+    """The solution: `known` where it was found already (outside the custom gradient), else solved for now from
+    `x0` (the initial guess, apart from the rest of `solve`)."""
+    return known if known is not None else _solved(y, matrix, f_args, _copy(solve, x0=x0), function, f_kwargs)
 
 
 def _solved(y: Tensor, matrix: Tensor | None, f_args: tuple, solve: Solve, function: Callable | None,
@@ -370,7 +374,7 @@ def _retyped(value: Tensor, old: Shape, new: Shape) -> Tensor:
 
 def _backward(inputs: dict, x: Tensor, dx: Tensor) -> dict:
     """Implicit differentiation: `dy` solves the transposed system for `dx`; the matrix gets `-dy ⊗ x`."""
-    solve, matrix = inputs['solve'], inputs['matrix']
+    solve, matrix = _copy(inputs['solve'], x0=inputs['x0']), inputs['matrix']
     gradient_solve = solve.gradient_solve
     y = inputs['y']
     if matrix is None:  # a function: taken as symmetric, as phiml does; it takes what the forward x0 has
@@ -386,10 +390,23 @@ def _backward(inputs: dict, x: Tensor, dx: Tensor) -> dict:
         dy = solve_linear(_transposed(matrix, x.shape, y.shape), dx, gradient_solve)
     result = {'y': dy}
     if inputs['grad_for_f']:
+        result['matrix'] = _matrix_gradient(matrix, x, dy)
+    return result
+
+
+def _matrix_gradient(matrix: Tensor, x: Tensor, dy: Tensor) -> Tensor:
+    """The gradient by the matrix: `-dy ⊗ x`, summed over the dims the matrix lacks. Of a sparse matrix, at its
+    entries only: a sparse tensor with its indices (as phiml differentiates by a sparse matrix's stored values)."""
+    if not isinstance(matrix, SparseTensor):
         columns = non_batch(x)
         outer = -rename_dims(x, columns, columns.as_dual()) * dy
-        result['matrix'] = sum_(outer, outer.shape.without(matrix.shape.names))
-    return result
+        return sum_(outer, outer.shape.without(matrix.shape.names))
+    indices = stored_indices(matrix)
+    columns = [n for n in indices.shape.get_item_names('index') if n in matrix.shape.dual.names]
+    rows = [n for n in indices.shape.get_item_names('index') if n not in columns]
+    products = -gather(x, indices[{'index': columns}], dims=[n[1:] for n in columns]) * \
+        gather(dy, indices[{'index': rows}], dims=rows)
+    return tensor_like(matrix, sum_(products, products.shape.without(matrix.shape.names).without('entries')))
 
 
 def _transposed(matrix: Tensor, x_shape: Shape, y_shape: Shape) -> Tensor:
