@@ -104,6 +104,22 @@ def test_stored_values_and_indices_of_dense_tensors_list_everything():
         math.stored_indices(math.expand(d, batch(b=2))._dense())
 
 
+def test_compress_as_phimls_test_coo_writes_it():
+    """phiml's own `test_coo`: the matrix of a function, compressed along its rows, multiplies as before."""
+    x = math.ones(spatial(x=5))
+    coo, _ = math.matrix_from_function(math.laplace, x)
+    csr = coo.compress(math.non_dual)
+    math.assert_close(math.laplace(x), coo @ x, csr @ x)
+    assert math.get_format(coo) == 'coo' and math.get_format(csr) == 'csr'
+    csc = coo.compress(math.dual)
+    assert math.get_format(csc) == 'csc' and math.get_format(coo.compress_cols()) == 'csc'
+    assert math.get_format(coo.compress_rows()) == 'csr'
+    math.assert_close(math.dense(csc), math.dense(coo))
+    grid, _ = math.matrix_from_function(math.laplace, math.ones(spatial(x=3, y=2)))
+    with pytest.raises(ValueError, match=r"select \['x'\]; lazyphi compresses all the rows"):
+        grid.compress('x')
+
+
 def test_repr_names_format_and_entry_count_without_densifying():
     huge = math.sparse_tensor(math.tensor([(1, 2)], instance('nnz'), channel(idx='x,~x')), 1.,
                               spatial(x=10 ** 6) & dual(x=10 ** 6))

@@ -128,6 +128,30 @@ class SparseTensor(Tensor):
     def _with_jit_parts(self, parts: Sequence[Tensor]) -> SparseTensor:
         return self._with(*parts)
 
+    def compress(self, dims) -> SparseTensor:
+        """This matrix with `dims` compressed: the rows (its non-dual dims, `non_dual`) give 'csr', the columns (its
+        dual dims, `dual`) give 'csc' (see `to_format`).
+
+        Raises:
+            ValueError: `dims` are neither all the rows nor all the columns.
+        """
+        chosen = set(self._dense_shape.only(dims).names)
+        rows = set(self._dense_shape.non_dual.names)
+        if chosen and chosen == rows:
+            return to_format(self, 'csr')
+        if chosen and chosen == set(self._dense_shape.dual.names):
+            return to_format(self, 'csc')
+        raise ValueError(f'compress(): dims {dims!r} select {sorted(chosen)}; lazyphi compresses all the rows '
+                         f'{sorted(rows)} (non_dual) or all the columns {list(self._dense_shape.dual.names)} (dual)')
+
+    def compress_rows(self) -> SparseTensor:
+        """This matrix sorted by rows, each coordinate once: 'csr'."""
+        return to_format(self, 'csr')
+
+    def compress_cols(self) -> SparseTensor:
+        """This matrix sorted by columns, each coordinate once: 'csc'."""
+        return to_format(self, 'csc')
+
     def __reduce__(self):
         return SparseTensor, (self._indices, self._values, self._dense_shape, self._format, self._unique)
 
