@@ -251,6 +251,59 @@ def test_matrix_from_function_agrees_with_phiml_on_a_grid_operator(backend):
     assert math.stored_values(matrix).shape.volume == np.count_nonzero(expected)  # the nonzero entries only
 
 
+def _counting(f):
+    """`f`, counting the vectors it is applied to (the size of the dim numbering them, else 1) in `.vectors`."""
+    def counted(x):
+        counted.vectors += x.shape.batch.volume
+        return f(x)
+    counted.vectors = 0
+    return counted
+
+
+@pytest.mark.parametrize('padding', ['zero', 'periodic'])
+def test_a_stencil_on_a_grid_takes_a_few_coloured_probes_instead_of_one_per_element(backend, padding):
+    nx, ny = 24, 20
+    x = math.random_normal(spatial(x=nx, y=ny))
+    extrapolation = 0 if padding == 'zero' else math.extrapolation.PERIODIC
+
+    def stencil(u):  # not symmetric: a drift along x besides the Laplace operator
+        return math.laplace(u, padding=extrapolation) + 0.5 * math.shift(u, (1,), 'x', padding=extrapolation,
+                                                                             stack_dim=None)[0]
+    counted = _counting(stencil)
+    matrix, _ = math.matrix_from_function(counted, x)
+    assert math.is_sparse(matrix) and counted.vectors < 200  # 49 columns alone, 2 x 9 colours, a check: not 480
+    expected = _stencil_matrix(nx, ny, padding == 'periodic')
+    np.testing.assert_allclose(math.dense(matrix).numpy('x,y,~x,~y').reshape(nx * ny, nx * ny), expected, atol=1e-6)
+    assert math.stored_values(matrix).shape.volume == np.count_nonzero(expected)
+
+
+def _stencil_matrix(nx: int, ny: int, periodic: bool) -> np.ndarray:
+    """The matrix of `laplace(u) + 0.5 * u[x + 1]` on an nx x ny grid (zero or periodic boundaries), row-major."""
+    def shift(n, k):
+        return np.roll(np.eye(n), k, axis=1) if periodic else np.eye(n, k=k)
+
+    def second_differences(n):
+        return shift(n, 1) + shift(n, -1) - 2 * np.eye(n)
+    return np.kron(second_differences(nx), np.eye(ny)) + np.kron(np.eye(nx), second_differences(ny)) + \
+        0.5 * np.kron(shift(nx, 1), np.eye(ny))
+
+
+def test_a_coupling_beyond_the_sampled_reach_is_caught_and_every_column_probed_alone(backend):
+    """One row reads an element six cells away, which the columns probed alone do not show: the coloured probes
+    would add it to the column of the same colour beside that row; the weighted check sees that."""
+    nx, ny = 24, 20
+    row = math.tensor(np.eye(nx)[3][:, None] * np.eye(ny)[7][None, :], spatial('x,y'))
+
+    def stencil(u):
+        return math.laplace(u, padding=0) + 0.25 * row * u.x[9].y[7]
+    counted = _counting(stencil)
+    matrix, _ = math.matrix_from_function(counted, math.zeros(spatial(x=nx, y=ny)))
+    expected = _laplace_matrix(nx, ny)
+    expected[3 * ny + 7, 9 * ny + 7] += 0.25
+    np.testing.assert_allclose(math.dense(matrix).numpy('x,y,~x,~y').reshape(nx * ny, nx * ny), expected, atol=1e-6)
+    assert counted.vectors >= nx * ny  # every column alone after the failed check
+
+
 def test_a_function_whose_matrix_differs_per_batch_entry_gives_a_dense_matrix_per_entry(backend):
     scale = math.tensor([2., 3.], batch('b'))
     matrix, _ = math.matrix_from_function(lambda x: x * scale, math.ones(spatial(x=3)))

@@ -159,9 +159,19 @@ def test_the_gradient_by_a_sparse_matrix_is_sparse_with_its_entries(backend, bui
 
 def test_a_singular_matrix_gets_the_least_squares_solution_of_smallest_norm(never_dense):
     """A periodic Laplace operator is singular (constants are its null space); its LU factor has a pivot at
-    rounding level, so the direct method solves it by lsqr, as the dense least-squares solver would."""
+    rounding level, so the direct method projects the null vector out of the factors' solution, which gives what the
+    dense least-squares solver gives."""
     scipy_matrix = laplace(periodic=True)
-    assert SparseDirect(scipy_matrix).method == 'SciPy lsqr' and SparseDirect(laplace()).method == 'SciPy splu'
+    singular = SparseDirect(scipy_matrix)
+    assert singular.method == 'SciPy splu (its null space projected out)' and SparseDirect(laplace()).method == \
+        'SciPy splu'
+    np.testing.assert_allclose(np.abs(singular.null), 1 / np.sqrt(NX * NY), rtol=1e-6)  # the constants
+    # two separate periodic grids: a null space of two vectors, which lsqr solves
+    twice = scipy.sparse.block_diag([laplace(periodic=True)] * 2).tocsr()
+    assert SparseDirect(twice).method == 'SciPy lsqr'
+    ys = np.concatenate([Y[0] - Y[0].mean(), Y[1] - Y[1].mean()]).reshape(1, -1)
+    np.testing.assert_allclose(SparseDirect(twice)(ys)[0], np.linalg.lstsq(twice.toarray(), ys[0], rcond=None)[0],
+                               atol=1e-6)
     y_values = Y - Y.mean(axis=(1, 2), keepdims=True)  # in the range of the matrix
     with math.precision(64):
         y = math.tensor(y_values, batch('b'), spatial('x,y'))

@@ -19,6 +19,7 @@ import inspect
 import itertools
 import math
 import warnings
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -31,7 +32,7 @@ from ._convert import to_backend
 from ._creation import random_normal, range_tensor, reshaped_tensor, wrap, zeros_like
 from ._dims import batch, channel, instance, merge_shapes, non_batch, parse_dim_spec
 from ._gather_scatter import gather
-from ._magic_ops import concat, expand, rename_dims, stack, unstack
+from ._magic_ops import concat, expand, pack_dims, rename_dims, stack, unstack
 from ._ops import abs_, cast, safe_div, sqrt, to_float, where
 from ._reduce import max_, sum_
 from ._shape import EMPTY_SHAPE, Shape
@@ -327,9 +328,11 @@ def matrix_from_function(f, *args, auxiliary_args: str | None = None, auto_compr
 
     The matrix's columns are the dual dims `~d` of the non-batch dims `d` of `x`, its rows the dims of `f`'s
     output; the bias is `f` at zeros. Where the values are at hand (not while a compiler traces), the matrix is
-    sparse, as phiml's: `f` is applied to the basis vectors (one per element of `x`) a batch at a time, at most
-    2^20 values per call, and the nonzero entries of its outputs are kept. The memory this takes is bounded;
-    the time grows with the number of input times output elements (phiml traces `f` once instead). The basis
+    sparse, as phiml's: `f` is applied to basis vectors and the nonzero entries of its outputs are kept. Where its
+    output has the dims of `x` and each column reaches only nearby rows (a stencil on a grid), a few probes that
+    sum far-apart basis vectors suffice, checked by a second weighted probe (`_colored_columns`); otherwise the
+    basis vectors (one per element of `x`) go a batch at a time, at most 2^20 values per call: the memory is
+    bounded, the time grows with the number of input times output elements (phiml traces `f` once instead). The basis
     vectors have no batch dims: the matrix is one for all batch entries of `x`, and has batch dims only where `f`
     gives them even so (an argument with batch dims: a matrix per entry); then, and while a compiler traces, the
     matrix is dense: `f` of the whole identity, its basis vectors numbered by batch dims of their own, which `f`
@@ -394,9 +397,48 @@ def matrix_from_function(f, *args, auxiliary_args: str | None = None, auto_compr
     return matrix, bias
 
 
+class _NotProbed(Exception):
+    """`f` cannot take the dim numbering the probe vectors, or gives values that are not at hand."""
+
+
+def _probed(f, given: dict, name: str, x: Tensor, origin: Tensor, dtype: DType, vectors: Callable, count: int):
+    """Yields `(start, output)`: `f` minus `origin` applied to the vectors `vectors(start, stop)` (a NumPy array, one
+    row per vector over the flattened non-batch dims of `x`) numbered along the batch dim `_COLUMN`, `count` vectors
+    in all, at most `_PROBED_VALUES` values per call.
+
+    Raises:
+        _NotProbed: `f` cannot take the numbering dim (a reduction with a dim filter, a tensor built from the
+            input's whole shape) or its output is not at hand.
+    """
+    columns, rows = x.shape.non_batch, origin.shape
+    backend = x._dense().backend
+    step = max(1, _PROBED_VALUES // max(columns.volume, rows.volume))
+    for start in range(0, count, step):
+        stop = min(start + step, count)
+        probe = cast(reshaped_tensor(convert(vectors(start, stop), backend), [batch(**{_COLUMN: stop - start}),
+                                                                              columns], convert=False), dtype)
+        try:
+            output = f(**{**given, name: probe}) - origin
+        except (ValueError, TypeError, KeyError) as err:
+            raise _NotProbed() from err
+        if set(output.shape.names) != {_COLUMN, *rows.names} or not output.available:
+            raise _NotProbed()
+        yield start, output
+
+
+def _entries(output: Tensor, found: np.ndarray, names: Sequence[str]) -> Tensor:
+    """The values of `output` at the positions `found` (one row per entry, along the dims `names`), listed along
+    `entries`: gathered from the flattened values (by one index each, not along a batch dim), so derivatives flow
+    through them."""
+    sizes = [output.shape.get_size(n) for n in names]
+    flat = pack_dims(output, list(names), instance('_probed_values'))
+    positions = np.ravel_multi_index(tuple(found.T), sizes) if len(found) else np.zeros(0, np.int64)
+    return gather(flat, wrap(positions, instance('entries')), dims='_probed_values')
+
+
 def _sparse_columns(f, given: dict, name: str, x: Tensor, origin: Tensor, dtype: DType) -> Tensor | None:
-    """The matrix of `f` as a sparse tensor of coordinates, from `f` applied to the basis vectors a batch at a time
-    (`_PROBED_VALUES` values per call at most), keeping the nonzero entries of each batch.
+    """The matrix of `f` as a sparse tensor of coordinates, from `f` applied to basis vectors, keeping the nonzero
+    entries: coloured (`_colored_columns`) where that is shown exact, else a batch of basis vectors at a time.
 
     The basis vectors have no batch dims of `x` (nor has `origin`, `f` at zeros without them): the matrix is the
     same for every batch entry. Where `f` gives batch dims even so (an argument with batch dims, a matrix per
@@ -404,36 +446,125 @@ def _sparse_columns(f, given: dict, name: str, x: Tensor, origin: Tensor, dtype:
     are nonzero is read on the host; their values are gathered from `f`'s output, so derivatives with respect to
     the other arguments of `f` flow through them.
     """
-    columns = x.shape.non_batch
-    backend = x._dense().backend
-    rows = origin.shape
+    columns, rows = x.shape.non_batch, origin.shape
     if rows.batch or rows.dual or not origin.available:
         return None
-    count, size = columns.volume, max(columns.volume, rows.volume)
-    step = max(1, _PROBED_VALUES // size)
-    numbering = batch(_COLUMN)
-    coordinates, values = [], []
-    for start in range(0, count, step):
-        stop = min(start + step, count)
-        identity = np.zeros((stop - start, count))
-        identity[np.arange(stop - start), np.arange(start, stop)] = 1
-        probe = cast(reshaped_tensor(convert(identity, backend), [numbering.with_size(stop - start), columns],
-                                     convert=False), dtype)
-        try:
-            output = f(**{**given, name: probe}) - origin
-        except (ValueError, TypeError, KeyError):  # f cannot take the numbering dim
-            return None
-        if set(output.shape.names) != {_COLUMN, *rows.names} or not output.available:
-            return None
-        found = np.stack(np.nonzero(output.numpy([_COLUMN, *rows.names])), -1)
-        values.append(gather(output, wrap(found, instance('entries'), channel(index=(_COLUMN, *rows.names)))))
-        found[:, 0] += start
-        coordinates.append(found)
-    found = np.concatenate(coordinates)
-    listed = np.concatenate([found[:, 1:], np.stack(np.unravel_index(found[:, 0], columns.sizes), -1)], 1)
+    count = columns.volume
+
+    def identity(start: int, stop: int) -> np.ndarray:
+        vectors = np.zeros((stop - start, count))
+        vectors[np.arange(stop - start), np.arange(start, stop)] = 1
+        return vectors
+    try:
+        found = _colored_columns(f, given, name, x, origin, dtype)
+        if found is not None:
+            return found
+        coordinates, values = [], []
+        order = [_COLUMN, *rows.names]
+        for start, output in _probed(f, given, name, x, origin, dtype, identity, count):
+            where = np.stack(np.nonzero(output.numpy(order)), -1)
+            values.append(_entries(output, where, order))
+            where[:, 0] += start
+            coordinates.append(where)
+    except _NotProbed:
+        return None
+    where = np.concatenate(coordinates)
+    listed = np.concatenate([where[:, 1:], np.stack(np.unravel_index(where[:, 0], columns.sizes), -1)], 1)
+    return _coordinates_matrix(listed, concat(values, 'entries') if len(values) > 1 else values[0], rows, columns,
+                               x._dense().backend)
+
+
+def _coordinates_matrix(listed: np.ndarray, values: Tensor, rows: Shape, columns: Shape, backend) -> SparseTensor:
+    """A sparse matrix of the coordinates `listed` (one row per entry: the row's, then the column's coordinates)."""
     indices = wrap(listed, instance('entries'), channel(index=(*rows.names, *columns.as_dual().names)))
-    return SparseTensor(to_backend(indices, backend), concat(values, 'entries') if len(values) > 1 else values[0],
-                        merge_shapes(rows, columns.as_dual()), unique=True)
+    return SparseTensor(to_backend(indices, backend), values, merge_shapes(rows, columns.as_dual()), unique=True)
+
+
+_SAMPLED = (0, 1, 2, -3, -2, -1)  # coordinates (from either end) of the columns probed alone to learn the reach
+
+
+def _colored_columns(f, given: dict, name: str, x: Tensor, origin: Tensor, dtype: DType) -> Tensor | None:
+    """The matrix of an `f` whose output has the dims of its input and whose columns reach only nearby rows (a
+    stencil on a grid), from a few probes instead of one per element; None where it cannot be shown exact.
+
+    The columns at the edges and in the middle of every dim are probed alone, which gives the reach `w` along each
+    dim (how far a column's nonzero rows lie from it, periodic boundaries counted the short way round). Columns
+    `2 w + 1` apart along every dim share a colour (the last few columns along a dim get colours of their own,
+    so that colours stay apart across a periodic boundary too), and one probe per colour, the sum of its basis
+    vectors, gives each row's entry to the one column of that colour in reach. That rests on the reach holding for
+    every column, which a second probe per colour checks: its basis vectors weighted by random factors must give
+    each row the same value times its column's factor. A nonzero row with no column of its colour in reach, or a
+    failed check, gives None (each column is then probed alone).
+    """
+    columns, rows = x.shape.non_batch, origin.shape
+    if set(rows.names) != set(columns.names) or any(rows.get_size(n) != columns.get_size(n) for n in columns.names):
+        return None
+    sizes = columns.sizes
+    axes = [sorted({c % n for c in _SAMPLED if -n <= c < n} | {n // 2}) for n in sizes]
+    if math.prod(len(a) for a in axes) > 1024:
+        return None
+    sample = np.ravel_multi_index(np.stack(np.meshgrid(*axes, indexing='ij'), 0).reshape(len(sizes), -1), sizes)
+
+    def basis(start: int, stop: int) -> np.ndarray:
+        vectors = np.zeros((stop - start, columns.volume))
+        vectors[np.arange(stop - start), sample[start:stop]] = 1
+        return vectors
+    reach = np.zeros(len(sizes), np.int64)
+    for start, output in _probed(f, given, name, x, origin, dtype, basis, len(sample)):
+        found = np.nonzero(output.numpy([_COLUMN, *columns.names]))
+        column = np.unravel_index(sample[start + found[0]], sizes)
+        for d, n in enumerate(sizes):
+            distance = np.abs(found[1 + d] - column[d])
+            reach[d] = max(reach[d], int(np.max(np.minimum(distance, n - distance), initial=0)))
+    spacing = 2 * reach + 1
+    repeats = [n // p for n, p in zip(sizes, spacing, strict=True)]
+    colors = [p + n - r * p if r >= 2 else n for n, p, r in zip(sizes, spacing, repeats, strict=True)]
+    if math.prod(colors) * 4 > columns.volume:
+        return None
+
+    def color(d: int, c: np.ndarray) -> np.ndarray:
+        if repeats[d] < 2:
+            return c
+        return np.where(c < repeats[d] * spacing[d], c % spacing[d], spacing[d] + c - repeats[d] * spacing[d])
+    coordinates = np.unravel_index(np.arange(columns.volume), sizes)
+    flat_color = np.ravel_multi_index(tuple(color(d, c) for d, c in enumerate(coordinates)), colors)
+    factors = np.random.default_rng(0).integers(256, 512, columns.volume) / 256  # exact in every float type
+
+    def colored(start: int, stop: int, weights: np.ndarray) -> np.ndarray:
+        vectors = np.zeros((stop - start, columns.volume))
+        inside = (flat_color >= start) & (flat_color < stop)
+        vectors[flat_color[inside] - start, np.nonzero(inside)[0]] = weights[inside]
+        return vectors
+    count = math.prod(colors)
+    outputs = list(_probed(f, given, name, x, origin, dtype, lambda a, b: colored(a, b, np.ones(columns.volume)),
+                           count))
+    order = [_COLUMN, *columns.names]
+    weighted = np.concatenate([o.numpy(order) for _, o in _probed(
+        f, given, name, x, origin, dtype, lambda a, b: colored(a, b, factors), count)])
+    plain = np.concatenate([o.numpy(order) for _, o in outputs])
+    # the column of each colour in reach of each row, per dim (-1: none)
+    owner = [np.full((n, k), -1) for n, k in zip(sizes, colors, strict=True)]
+    for d, n in enumerate(sizes):
+        for offset in range(-int(reach[d]), int(reach[d]) + 1):
+            wrapped = (np.arange(n) + offset) % n  # also across the boundary: colours stay apart there too
+            owner[d][np.arange(n), color(d, wrapped)] = wrapped
+    found = np.nonzero(plain)
+    color_index = np.unravel_index(found[0], colors)
+    column = [owner[d][found[1 + d], color_index[d]] for d in range(len(sizes))]
+    if any(np.any(c < 0) for c in column):
+        return None
+    flat_column = np.ravel_multi_index(tuple(column), sizes)
+    tolerance = 100 * np.finfo(plain.dtype if plain.dtype.kind == 'f' else np.float64).eps * \
+        (np.max(np.abs(weighted), initial=0) + 2 * np.max(np.abs(plain), initial=0))
+    expected = np.zeros_like(weighted)
+    expected[found] = plain[found] * factors[flat_column]
+    if np.max(np.abs(weighted - expected), initial=0) > tolerance:
+        return None
+    values = [_entries(o, np.stack(np.nonzero(plain[start:start + o.shape.get_size(_COLUMN)]), -1), order)
+              for start, o in outputs]
+    listed = np.concatenate([np.stack(found[1:], -1), np.stack(column, -1)], 1)
+    return _coordinates_matrix(listed, concat(values, 'entries') if len(values) > 1 else values[0], rows.only(
+        columns.names, reorder=True), columns, x._dense().backend)
 
 
 def _dense_columns(f, given: dict, name: str, x: Tensor, origin: Tensor, bias: Tensor, dtype: DType) -> Tensor:

@@ -50,9 +50,9 @@ def solve_linear(f, y, solve: Solve, *f_args, grad_for_f=False, f_kwargs: dict |
     'direct' and 'scipy-direct' solve each batch entry exactly (least squares where the matrix is singular). A
     dense matrix, or a function's matrix, is solved by the backend's dense least-squares solver, on its device. A
     sparse matrix whose indices and values are at hand (not traced inside `jit_compile`) and that has no batch dims
-    is never laid out densely: SciPy factors it once on the host (`scipy.sparse.linalg.splu`, or `lsqr` per entry
-    where the factor is singular or the matrix not square) and solves all entries with it, in float64; the solution
-    has the backend and dtype of `x0`.
+    is never laid out densely: SciPy factors it once on the host (`scipy.sparse.linalg.splu`; a singular matrix's
+    null vector projected out of the solution, or `lsqr` per entry where it has more than one or is not square) and
+    solves all entries with it, in float64; the solution has the backend and dtype of `x0`.
 
     The 'scipy-*' methods run `scipy.sparse.linalg` on the host, one system per batch entry, in float64 (a matrix
     as is, a sparse one at hand without batch dims as one `scipy.sparse` matrix for all entries, its 'ilu' factors

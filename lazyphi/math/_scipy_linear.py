@@ -229,36 +229,70 @@ def host_matrix(matrix: Tensor, rows: Shape, columns: Shape):
 class SparseDirect:
     """The direct solution of one `scipy.sparse` matrix for many right-hand sides.
 
-    A square matrix is factored once by `scipy.sparse.linalg.splu`; each call solves with its factors. A matrix that
-    is not square, or whose factor `U` has a pivot at rounding level (a singular matrix such as a periodic Laplace
-    operator), is solved by `scipy.sparse.linalg.lsqr` per right-hand side instead, from zero with tight tolerances:
-    the least-squares solution of smallest norm, as the dense direct method's least-squares solver gives (an
-    iterative method: slow on ill-conditioned large systems).
+    A square matrix is factored once by `scipy.sparse.linalg.splu`; each call solves with its factors. Where the
+    factor `U` has a pivot at rounding level (a singular matrix, such as a Laplace operator with periodic or
+    zero-gradient boundaries) and the null space is one vector (found by two steps of inverse iteration with the
+    factors, and checked: `A v` at rounding level, and no second such vector orthogonal to it), the factors' solution
+    minus its part along that vector is the least-squares solution of smallest norm, as the dense direct method
+    gives. Otherwise (a larger null space, a matrix that is not square or that `splu` finds exactly singular, or a
+    solution that is not finite) `scipy.sparse.linalg.lsqr` solves the entry, from zero with tight tolerances: the
+    same solution, by an iterative method, slow on ill-conditioned large systems.
     """
 
     def __init__(self, matrix):
         import scipy.sparse.linalg as sla
         self.matrix = matrix
         self.factors = None
+        self.singular = True
         if matrix.shape[0] == matrix.shape[1]:
             try:
-                factors = sla.splu(matrix.tocsc())
+                self.factors = sla.splu(matrix.tocsc())
             except RuntimeError:  # SciPy reports an exactly singular factor this way
-                factors = None
-            if factors is not None and not _nearly_singular(factors.U.diagonal()):
-                self.factors = factors
-        self.method = 'SciPy splu' if self.factors is not None else 'SciPy lsqr'
+                self.factors = None
+            self.singular = self.factors is None or _nearly_singular(self.factors.U.diagonal())
+        self.null = self._null_vector() if self.singular and self.factors is not None else None
+        if self.singular and self.null is None:
+            self.factors = None
+        self.method = 'SciPy lsqr' if self.factors is None else \
+            'SciPy splu (its null space projected out)' if self.singular else 'SciPy splu'
+
+    def _null_vector(self) -> np.ndarray | None:
+        """The one vector (of norm 1) spanning the null space of the singular matrix, or None where there is none
+        the factors find or more than one."""
+        rng = np.random.default_rng(0)
+        scale = float(np.max(np.abs(self.matrix.data), initial=0)) * self.matrix.shape[0]
+        found = []
+        with np.errstate(all='ignore'):
+            for _ in range(2):
+                v = rng.standard_normal(self.matrix.shape[0])
+                for _ in range(2):  # inverse iteration: the solution is dominated by the null space
+                    v = self.factors.solve(v)
+                    for u in found:
+                        v = v - (u @ v) * u
+                    v = v / np.linalg.norm(v)
+                if not np.all(np.isfinite(v)) or np.linalg.norm(self.matrix @ v) > _NULL * scale:
+                    break
+                found.append(v)
+        return found[0] if len(found) == 1 else None
 
     def __call__(self, ys: np.ndarray) -> np.ndarray:
         """The solutions `(entries, columns)` of the right-hand sides `ys` `(entries, rows)`."""
         import scipy.sparse.linalg as sla
         ys = np.asarray(ys, np.float64)
-        if self.factors is not None:
-            return np.ascontiguousarray(self.factors.solve(np.asfortranarray(ys.T)).T)
-        return np.stack([sla.lsqr(self.matrix, y, atol=_LSQR_TOL, btol=_LSQR_TOL, conlim=1e16)[0] for y in ys])
+        if self.factors is None:
+            return np.stack([sla.lsqr(self.matrix, y, atol=_LSQR_TOL, btol=_LSQR_TOL, conlim=1e16)[0] for y in ys])
+        with np.errstate(all='ignore'):
+            xs = np.ascontiguousarray(self.factors.solve(np.asfortranarray(ys.T)).T)
+            if not self.singular:
+                return xs
+            xs = xs - np.outer(xs @ self.null, self.null)
+        for entry in np.nonzero(~np.all(np.isfinite(xs), axis=1))[0]:
+            xs[entry] = sla.lsqr(self.matrix, ys[entry], atol=_LSQR_TOL, btol=_LSQR_TOL, conlim=1e16)[0]
+        return xs
 
 
 _LSQR_TOL = 1e-12  # lsqr's atol and btol where the direct method falls back to it
+_NULL = 1e-9  # |A v| up to this times n max|A| counts as zero: v is in the null space
 
 
 def _nearly_singular(pivots: np.ndarray) -> bool:
