@@ -380,7 +380,7 @@ def matrix_from_function(f, *args, auxiliary_args: str | None = None, auto_compr
     bias = f(**{**given, name: zeros_like(x)})
     # f at zeros without the batch dims of x, subtracted from its values at the basis vectors (which have none)
     origin = f(**{**given, name: zeros_like(x[{d: 0 for d in x.shape.batch.names}])}) if x.shape.batch else bias
-    sparse = x.shape.non_batch and not compiling() and x.available
+    sparse = bool(x.shape.non_batch) and not compiling() and x.available
     matrix = _sparse_columns(f, given, name, x, origin, dtype) if sparse else None
     if matrix is None or not _represents(matrix, bias, f, given, name, x, dtype):
         matrix = _dense_columns(f, given, name, x, origin, bias, dtype)
@@ -519,8 +519,8 @@ def _colored_columns(f, given: dict, name: str, x: Tensor, origin: Tensor, dtype
     spacing = 2 * reach + 1
     repeats = [n // p for n, p in zip(sizes, spacing, strict=True)]
     colors = [p + n - r * p if r >= 2 else n for n, p, r in zip(sizes, spacing, repeats, strict=True)]
-    if math.prod(colors) * 4 > columns.volume:
-        return None
+    if math.prod(colors) * 4 > columns.volume or math.prod(colors) * columns.volume > 8 * _PROBED_VALUES:
+        return None  # no fewer probes, or their outputs together would take more memory than probing in batches
 
     def color(d: int, c: np.ndarray) -> np.ndarray:
         if repeats[d] < 2:

@@ -79,7 +79,7 @@ def solve_linear(f, y, solve: Solve, *f_args, grad_for_f=False, f_kwargs: dict |
         solve: the method, tolerances and initial guess `x0` (required).
         *f_args: further positional arguments of `f` (one tuple is spread out), not solved for.
         grad_for_f: also compute the gradient with respect to the matrix `f`, or with respect to the tensors among
-            a function's further arguments: the function's dense matrix is then built (`matrix_from_function`)
+            a function's further arguments: the function's matrix is then built (`matrix_from_function`)
             and solved with.
         f_kwargs: keyword arguments of `f`, not solved for; `**f_kwargs_` adds to them.
 
@@ -129,8 +129,6 @@ def solve_linear(f, y, solve: Solve, *f_args, grad_for_f=False, f_kwargs: dict |
     if matrix is None and (solve.method in _DIRECT or solve.method in NEEDS_MATRIX or solve.preconditioner is not None
                            or grad_for_f or (solve.method in SCIPY_ITERATIVE and not _on_host(y, solve.x0))):
         matrix, bias = matrix_from_function(_operator(None, f_args, f, f_kwargs), solve.x0)
-        # differentiated by its entries, the matrix is dense: the solve's custom gradient gives a dense one's
-        matrix = matrix._dense() if grad_for_f else matrix
         y = _named_as_rows(matrix, y) - bias
     function = None if matrix is not None else f
     known = None
