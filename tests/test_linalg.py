@@ -304,6 +304,19 @@ def test_a_coupling_beyond_the_sampled_reach_is_caught_and_every_column_probed_a
     assert counted.vectors >= nx * ny  # every column alone after the failed check
 
 
+def test_a_large_matrix_with_many_nonzero_entries_is_dense(backend):
+    """Coordinates of all 1600^2 entries would take several times the memory of the dense matrix; a small matrix
+    stays sparse whatever its share of nonzero entries, as phiml's."""
+    def spread(x):
+        return x + math.mean(x, 'x,y')
+    small, _ = math.matrix_from_function(spread, math.zeros(spatial(x=4, y=3)))
+    assert math.is_sparse(small)
+    np.testing.assert_allclose(math.dense(small).numpy('x,y,~x,~y').reshape(12, 12), np.eye(12) + 1 / 12, rtol=1e-6)
+    large, _ = math.matrix_from_function(spread, math.zeros(spatial(x=40, y=40)))
+    assert not math.is_sparse(large)
+    np.testing.assert_allclose(large.numpy('x,y,~x,~y').reshape(1600, 1600), np.eye(1600) + 1 / 1600, rtol=1e-5)
+
+
 def test_a_function_whose_matrix_differs_per_batch_entry_gives_a_dense_matrix_per_entry(backend):
     scale = math.tensor([2., 3.], batch('b'))
     matrix, _ = math.matrix_from_function(lambda x: x * scale, math.ones(spatial(x=3)))

@@ -46,6 +46,7 @@ EIGENVALUES = channel('eigenvalues')  # the dim listing the results of `eigenval
 _INNER = '_ilu_inner_'  # prefix of the dims a sweep of `factor_ilu` sums over
 _COLUMN = '_column_of_'  # prefix of the batch dims numbering the basis vectors in `matrix_from_function`
 _PROBED_VALUES = 2 ** 20  # `matrix_from_function` applies the function to at most this many values of basis vectors
+_DENSEST = 1 / 8  # the share of nonzero entries above which a matrix over 2^20 entries is built dense
 
 
 def svd(x, feature_dim=channel, list_dim=None, latent_dim=SINGULAR, full_matrices: bool = False):
@@ -334,9 +335,9 @@ def matrix_from_function(f, *args, auxiliary_args: str | None = None, auto_compr
     basis vectors (one per element of `x`) go a batch at a time, at most 2^20 values per call: the memory is
     bounded, the time grows with the number of input times output elements (phiml traces `f` once instead). The basis
     vectors have no batch dims: the matrix is one for all batch entries of `x`, and has batch dims only where `f`
-    gives them even so (an argument with batch dims: a matrix per entry); then, and while a compiler traces, the
-    matrix is dense: `f` of the whole identity, its basis vectors numbered by batch dims of their own, which `f`
-    maps like any batch dim.
+    gives them even so (an argument with batch dims: a matrix per entry); then, while a compiler traces, and where
+    more than an eighth of over 2^20 entries are nonzero (coordinates would take more memory), the matrix is dense: `f`
+    of the whole identity, its basis vectors numbered by batch dims of their own, which `f` maps like any batch dim.
     A function that also acts on the numbering dims (a reduction over `non_spatial`, say) gives a matrix that
     fails a check on a random input, and one that cannot take them (building a tensor from the input's whole
     shape) raises; then `f` is applied to the basis vectors one at a time instead, and the matrix is dense.
@@ -459,10 +460,13 @@ def _sparse_columns(f, given: dict, name: str, x: Tensor, origin: Tensor, dtype:
         found = _colored_columns(f, given, name, x, origin, dtype)
         if found is not None:
             return found
-        coordinates, values = [], []
+        coordinates, values, stored = [], [], 0
         order = [_COLUMN, *rows.names]
         for start, output in _probed(f, given, name, x, origin, dtype, identity, count):
             where = np.stack(np.nonzero(output.numpy(order)), -1)
+            stored += len(where)
+            if stored > _DENSEST * count * rows.volume > _DENSEST * _PROBED_VALUES:  # a large matrix, whose
+                return None  # coordinates would take more memory than its dense values
             values.append(_entries(output, where, order))
             where[:, 0] += start
             coordinates.append(where)
