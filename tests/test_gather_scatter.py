@@ -33,6 +33,49 @@ def test_gather_picks_points_along_several_dims(data):
     np.testing.assert_array_equal(result.numpy('b,points'), values[:, xs, ys])
 
 
+@given(data=st.data())
+@SETTINGS
+def test_gather_points_with_negative_components_and_per_batch_indices_matches_numpy(data):
+    sizes = (data.draw(st.integers(1, 3)), data.draw(st.integers(1, 4)), data.draw(st.integers(1, 4)),
+             data.draw(st.integers(1, 2)))
+    values = np.arange(np.prod(sizes)).reshape(sizes)
+    count = data.draw(st.integers(0, 5))
+    points = st.tuples(st.integers(-sizes[1], sizes[1] - 1), st.integers(-sizes[2], sizes[2] - 1))
+    per_batch = [data.draw(st.lists(points, min_size=count, max_size=count)) for _ in range(sizes[0])]
+    grid = wrap(values, batch('b'), spatial('x,y'), channel('c'))
+    indices = wrap(np.asarray(per_batch, np.int64).reshape(sizes[0], count, 2), batch('b'), instance('points'),
+                   channel(vector='x,y'))
+    result = math.gather(grid, indices)
+    expected = np.stack([values[b][tuple(np.asarray(per_batch[b], np.int64).reshape(count, 2).T)]
+                         for b in range(sizes[0])])
+    np.testing.assert_array_equal(result.numpy('b,points,c'), expected)
+
+
+def test_gather_points_outside_a_dim_raise_naming_the_dim():
+    grid = wrap(np.arange(12).reshape(3, 4), spatial('x,y'))
+    with pytest.raises(IndexError, match="along 'y' reach 4, outside the 4 entries"):
+        math.gather(grid, wrap([(0, 1), (2, 4)], instance('p'), channel(vector='x,y')))
+    with pytest.raises(IndexError, match="along 'x' reach -4"):
+        math.gather(grid, wrap([(-4, 0)], instance('p'), channel(vector='x,y')))
+
+
+@given(data=st.data())
+@SETTINGS
+def test_scatter_add_of_points_with_channels_matches_numpy(data):
+    sizes = (data.draw(st.integers(1, 4)), data.draw(st.integers(1, 4)))
+    count = data.draw(st.integers(0, 6))
+    points = st.tuples(st.integers(0, sizes[0] - 1), st.integers(0, sizes[1] - 1))
+    listed = np.asarray(data.draw(st.lists(points, min_size=count, max_size=count)), np.int64).reshape(count, 2)
+    updates = np.arange(count * 2, dtype=np.float64).reshape(count, 2) + 1
+    base = np.ones((*sizes, 2))
+    points = wrap(listed, instance('p'), channel(vector='x,y'))
+    result = math.scatter(wrap(base, spatial('x,y'), channel('c')), points, wrap(updates, instance('p'), channel('c')),
+                          mode='add', outside_handling='undefined')
+    expected = base.copy()
+    np.add.at(expected, tuple(listed.T), updates)
+    np.testing.assert_array_equal(result.numpy('x,y,c'), expected)
+
+
 def test_gather_along_one_dim_with_shared_batch_dims_and_trees():
     t = wrap([[1, 2, 3, 4], [5, 6, 7, 8]], batch('b'), spatial('x'))
     indices = wrap([[0, 3], [1, 1]], batch('b'), instance('points'))

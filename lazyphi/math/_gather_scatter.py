@@ -1,7 +1,7 @@
 """Selecting by position and by mask: gather, scatter, nonzero, boolean masks, histograms and occurrence counts.
 
-`gather` picks entries at integer positions through the `GATHER_TENSOR` category, one indexed dim after
-another (the index dims are shared, so several indexed dims pick entries point by point). `scatter` and
+`gather` picks entries at integer positions through the `GATHER_TENSOR` category; several indexed dims are
+packed into one, indexed once by each point's row-major position. `scatter` and
 `histogram` are `ALONG` operations whose result shape is known from the inputs' shapes. `nonzero` and
 `boolean_mask` give results whose size depends on the values: they read the data, so a tracer stops there
 (or the traced code runs element by element along the dims they keep).
@@ -22,7 +22,7 @@ from ._items import index_list_dim, indexed_dims
 from ._kinds import expand_to
 from ._reductions import REDUCTIONS
 from ._shape import NonUniform, Shape, ShapeDtype, concat_shapes, merge_shapes, resolve_dims
-from ._structure import concat_tensors, expand_tensor, stack_tensors
+from ._structure import concat_tensors, expand_tensor, pack_tensor_dims, stack_tensors
 from ._tensor import (
     ALONG,
     RENAME_OP,
@@ -56,7 +56,7 @@ def _components(indices: Tensor, index_dim: Shape, count: int, what: str) -> lis
     return [indices[{index_dim.name: i}] for i in range(size)]
 
 
-def gather(values, indices: Tensor, dims=None, pref_index_dim: str = 'index'):
+def gather(values, indices: Tensor, dims=None, pref_index_dim: str = 'index', check: bool = True):
     """The entries of `values` at the integer positions `indices`.
 
     Args:
@@ -66,11 +66,14 @@ def gather(values, indices: Tensor, dims=None, pref_index_dim: str = 'index'):
             the indexed dims; dims it shares with `values` pick entries per element (like batch dims).
         dims: the indexed dims of `values`; by default the index labels, else the values' spatial or instance dims.
         pref_index_dim: which channel dim of `indices` lists the components when it has several.
+        check: where several dims are indexed and the indices are at hand, raise an `IndexError` for a component
+            outside its dim (a point is found by its row-major position, at which such a component would pick
+            another entry). False: the indices are known to be within range (a sparse tensor's own).
     """
     if values is None:
         return None
     if not isinstance(values, Tensor):
-        return tree_map(lambda v: gather(v, indices, dims, pref_index_dim), values)
+        return tree_map(lambda v: gather(v, indices, dims, pref_index_dim, check), values)
     indices = as_tensor(indices)
     if indices.dtype.kind is bool:
         indices = cast_tensor(indices, INT64)
@@ -84,11 +87,47 @@ def gather(values, indices: Tensor, dims=None, pref_index_dim: str = 'index'):
     components = _components(indices, index_dim, len(names), 'gather')
     varying = _varying_dims(indices)
     if varying:  # non-uniform indices: gather part by part along the dims their sizes vary with
-        return _per_slice(lambda v, i: gather(v, i, names, pref_index_dim), values, indices, varying)
+        return _per_slice(lambda v, i: gather(v, i, names, pref_index_dim, check), values, indices, varying)
+    if len(present) > 1 and all(isinstance(values.shape.get_size(names[i]), int) for i in present):
+        return _gather_points(values, [names[i] for i in present], [components[i] for i in present], check)
     result = values
     for i in present:
         result = gather_by_tensor(result, names[i], components[i])
     return result
+
+
+def _gather_points(values: Tensor, dims: list, components: list, check: bool) -> Tensor:
+    """The entries of `values` at the points whose position along each of `dims` is the matching component: the
+    dims packed into one and indexed once, by each point's row-major position there.
+
+    Indexing one dim after the other would first take, for every point, all entries along the other dims (E x n
+    values for E points on an n x n grid: 3.8 ms instead of 0.04 ms for the 81,408 entries of a 128 x 128
+    Laplace matrix). Negative components count from the end of their dim, as along one dim.
+    """
+    sizes = [values.shape.get_size(d) for d in dims]
+    volume = int(np.prod(sizes))
+    flat, stride = None, 1
+    for dim, size, component in reversed(list(zip(dims, sizes, components, strict=True))):
+        if volume >= 2 ** 31 and component.dtype.bits < 64:
+            component = cast_tensor(component, INT64)
+        negative = True
+        if component.available and component.shape.volume:
+            low = int(REDUCTIONS['min'](component, component.shape.names))
+            negative = low < 0
+            if check:
+                high = int(REDUCTIONS['max'](component, component.shape.names))
+                if low < -size or high >= size:
+                    raise IndexError(f'gather(): the indices along {dim!r} reach {low if low < -size else high}, '
+                                     f'outside the {size} entries of that dim (valid: -{size} to {size - 1})')
+        if negative:
+            component = where(component < 0, component + size, component)
+        term = component * stride if stride != 1 else component
+        flat = term if flat is None else flat + term
+        stride *= size
+    name = '_points'
+    while name in values.shape.names or name in flat.shape.names:
+        name += '_'
+    return gather_by_tensor(pack_tensor_dims(values, dims, instance(name)), name, flat)
 
 
 def _varying_dims(t: Tensor) -> tuple:

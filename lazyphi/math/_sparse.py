@@ -385,7 +385,7 @@ def _dot(tensors: Sequence[Tensor], params: tuple):
         return NotImplemented
     index = sparse._indices[{sparse._index_dim: _positions(names, sparse_dims)}]
     index = rename_tensor_dims(index, sparse._index_dim, channel(**{sparse._index_dim: tuple(other_dims)}))
-    products = sparse._values * gather(other, index)
+    products = sparse._values * gather(other, index, check=False)
     kept = tuple(n for n in names if n not in sparse_dims)
     if not kept:
         return REDUCTIONS['sum'](products, (sparse._entries,))
