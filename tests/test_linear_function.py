@@ -59,6 +59,38 @@ def test_the_sparse_matrix_of_a_laplace_is_numpys_and_phimls():
     np.testing.assert_allclose(matrix.numpy('x,~x'), dense_of(phiml, expected, 'x,~x'))
 
 
+def test_a_cached_property_building_a_matrix_is_planned_without_applying_f_to_the_identity(tmp_path):
+    from dataclasses import dataclass
+
+    from lazyphi.dataclasses import cached_property
+    from lazyphi.parallel import parallel_compute, plan
+
+    largest = []
+
+    def recorded(x):
+        largest.append(x.shape.volume)
+        return math.laplace(x, padding=0)
+
+    @dataclass(frozen=True)
+    class Operator:
+        grid: math.Tensor
+
+        @cached_property
+        def matrix(self):
+            return jit_compile_linear(recorded).sparse_matrix(self.grid)
+
+    grid = math.zeros(spatial(x=32, y=32))
+    planned = plan(Operator(grid), [Operator.matrix], cache_dir=str(tmp_path))
+    assert max(largest) <= grid.shape.volume  # tracing a dense stand-in took f of all 1024 x 1024 basis vectors
+    assert 'matrix_from_function' in str(planned.properties['matrix'].fallbacks)
+    assert 'matrix stays in memory' in str(planned)  # its shape shows once computed: not written densely to disk
+    operator = Operator(grid)
+    parallel_compute(operator, [Operator.matrix], cache_dir=str(tmp_path))
+    assert math.is_sparse(operator.matrix)
+    np.testing.assert_array_equal(operator.matrix.numpy('x,y,~x,~y'),
+                                  jit_compile_linear(laplace).sparse_matrix(grid).numpy('x,y,~x,~y'))
+
+
 def test_an_affine_function_gives_its_bias_and_has_no_single_matrix():
     def gradient_plus_one(m):
         def f(x):

@@ -39,6 +39,7 @@ from ._shape import EMPTY_SHAPE, Shape
 from ._sparse import SparseTensor, to_format
 from ._structure import transpose
 from ._tensor import Tensor, as_tensor, dims_in
+from ._trace import DataNeeded, Tracer
 from ._vectors import dot
 
 SINGULAR = channel('singular')  # the latent dim of `svd` by default
@@ -340,7 +341,8 @@ def matrix_from_function(f, *args, auxiliary_args: str | None = None, auto_compr
     of the whole identity, its basis vectors numbered by batch dims of their own, which `f` maps like any batch dim.
     A function that also acts on the numbering dims (a reduction over `non_spatial`, say) gives a matrix that
     fails a check on a random input, and one that cannot take them (building a tensor from the input's whole
-    shape) raises; then `f` is applied to the basis vectors one at a time instead, and the matrix is dense.
+    shape) raises; then `f` is applied to the basis vectors one at a time instead, and the matrix is dense. Traced by
+    the planner (`lazyphi.parallel.plan`), it raises the tracer's `DataNeeded`: the property runs on values.
 
     Args:
         f: the function, called with keyword arguments: on zeros, on batches of basis vectors, on a random input
@@ -379,6 +381,10 @@ def matrix_from_function(f, *args, auxiliary_args: str | None = None, auto_compr
                          f'columns by dual dims')
     dtype = x.dtype if x.dtype.kind in (float, complex) else DType(float, get_precision())
     bias = f(**{**given, name: zeros_like(x)})
+    if isinstance(x, Tracer) or isinstance(bias, Tracer):
+        # planning traces shapes; the matrix is found from values (which entries are zero): a traced stand-in would
+        # apply f to the whole identity (2^28 values for a 128x128 grid, 29 s) to give a dense shape the run has not
+        raise DataNeeded('matrix_from_function', 'the matrix is built from the values of f at basis vectors')
     # f at zeros without the batch dims of x, subtracted from its values at the basis vectors (which have none)
     origin = f(**{**given, name: zeros_like(x[{d: 0 for d in x.shape.batch.names}])}) if x.shape.batch else bias
     sparse = bool(x.shape.non_batch) and not compiling() and x.available
