@@ -5,7 +5,7 @@ Cases, on square grids of n x n cells (`--sizes`, default 64 and 128), each time
 * (matrix) `math.matrix_from_function` of a 5-point Laplace operator (`math.laplace`, zero boundaries), with
   lazyphi's default (a few coloured probes, checked) beside phiml's linear tracer, and of a function that reads
   every cell (`x + mean(x)`, grids up to 64 x 64: its matrix has n^4 entries), where lazyphi applies the function
-  to every basis vector in batches (n^2 probes);
+  to every basis vector in batches (n^2 probes); and the Laplace matrix times a grid (`matrix @ x`);
 * (solve) `solve_linear(jit_compile_linear(laplace), y, Solve('direct'))`, which builds the sparse matrix and
   factors it once on the host, with zero boundaries and with zero-gradient boundaries (a singular matrix, whose
   null vector lazyphi projects out), beside phiml's `spsolve`; and `Solve('CG')` on the function for reference.
@@ -80,6 +80,9 @@ def case(n: int, repeats: int) -> None:
         matrix = lazy_math.matrix_from_function(functions(lazy_math)[name], grids['lazy'])[0]
         row(f'matrix_from_function({name})', found['lazy'], found.get('phi'),
             f'{lazy_math.stored_values(matrix).shape.volume:,} entries{failures}')
+    laplace = {k: m.matrix_from_function(functions(m)['laplace'], grids[k])[0] for k, m in libraries.items()}
+    products = {k: median_seconds(lambda k=k: laplace[k] @ grids[k], repeats * 10) for k in libraries}
+    row('laplace matrix @ x', products['lazy'], products.get('phi'), 'the sparse matrix times a grid')
     for name, method in (('laplace', 'direct'), ('laplace, zero gradient', 'direct'), ('laplace', 'CG')):
         found, residuals = {}, {}
         for k, m in libraries.items():
