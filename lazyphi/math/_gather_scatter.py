@@ -56,8 +56,11 @@ def _components(indices: Tensor, index_dim: Shape, count: int, what: str) -> lis
     return [indices[{index_dim.name: i}] for i in range(size)]
 
 
-def gather(values, indices: Tensor, dims=None, pref_index_dim: str = 'index', check: bool = True):
+def gather(values, indices: Tensor, dims=None, pref_index_dim: str = 'index'):
     """The entries of `values` at the integer positions `indices`.
+
+    Where several dims are indexed and the indices are at hand, a component outside its dim raises an `IndexError`
+    (each point is found by its row-major position, at which such a component would pick another entry).
 
     Args:
         values: a Tensor or tree of tensors.
@@ -66,14 +69,21 @@ def gather(values, indices: Tensor, dims=None, pref_index_dim: str = 'index', ch
             the indexed dims; dims it shares with `values` pick entries per element (like batch dims).
         dims: the indexed dims of `values`; by default the index labels, else the values' spatial or instance dims.
         pref_index_dim: which channel dim of `indices` lists the components when it has several.
-        check: where several dims are indexed and the indices are at hand, raise an `IndexError` for a component
-            outside its dim (a point is found by its row-major position, at which such a component would pick
-            another entry). False: the indices are known to be within range (a sparse tensor's own).
     """
+    return _gathered(values, indices, dims, pref_index_dim, True)
+
+
+def gather_in_range(values, indices: Tensor, dims=None) -> Tensor:
+    """`gather` of indices known to lie within their dims (a sparse tensor's own coordinates): not checked."""
+    return _gathered(values, indices, dims, 'index', False)
+
+
+def _gathered(values, indices: Tensor, dims, pref_index_dim: str, check: bool):
+    """`gather`; `check`: test indices at hand against their dims where several dims are indexed."""
     if values is None:
         return None
     if not isinstance(values, Tensor):
-        return tree_map(lambda v: gather(v, indices, dims, pref_index_dim, check), values)
+        return tree_map(lambda v: _gathered(v, indices, dims, pref_index_dim, check), values)
     indices = as_tensor(indices)
     if indices.dtype.kind is bool:
         indices = cast_tensor(indices, INT64)
@@ -87,7 +97,7 @@ def gather(values, indices: Tensor, dims=None, pref_index_dim: str = 'index', ch
     components = _components(indices, index_dim, len(names), 'gather')
     varying = _varying_dims(indices)
     if varying:  # non-uniform indices: gather part by part along the dims their sizes vary with
-        return _per_slice(lambda v, i: gather(v, i, names, pref_index_dim, check), values, indices, varying)
+        return _per_slice(lambda v, i: _gathered(v, i, names, pref_index_dim, check), values, indices, varying)
     if len(present) > 1 and all(isinstance(values.shape.get_size(names[i]), int) for i in present):
         return _gather_points(values, [names[i] for i in present], [components[i] for i in present], check)
     result = values

@@ -24,7 +24,7 @@ from ._convert import dense as dense_trees
 from ._creation import meshgrid, wrap, zeros
 from ._creation import tensor_like as dense_tensor_like
 from ._dims import channel, instance
-from ._gather_scatter import boolean_mask, gather, nonzero, scatter
+from ._gather_scatter import boolean_mask, gather, gather_in_range, nonzero, scatter
 from ._kinds import Expanded, expand_to
 from ._magic_ops import concat, pack_dims, stack
 from ._reductions import REDUCTIONS, reduction_of
@@ -385,7 +385,7 @@ def _dot(tensors: Sequence[Tensor], params: tuple):
         return NotImplemented
     index = sparse._indices[{sparse._index_dim: _positions(names, sparse_dims)}]
     index = rename_tensor_dims(index, sparse._index_dim, channel(**{sparse._index_dim: tuple(other_dims)}))
-    products = sparse._values * gather(other, index, check=False)
+    products = sparse._values * gather_in_range(other, index)
     kept = tuple(n for n in names if n not in sparse_dims)
     if not kept:
         return REDUCTIONS['sum'](products, (sparse._entries,))
