@@ -202,6 +202,10 @@ def test_bad_input_raises_value_errors():
         math.sparse_tensor(math.zeros(spatial(x=3), dtype=int), 1., spatial(x=3))
     with pytest.raises(ValueError, match='label'):
         math.sparse_tensor(math.tensor([(0, 1)], instance('nnz'), channel(idx='a,b')), 1., spatial(x=2) & dual(y=2))
+    with pytest.raises(ValueError, match="along 'y' reach 2, outside 0 to 1"):
+        math.sparse_tensor(math.tensor([(0, 1), (1, 2)], instance('nnz'), channel(idx='x,y')), 1., spatial(x=2, y=2))
+    with pytest.raises(ValueError, match="along 'x' reach -1"):
+        math.sparse_tensor(math.tensor([(-1, 0)], instance('nnz'), channel(idx='x,y')), 1., spatial(x=2, y=2))
     with pytest.raises(ValueError, match='invalid'):
         math.stored_values(matrix(), invalid='drop')
     with pytest.raises(ValueError, match='batch'):

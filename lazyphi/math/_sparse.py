@@ -413,8 +413,8 @@ def sparse_tensor(indices: Tensor | None, values, dense_shape: Shape, can_contai
         indices_constant: unused: lazyphi's compiled functions take the indices as they take every tensor.
 
     Raises:
-        ValueError: `indices` not of that form (or of the compact form, which lazyphi does not offer), an instance
-            dim of `values` other than the entries', or an unknown `format`.
+        ValueError: `indices` not of that form (or of the compact form, which lazyphi does not offer), coordinates
+            outside `dense_shape`, an instance dim of `values` other than the entries', or an unknown `format`.
     """
     if not isinstance(dense_shape, Shape) or not dense_shape or any(not isinstance(s, int) for s in dense_shape.sizes):
         raise ValueError(f'sparse_tensor(): dense_shape must be a Shape of the sparse dims with their sizes, got '
@@ -437,6 +437,14 @@ def sparse_tensor(indices: Tensor | None, values, dense_shape: Shape, can_contai
         raise ValueError(f'sparse_tensor(): indices need one channel dim whose item labels name the sparse dims '
                          f'{dense_shape.names}, got {indices.shape}')
     entries = indices.shape.instance
+    if indices.available and entries.volume:  # products gather at the coordinates unchecked (`gather_in_range`)
+        for name, size in zip(dense_shape.names, dense_shape.sizes, strict=True):
+            component = indices[{index.name: name}]
+            low = int(REDUCTIONS['min'](component, component.shape.names))
+            high = int(REDUCTIONS['max'](component, component.shape.names))
+            if low < 0 or high >= size:
+                raise ValueError(f'sparse_tensor(): the coordinates along {name!r} reach {low if low < 0 else high}, '
+                                 f'outside 0 to {size - 1} of dense_shape {dense_shape}')
     values = as_tensor(values)
     if values.shape.instance.without(entries.names):
         raise ValueError(f'sparse_tensor(): values {values.shape} may have no instance dim but the entries\' '
