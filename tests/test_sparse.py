@@ -2,6 +2,7 @@
 backend: values stay sparse through the operations that keep zeros, and everything else sees the dense values."""
 
 import warnings
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -328,3 +329,54 @@ def test_stored_indices_of_a_lazily_expanded_tensor_list_all_its_coordinates():
     np.testing.assert_array_equal(math.stored_indices(like).numpy('entries,index'),
                                   math.stored_indices(d).numpy('entries,index'))
     np.testing.assert_allclose(math.stored_values(like).numpy(), 1)
+
+
+def products(m, t):
+    """`m @ t` and `t`'s row through `m` (`dot` over `x`), the second where `t` has `x`."""
+    return m @ t if 'y' in t.shape else math.dot(t, 'x', m, 'x')
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, ROWS - 1), st.integers(0, COLS - 1)), max_size=12),
+       st.sampled_from(['y', 'x']), st.booleans(), st.booleans(), st.sampled_from([np.float32, np.float64]))
+def test_products_with_dense_tensors_equal_the_dense_matrix_products(coords, side, batched, vector, dtype):
+    values = list(np.linspace(-1, 2, len(coords)))
+    m = matrix(coords, values)
+    shape = (batch(b=2) if batched else math.EMPTY_SHAPE) & spatial(**{side: ROWS if side == 'x' else COLS}) & \
+        (channel(v='a,b') if vector else math.EMPTY_SHAPE)
+    t = math.tensor(np.random.default_rng(len(coords)).standard_normal(shape.sizes).astype(dtype), shape)
+    found, expected = products(m, t), products(math.dense(m), t)
+    assert found.shape == expected.shape and found.dtype == expected.dtype
+    order = found.shape.names
+    np.testing.assert_allclose(found.numpy(order), expected.numpy(order), rtol=1e-5, atol=1e-5)
+
+
+def test_numpy_products_run_through_one_kept_scipy_matrix(backend):
+    m, y = matrix(), math.tensor(np.array([1., -2., 3.], np.float32), spatial('y'))
+    expected = scipy_matrix().toarray() @ [1., -2., 3.]
+    with mock.patch('lazyphi.math._sparse.gather_in_range', side_effect=AssertionError('gathered')) as gathered:
+        if backend.name == 'numpy':
+            np.testing.assert_allclose((m @ y).numpy('x'), expected, rtol=1e-6)
+            np.testing.assert_allclose((m @ (2 * y)).numpy('x'), 2 * expected, rtol=1e-6)
+            kept = m.host_csr(('x',), ('~y',), (m @ y).dtype)
+            assert kept is m.host_csr(('x',), ('~y',), (m @ y).dtype) and kept.nnz == 4  # (2, 0) added up
+        else:  # other backends gather and add up, where autodiff and compilers see the operations
+            with pytest.raises(AssertionError, match='gathered'):
+                m @ y
+    assert gathered.called == (backend.name != 'numpy')
+
+
+def test_products_of_integer_matrices_keep_integer_values():
+    m = math.sparse_tensor(math.tensor([(0, 1), (1, 0), (1, 0)], instance('nnz'), channel(idx='x,~y')),
+                           math.tensor([2, 3, 4], instance('nnz')), spatial(x=2) & dual(y=2))
+    result = m @ math.tensor([5, 7], spatial('y'))
+    assert result.dtype.kind is int
+    np.testing.assert_array_equal(result.numpy('x'), [14, 35])
+
+
+def test_products_with_matrices_of_batch_or_value_dims_add_up_per_entry():
+    idx = math.tensor([(0, 1), (1, 0)], instance('nnz'), channel(idx='x,~y'))
+    values = math.tensor([[1., 2.], [3., 4.]], instance('nnz'), batch('b'))
+    m = math.sparse_tensor(idx, values, spatial(x=2) & dual(y=2))
+    result = m @ math.tensor([5., 7.], spatial('y'))
+    np.testing.assert_allclose(result.numpy('b,x'), [[7., 15.], [14., 20.]])

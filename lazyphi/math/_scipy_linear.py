@@ -31,7 +31,7 @@ from ._magic_ops import expand
 from ._natives import common_backend
 from ._ops import cast
 from ._shape import Shape
-from ._sparse import SparseTensor, stored_indices, stored_values
+from ._sparse import SparseTensor
 from ._tensor import Tensor
 
 # lazyphi's name -> the name of the function in scipy.sparse.linalg
@@ -203,27 +203,14 @@ def _ilu(matrix):
 def host_matrix(matrix: Tensor, rows: Shape, columns: Shape):
     """`matrix` as one `scipy.sparse.csr_matrix` of float64 values, its rows the dims `rows` and its columns the
     (dual) dims `columns`, each side flattened row-major in the given order (as `reshaped_native` packs them), with
-    repeated coordinates added up.
+    repeated coordinates added up: `SparseTensor.host_csr`, kept by the tensor (not to be modified).
 
     None where `matrix` is not such a sparse tensor: dense, its indices or values not at hand (inside `jit_compile`
     or a trace), with batch dims (a matrix per entry), or with dims beyond the sparse ones (value dims).
     """
-    if not isinstance(matrix, SparseTensor) or not matrix.available or matrix.shape.batch or \
-            set(matrix.shape.names) != set(rows.names) | set(columns.names):
+    if not isinstance(matrix, SparseTensor) or set(matrix.shape.names) != set(rows.names) | set(columns.names):
         return None
-    indices, values = stored_indices(matrix), stored_values(matrix)
-    labels = indices.shape.get_item_names('index')
-    if set(labels) != set(matrix.shape.names):  # a value dim among the rows or columns
-        return None
-    import scipy.sparse
-    coordinates = indices.numpy(['entries', 'index']).astype(np.int64)
-
-    def flat(side: Shape) -> np.ndarray:
-        if not side:
-            return np.zeros(coordinates.shape[0], np.int64)
-        return np.ravel_multi_index([coordinates[:, labels.index(n)] for n in side.names], side.sizes)
-    data = np.asarray(values.numpy(['entries']), np.float64)
-    return scipy.sparse.csr_matrix((data, (flat(rows), flat(columns))), shape=(rows.volume, columns.volume))
+    return matrix.host_csr(rows.names, columns.names, DType(float, 64))
 
 
 class SparseDirect:

