@@ -157,3 +157,58 @@ def test_the_matrix_of_a_random_matrix_product_is_that_matrix(rows, columns, see
     matrix, bias = jit_compile_linear(lambda x: a @ x).sparse_matrix_and_bias(math.zeros(channel(inp=columns)))
     np.testing.assert_allclose(matrix.numpy('out,~inp'), values, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(bias.numpy('out'), 0, atol=1e-6)
+
+
+def test_matrices_are_kept_for_arguments_alike():
+    calls = []
+
+    @jit_compile_linear(auxiliary_args='weights,scale')
+    def weighted(x, weights, scale: float):
+        calls.append(x.shape)
+        return laplace(x) * weights * scale
+    weights = math.tensor([1., 2., 3., 4.], spatial('x'))
+    first = weighted.sparse_matrix(math.zeros(spatial(x=4)), weights, 2.)
+    built = len(calls)
+    assert weighted.sparse_matrix(math.ones(spatial(x=4)), weights, 2.) is first and len(calls) == built  # values of x
+    np.testing.assert_allclose(math.dense(first).numpy('x,~x'), LAPLACE * [[2.], [4.], [6.], [8.]], rtol=1e-6)
+    # another tensor (even of equal values), another auxiliary value, another shape of x: built anew
+    for x, w, scale in ((math.zeros(spatial(x=4)), weights * 1, 2.), (math.zeros(spatial(x=4)), weights, 3.),
+                        (math.zeros(spatial(x=4), batch(b=2)), weights, 2.)):
+        assert weighted.sparse_matrix(x, w, scale) is not first
+    assert len(weighted._matrices) == 4
+    weighted.sparse_matrix(math.zeros(spatial(x=5)), weights[{'x': 0}], 2.)  # a fifth: the oldest is dropped
+    assert len(weighted._matrices) == 4
+    assert weighted.sparse_matrix(math.zeros(spatial(x=4)), weights, 2.) is not first
+
+
+def test_matrices_built_inside_jit_compile_are_not_kept(backend):
+    function = jit_compile_linear(laplace)
+
+    @math.jit_compile
+    def apply_matrix(x):
+        return function.sparse_matrix(x) @ x
+    apply_matrix(math.tensor([1., 4., 9., 16.], spatial('x')))
+    traced = backend.name in ('jax', 'tensorflow')  # NumPy and PyTorch run compiled functions on values
+    assert len(function._matrices) == (0 if traced else 1)
+    assert all(t.available for _, found in function._matrices.values() for t in found)
+
+
+def test_numpy_iterative_solves_step_with_the_kept_matrix(backend):
+    calls = []
+
+    @jit_compile_linear
+    def counted(x):
+        calls.append(1)
+        return laplace(x)
+    y = math.tensor(np.random.default_rng(0).standard_normal((8, 8)), spatial('x,y'))
+    expected = math.solve_linear(lambda x: laplace(x), y, math.Solve('CG', 1e-6, 1e-6, x0=0 * y))
+    evaluations = 0
+    for method in ('CG', 'CG-adaptive', 'biCG-stab', 'auto'):
+        with math.SolveTape() as tape:
+            x = math.solve_linear(counted, y, math.Solve(method, 1e-6, 1e-6, x0=0 * y))
+        np.testing.assert_allclose(x.numpy('x,y'), expected.numpy('x,y'), rtol=1e-4, atol=1e-5)
+        evaluations += int(tape[0].function_evaluations.max)
+    if backend.name == 'numpy':  # one matrix, built by a few probes of the function and kept for all four solves
+        assert len(counted._matrices) == 1 and len(calls) < evaluations / 4
+    else:  # the compiled function runs at each step; no matrix is built
+        assert not counted._matrices

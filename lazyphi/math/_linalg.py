@@ -360,22 +360,8 @@ def matrix_from_function(f, *args, auxiliary_args: str | None = None, auto_compr
     Returns:
         `(matrix, bias)`.
     """
-    if auxiliary_args is not None and not isinstance(auxiliary_args, str):
-        raise TypeError(f'matrix_from_function(): auxiliary_args must be a comma-separated str or None, got '
-                        f'{auxiliary_args!r}')
-    positional = [p.name for p in inspect.signature(f).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    if len(args) > len(positional):
-        raise TypeError(f'matrix_from_function(): {len(args)} positional arguments for the {len(positional)} '
-                        f'parameters {positional} of {getattr(f, "__name__", f)}')
-    given = {**kwargs, **dict(zip(positional, args, strict=False))}
-    aux = {s.strip() for s in auxiliary_args.split(',') if s.strip()} if isinstance(auxiliary_args, str) \
-        else set(positional[1:])
-    traced = {name: value for name, value in given.items() if name not in aux}
-    if len(traced) != 1 or not isinstance(next(iter(traced.values())), Tensor):
-        raise ValueError(f'matrix_from_function(): exactly one argument outside auxiliary_args must be a Tensor, '
-                         f'the one the function is affine in; got {sorted(traced)}')
-    (name, x), = traced.items()
+    given, name = affine_argument(f, args, kwargs, auxiliary_args)
+    x = given[name]
     if x.shape.dual:
         raise ValueError(f'matrix_from_function(): the input {x.shape} has dual dims already; the matrix names its '
                          f'columns by dual dims')
@@ -402,6 +388,31 @@ def matrix_from_function(f, *args, auxiliary_args: str | None = None, auto_compr
     if target_backend is not None:
         matrix, bias = convert_tensors(matrix, target_backend), convert_tensors(bias, target_backend)
     return matrix, bias
+
+
+def affine_argument(f, args: tuple, kwargs: dict, auxiliary_args: str | None) -> tuple[dict, str]:
+    """The arguments of `f` by parameter name, and the name of the one `f` is affine in (see `matrix_from_function`).
+
+    Raises:
+        TypeError: `auxiliary_args` is not a str or None, or more positional arguments than `f` takes.
+        ValueError: not exactly one argument outside `auxiliary_args`, or it is not a tensor.
+    """
+    if auxiliary_args is not None and not isinstance(auxiliary_args, str):
+        raise TypeError(f'matrix_from_function(): auxiliary_args must be a comma-separated str or None, got '
+                        f'{auxiliary_args!r}')
+    positional = [p.name for p in inspect.signature(f).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(args) > len(positional):
+        raise TypeError(f'matrix_from_function(): {len(args)} positional arguments for the {len(positional)} '
+                        f'parameters {positional} of {getattr(f, "__name__", f)}')
+    given = {**kwargs, **dict(zip(positional, args, strict=False))}
+    aux = {s.strip() for s in auxiliary_args.split(',') if s.strip()} if isinstance(auxiliary_args, str) \
+        else set(positional[1:])
+    traced = [name for name in given if name not in aux]
+    if len(traced) != 1 or not isinstance(given[traced[0]], Tensor):
+        raise ValueError(f'matrix_from_function(): exactly one argument outside auxiliary_args must be a Tensor, '
+                         f'the one the function is affine in; got {sorted(traced)}')
+    return given, traced[0]
 
 
 class _NotProbed(Exception):
