@@ -6,9 +6,10 @@ Cases, on square grids of n x n cells (`--sizes`, default 64 and 128), each time
   lazyphi's default (a few coloured probes, checked) beside phiml's linear tracer, and of a function that reads
   every cell (`x + mean(x)`, grids up to 64 x 64: its matrix has n^4 entries), where lazyphi applies the function
   to every basis vector in batches (n^2 probes); and the Laplace matrix times a grid (`matrix @ x`);
-* (solve) `solve_linear(jit_compile_linear(laplace), y, Solve('direct'))`, which builds the sparse matrix and
-  factors it once on the host, with zero boundaries and with zero-gradient boundaries (a singular matrix, whose
-  null vector lazyphi projects out), beside phiml's `spsolve`; and `Solve('CG')` on the function for reference.
+* (solve) `solve_linear(jit_compile_linear(laplace), y, Solve('direct'))`, which factors the function's sparse
+  matrix on the host (the matrix built by the untimed first call and kept by the function, as phiml keeps its), with
+  zero boundaries and with zero-gradient boundaries (a singular matrix, whose null vector lazyphi projects out),
+  beside phiml's `spsolve`; and `Solve('CG')`, which steps with that matrix on NumPy in both libraries.
 
 Figures are medians over the repeats; ratios lazyphi / phiml of the medians. Where phiml is not importable its
 columns are left out. Prints figures and ratios; asserts nothing (no issue sets a target here).
@@ -45,9 +46,9 @@ def median_seconds(call: Callable, repeats: int) -> float:
 
 
 def row(label: str, lazy: float, phi: float | None, note: str = '') -> None:
-    text = f'    {label:<46} lazyphi {lazy * 1e3:9.1f} ms'
+    text = f'    {label:<46} lazyphi {lazy * 1e3:9.2f} ms'
     if phi is not None:
-        text += f'   phiml {phi * 1e3:9.1f} ms   lazyphi / phiml {lazy / phi:6.2f}x'
+        text += f'   phiml {phi * 1e3:9.2f} ms   lazyphi / phiml {lazy / phi:6.2f}x'
     print(text + (f'   {note}' if note else ''))
 
 

@@ -14,6 +14,7 @@ from lazyphi.math import LinearFunction, batch, channel, dual, jit_compile_linea
 pytestmark = pytest.mark.usefixtures('backend')
 
 LAPLACE = np.diag(-2. * np.ones(4)) + np.diag(np.ones(3), 1) + np.diag(np.ones(3), -1)
+LAPLACE6 = np.diag(-2. * np.ones(6)) + np.diag(np.ones(5), 1) + np.diag(np.ones(5), -1)
 
 
 def laplace(x):
@@ -212,3 +213,24 @@ def test_numpy_iterative_solves_step_with_the_kept_matrix(backend):
         assert len(counted._matrices) == 1 and len(calls) < evaluations / 4
     else:  # the compiled function runs at each step; no matrix is built
         assert not counted._matrices
+
+
+def test_direct_solves_reuse_the_kept_matrix_but_build_one_to_differentiate_by_arguments():
+    calls = []
+
+    @jit_compile_linear(auxiliary_args='weights')
+    def weighted(x, weights):
+        calls.append(1)
+        return laplace(x) * weights
+    y = math.tensor(np.random.default_rng(1).standard_normal(6), spatial('x'))
+    weights = math.tensor(np.linspace(1., 2., 6), spatial('x'))
+    expected = np.linalg.solve(LAPLACE6 * np.linspace(1., 2., 6)[:, None], y.numpy('x'))
+    built = []
+    for method in ('direct', 'scipy-direct', 'direct'):
+        x = math.solve_linear(weighted, y, math.Solve(method, x0=0 * y), weights)
+        np.testing.assert_allclose(x.numpy('x'), expected, rtol=1e-4, atol=1e-5)
+        built.append(len(calls))
+    assert built[0] > 0 and built[1] == built[2] == built[0]  # the second and third solves found the matrix kept
+    x = math.solve_linear(weighted, y, math.Solve('direct', x0=0 * y), weights, grad_for_f=True)
+    np.testing.assert_allclose(x.numpy('x'), expected, rtol=1e-4, atol=1e-5)
+    assert len(calls) > built[-1]  # its entries carry derivatives by the weights: built for this solve

@@ -126,14 +126,16 @@ def solve_linear(f, y, solve: Solve, *f_args, grad_for_f=False, f_kwargs: dict |
         raise TypeError(f'solve_linear(): f must be a linear function or a matrix Tensor, got {type(f).__name__}')
     if (y.dtype.kind is complex) or (solve.x0.dtype.kind is complex):
         raise ValueError('solve_linear(): complex systems are not offered; solve real and imaginary parts apart')
-    # the function's matrix (sparse where its values are at hand, as phiml's) for the direct methods, and to
-    # differentiate by the function's arguments through its entries
-    if matrix is None and _kept_matrix(f, y, solve, f_args, f_kwargs):
-        matrix, bias = f.sparse_matrix_and_bias(solve.x0, *f_args, **f_kwargs)
-        y = _named_as_rows(matrix, y) - bias
-    elif matrix is None and (solve.method in _DIRECT or solve.method in NEEDS_MATRIX or solve.preconditioner is not None
-                             or grad_for_f or (solve.method in SCIPY_ITERATIVE and not _on_host(y, solve.x0))):
-        matrix, bias = matrix_from_function(_operator(None, f_args, f, f_kwargs), solve.x0)
+    # a function's matrix (sparse where its values are at hand, as phiml's) for the direct methods, and to
+    # differentiate by the function's arguments through its entries; a LinearFunction keeps it for the next solve
+    linear = _linear_in_x0(f, solve.x0, f_args, f_kwargs)
+    if matrix is None and (solve.method in _DIRECT or solve.method in NEEDS_MATRIX or solve.preconditioner is not None
+                           or grad_for_f or (solve.method in SCIPY_ITERATIVE and not _on_host(y, solve.x0))
+                           or (linear and solve.method in _ITERATIVE and _on_numpy(y, solve.x0, f_args, f_kwargs))):
+        if linear and not grad_for_f:  # a matrix holding derivatives is built anew for each solve
+            matrix, bias = f.sparse_matrix_and_bias(solve.x0, *f_args, **f_kwargs)
+        else:
+            matrix, bias = matrix_from_function(_operator(None, f_args, f, f_kwargs), solve.x0)
         y = _named_as_rows(matrix, y) - bias
     function = None if matrix is not None else f
     known = None
@@ -147,23 +149,27 @@ def solve_linear(f, y, solve: Solve, *f_args, grad_for_f=False, f_kwargs: dict |
     return solve_function(y, matrix, f_args, _copy(solve, x0=None), function, f_kwargs, grad_for_f, known, solve.x0)
 
 
-def _kept_matrix(f, y: Tensor, solve: Solve, f_args: tuple, f_kwargs: dict) -> bool:
-    """Whether a `LinearFunction` is solved with its kept matrix (`LinearFunction.sparse_matrix_and_bias`), as phiml
-    solves one: by lazyphi's iterative methods where every tensor is a NumPy tensor at hand, so that each step's
-    product runs through SciPy's compiled sparse product (`SparseTensor.host_csr`) instead of calling the function.
-    The 5-point Laplace operator on a 64x64 grid, solved by CG: 58 ms calling the function at each step, 22 ms on
-    its matrix (built once in 8 ms, then kept). Other backends call the function, where it runs compiled."""
-    if not isinstance(f, LinearFunction) or solve.method not in _ITERATIVE or compiling() or \
-            not non_batch(solve.x0):
-        return False
-    tensors = [y, solve.x0, *tree_leaves(f_args), *tree_leaves(f_kwargs)]
-    if any(t.backend is not NUMPY or not t.available for t in tensors):
+def _linear_in_x0(f, x0: Tensor, f_args: tuple, f_kwargs: dict) -> bool:
+    """Whether `f` is a `LinearFunction` affine in its first parameter alone, which takes `x0`: its matrix at these
+    arguments is the one it keeps (`LinearFunction.sparse_matrix_and_bias`)."""
+    if not isinstance(f, LinearFunction):
         return False
     try:
-        return affine_argument(f.f, (solve.x0, *f_args), f_kwargs, f.matrix_auxiliary_args)[1] == \
+        return affine_argument(f.f, (x0, *f_args), f_kwargs, f.matrix_auxiliary_args)[1] == \
             next(iter(inspect.signature(f.f).parameters))
-    except (TypeError, ValueError):  # not affine in its first argument alone: called as a function
+    except (TypeError, ValueError):  # affine in another argument, or in several: called as a function
         return False
+
+
+def _on_numpy(y: Tensor, x0: Tensor, f_args: tuple, f_kwargs: dict) -> bool:
+    """Whether lazyphi's iterative methods step with a function's matrix rather than calling it: where every tensor
+    is a NumPy tensor at hand, as phiml solves a `LinearFunction`, so that each product runs through SciPy's
+    compiled sparse product (`SparseTensor.host_csr`). The 5-point Laplace operator on a 64x64 grid, solved by CG:
+    58 ms calling the function at each step, 22 ms on its kept matrix (built once in 8 ms). Other backends call the
+    function, compiled, at each step."""
+    if compiling() or not non_batch(x0):
+        return False
+    return all(t.backend is NUMPY and t.available for t in (y, x0, *tree_leaves(f_args), *tree_leaves(f_kwargs)))
 
 
 def _type_name(value) -> str:
