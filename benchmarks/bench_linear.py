@@ -6,10 +6,11 @@ Cases, on square grids of n x n cells (`--sizes`, default 64 and 128), each time
   lazyphi's default (a few coloured probes, checked) beside phiml's linear tracer, and of a function that reads
   every cell (`x + mean(x)`, grids up to 64 x 64: its matrix has n^4 entries), where lazyphi applies the function
   to every basis vector in batches (n^2 probes); and the Laplace matrix times a grid (`matrix @ x`);
-* (solve) `solve_linear(jit_compile_linear(laplace), y, Solve('direct'))`, which factors the function's sparse
-  matrix on the host (the matrix built by the untimed first call and kept by the function, as phiml keeps its), with
-  zero boundaries and with zero-gradient boundaries (a singular matrix, whose null vector lazyphi projects out),
-  beside phiml's `spsolve`; and `Solve('CG')`, which steps with that matrix on NumPy in both libraries.
+* (solve) `solve_linear(jit_compile_linear(laplace), y, Solve('direct'))` beside phiml's `spsolve`: 'first', a
+  new function each call, which builds the sparse matrix and factors it on the host; then again with one function,
+  which keeps its matrix (as phiml's does) and lazyphi also the matrix's factors, with zero boundaries and with
+  zero-gradient boundaries (a singular matrix, whose null vector lazyphi projects out); and `Solve('CG')`, first and
+  again, which steps with the function's matrix on NumPy in both libraries.
 
 Figures are medians over the repeats; ratios lazyphi / phiml of the medians. Where phiml is not importable its
 columns are left out. Prints figures and ratios; asserts nothing (no issue sets a target here).
@@ -84,19 +85,22 @@ def case(n: int, repeats: int) -> None:
     laplace = {k: m.matrix_from_function(functions(m)['laplace'], grids[k])[0] for k, m in libraries.items()}
     products = {k: median_seconds(lambda k=k: laplace[k] @ grids[k], repeats * 10) for k in libraries}
     row('laplace matrix @ x', products['lazy'], products.get('phi'), 'the sparse matrix times a grid')
-    for name, method in (('laplace', 'direct'), ('laplace, zero gradient', 'direct'), ('laplace', 'CG')):
+    for name, method, first in (('laplace', 'direct', True), ('laplace', 'direct', False),
+                                ('laplace, zero gradient', 'direct', False), ('laplace', 'CG', True),
+                                ('laplace', 'CG', False)):
         found, residuals = {}, {}
         for k, m in libraries.items():
-            operator = m.jit_compile_linear(functions(m)[name])
-            y = operator(grids[k])
+            y = m.jit_compile_linear(functions(m)[name])(grids[k])
+            kept = m.jit_compile_linear(functions(m)[name])
 
-            def solve(m=m, operator=operator, y=y, k=k, method=method, residuals=residuals):
+            def solve(m=m, y=y, k=k, method=method, residuals=residuals, kept=kept, name=name, first=first):
+                operator = m.jit_compile_linear(functions(m)[name]) if first else kept  # first: nothing kept yet
                 with warnings.catch_warnings():
                     warnings.simplefilter('ignore')  # phiml's spsolve warns about the format it is given
                     x = m.solve_linear(operator, y, m.Solve(method, 1e-5, 1e-5, x0=0 * y))
                 residuals[k] = float(m.max(abs(operator(x) - y)))
             found[k] = median_seconds(solve, repeats)
-        row(f"solve_linear({name}, '{method}')", found['lazy'], found.get('phi'),
+        row(f"solve_linear({name}, '{method}'){', first' if first else ''}", found['lazy'], found.get('phi'),
             f"max |f(x) - y| {residuals['lazy']:.1e}" + (f" (phiml {residuals['phi']:.1e})" if 'phi' in residuals
                                                            else ''))
 

@@ -2,6 +2,7 @@
 `scipy.sparse` matrix, never laid out densely, against NumPy's dense solve and phiml, on every backend."""
 
 import warnings
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -221,3 +222,22 @@ def test_phiml_finds_the_same_solution(method):
         warnings.simplefilter('ignore')  # phiml's sparse matrices warn
         expected = run(phiml)
     np.testing.assert_allclose(run(math), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_one_matrix_is_factored_once_for_all_its_direct_solves(never_dense):
+    matrix = from_scipy(laplace())
+    factored = []
+
+    class Counted(SparseDirect):
+        def __init__(self, host):
+            factored.append(host.shape)
+            SparseDirect.__init__(self, host)
+    x0 = math.zeros(spatial(x=NX, y=NY))
+    with mock.patch('lazyphi.math._optimize.SparseDirect', Counted):
+        for entry in range(2):
+            y = math.tensor(Y[entry], spatial('x,y'))
+            for method in ('direct', 'scipy-direct'):
+                x = math.solve_linear(matrix, y, Solve(method, x0=x0))
+                expected = scipy.sparse.linalg.spsolve(laplace(), Y[entry].ravel())
+                np.testing.assert_allclose(x.numpy('x,y').ravel(), expected, rtol=1e-4, atol=1e-5)
+    assert factored == [(NX * NY, NX * NY)]  # kept with the matrix: later solves only substitute

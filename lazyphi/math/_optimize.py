@@ -655,7 +655,7 @@ def _direct(matrix: Tensor, y: Tensor, solve: Solve) -> SolveInfo:
     """A solve per batch entry: of one sparse matrix at hand by SciPy's sparse LU on the host (`SparseDirect`),
     else densely by the backend's least-squares solver (exact for an invertible matrix)."""
     y, x0 = to_float(y), to_float(solve.x0)
-    matrix = to_float(matrix)
+    given, matrix = matrix, to_float(matrix)  # SciPy factors the given values in float64, kept with the given matrix
     columns = x0.shape.non_batch
     missing = [d for d in columns.as_dual().names if d not in matrix.shape]
     if missing:
@@ -664,9 +664,10 @@ def _direct(matrix: Tensor, y: Tensor, solve: Solve) -> SolveInfo:
     rows = matrix.shape.non_batch.without(matrix.shape.dual.names)
     independent = (non_batch(y) & non_batch(x0)).without(rows.names).without(columns.names)
     batches = merge_shapes(batch(matrix), batch(y), batch(x0), independent)
-    shared = host_matrix(matrix, rows, columns.as_dual())
-    if shared is not None:  # factored once here; the entries are solved on the host, also from a compiled program
-        solver = SparseDirect(shared)
+    shared = host_matrix(given, rows, columns.as_dual())
+    if shared is not None:  # factored once and kept with the matrix; the entries are solved on the host, also from a
+        # compiled program (a 64x64 Laplace: 11 ms to factor, 0.3 ms to solve)
+        solver = given.derived(('direct', rows.names, columns.names), lambda: SparseDirect(shared))
         backend = common_backend([y._dense(), x0._dense()])
         # SciPy's solution carries no derivatives: solve_linear's custom gradient differentiates the solve
         native_y = backend.stop_gradient(convert(reshaped_native(expand(y, batches), [batches, rows]), backend))

@@ -17,7 +17,7 @@ materialised tensor (`_dense()`, a scatter-add into zeros).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ..backend import NUMPY, Backend, DType, to_numpy_dtype
 from ._convert import dense as dense_trees
@@ -61,7 +61,7 @@ class SparseTensor(Tensor):
         self._dense_shape = dense_shape
         self._format = format
         self._unique = unique or format != 'coo'  # whether each coordinate is listed at most once
-        self._host = {}  # (rows, columns, dtype) -> this matrix as a SciPy CSR matrix (see host_csr)
+        self._host = {}  # key -> a host object derived from the values (see derived)
         entries, index = self._entries, self._index_dim
         self._shape = merge_shapes(dense_shape, values.shape.without(entries), indices.shape.without((entries, index)))
 
@@ -123,6 +123,14 @@ class SparseTensor(Tensor):
             return None
         return _sorted(self, 'csr')._with(format='coo')
 
+    def derived(self, key: tuple, make: Callable):
+        """`make()`, computed at the first call with `key` and kept with this tensor for later ones: an object derived
+        from its values on the host, such as SciPy's matrix (`host_csr`) or its factors. The tensor is immutable, so
+        what was derived from it stays true; it lives as long as the tensor."""
+        if key not in self._host:
+            self._host[key] = make()
+        return self._host[key]
+
     def host_csr(self, rows: Sequence[str], columns: Sequence[str], dtype: DType):
         """This tensor as a `scipy.sparse.csr_matrix` of `dtype`: its rows the sparse dims `rows` and its columns the
         sparse dims `columns` (together all of them), each side flattened row-major in the given order (as
@@ -132,16 +140,19 @@ class SparseTensor(Tensor):
         None where no such matrix exists: indices or values not at hand (inside `jit_compile`, or traced), batch or
         value dims, or `rows` and `columns` not splitting the sparse dims.
         """
-        key = (tuple(rows), tuple(columns), dtype)
-        if key in self._host:
-            return self._host[key]
+        rows, columns = tuple(rows), tuple(columns)
         entries, index = self._entries, self._index_dim
         names = self._sparse_names
         if not self.available or self._values.shape.names != (entries,) or \
-                set(self._indices.shape.names) != {entries, index} or sorted(key[0] + key[1]) != sorted(names):
+                set(self._indices.shape.names) != {entries, index} or sorted(rows + columns) != sorted(names):
             return None
+        return self.derived(('csr', rows, columns, dtype), lambda: self._csr(rows, columns, dtype))
+
+    def _csr(self, rows: tuple, columns: tuple, dtype: DType):
         import numpy as np
         import scipy.sparse
+        entries, index = self._entries, self._index_dim
+        names = self._sparse_names
         coordinates = self._indices.backend.numpy(self._indices.native([entries, index])).astype(np.int64)
 
         def flat(side: tuple) -> np.ndarray:
@@ -150,10 +161,9 @@ class SparseTensor(Tensor):
             return np.ravel_multi_index([coordinates[:, names.index(n)] for n in side],
                                         [self._dense_shape.get_size(n) for n in side])
         values = self._values.backend.numpy(self._values.native([entries])).astype(to_numpy_dtype(dtype))
-        size = [int(np.prod([self._dense_shape.get_size(n) for n in side], dtype=np.int64)) for side in key[:2]]
-        matrix = scipy.sparse.csr_matrix((values, (flat(key[0]), flat(key[1]))), shape=tuple(size))
+        size = [int(np.prod([self._dense_shape.get_size(n) for n in side], dtype=np.int64)) for side in (rows, columns)]
+        matrix = scipy.sparse.csr_matrix((values, (flat(rows), flat(columns))), shape=tuple(size))
         matrix.sum_duplicates()
-        self._host[key] = matrix
         return matrix
 
     def _jit_parts(self) -> tuple:
@@ -161,7 +171,11 @@ class SparseTensor(Tensor):
         return self._indices, self._values
 
     def _with_jit_parts(self, parts: Sequence[Tensor]) -> SparseTensor:
-        return self._with(*parts)
+        rebuilt = self._with(*parts)
+        if all(new is old or (type(new) is Dense and type(old) is Dense and new._native is old._native)
+               for new, old in zip(parts, self._jit_parts(), strict=True)):
+            rebuilt._host = self._host  # the same values (called on values, not traced): the same host objects
+        return rebuilt
 
     def compress(self, dims) -> SparseTensor:
         """This matrix with `dims` compressed: the rows (its non-dual dims, `non_dual`) give 'csr', the columns (its
