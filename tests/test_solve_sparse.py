@@ -10,6 +10,7 @@ import scipy.sparse
 
 from lazyphi import math
 from lazyphi.math import Solve, batch, channel, dual, instance, spatial
+from lazyphi.math import _scipy_linear as scipy_linear
 from lazyphi.math._scipy_linear import SparseDirect
 from lazyphi.math._sparse import SparseTensor
 
@@ -241,3 +242,20 @@ def test_one_matrix_is_factored_once_for_all_its_direct_solves(never_dense):
                 expected = scipy.sparse.linalg.spsolve(laplace(), Y[entry].ravel())
                 np.testing.assert_allclose(x.numpy('x,y').ravel(), expected, rtol=1e-4, atol=1e-5)
     assert factored == [(NX * NY, NX * NY)]  # kept with the matrix: later solves only substitute
+
+
+def test_the_ilu_factors_of_one_matrix_are_kept_for_its_later_solves(never_dense):
+    matrix = from_scipy(laplace(drift=.5))
+    real, factored = scipy_linear._ilu, []
+
+    def counted(host):
+        factored.append(host.shape)
+        return real(host)
+    x0 = math.zeros(spatial(x=NX, y=NY))
+    with mock.patch.object(scipy_linear, '_ilu', counted):
+        for entry in range(2):
+            y = math.tensor(Y[entry], spatial('x,y'))
+            x = math.solve_linear(matrix, y, Solve('scipy-GMres', 1e-8, 1e-8, x0=x0, preconditioner='ilu'))
+            expected = scipy.sparse.linalg.spsolve(laplace(drift=.5), Y[entry].ravel())
+            np.testing.assert_allclose(x.numpy('x,y').ravel(), expected, rtol=1e-4, atol=1e-5)
+    assert factored == [(NX * NY, NX * NY)]

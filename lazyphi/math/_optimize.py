@@ -717,7 +717,7 @@ def _scipy_iterative(matrix: Tensor | None, operator: Callable, y: Tensor, solve
     if solve.method == 'scipy-lsqr' and solve.preconditioner is not None:
         raise ValueError(f'solve_linear(): \'scipy-lsqr\' takes no preconditioner, got '
                          f'{solve.preconditioner!r}; pass preconditioner=None')
-    found = scipy_solve(solve.method, None if matrix is None else to_float(matrix), operator, to_float(y),
+    found = scipy_solve(solve.method, matrix, operator, to_float(y),
                         to_float(solve.x0), solve.rel_tol, solve.abs_tol, solve.max_iterations, solve.preconditioner)
     method = f'SciPy {solve.method[len("scipy-"):]}'
 
