@@ -259,3 +259,14 @@ def test_the_ilu_factors_of_one_matrix_are_kept_for_its_later_solves(never_dense
             expected = scipy.sparse.linalg.spsolve(laplace(drift=.5), Y[entry].ravel())
             np.testing.assert_allclose(x.numpy('x,y').ravel(), expected, rtol=1e-4, atol=1e-5)
     assert factored == [(NX * NY, NX * NY)]
+
+
+def test_symmetric_patterns_are_factored_in_a_minimum_degree_ordering_of_their_sum_with_the_transpose():
+    symmetric, lopsided = laplace(), laplace().tolil()
+    lopsided[0, NX * NY - 1] = 1.  # one entry without its mirror
+    assert scipy_linear._ordering(symmetric) == 'MMD_AT_PLUS_A'
+    assert scipy_linear._ordering(lopsided.tocsr()) == 'COLAMD'
+    for matrix in (symmetric, lopsided.tocsr()):
+        ys = RNG.standard_normal((2, NX * NY))
+        np.testing.assert_allclose(SparseDirect(matrix)(ys), np.linalg.solve(matrix.toarray(), ys.T).T, rtol=1e-9,
+                                   atol=1e-9)
