@@ -1,8 +1,9 @@
 """Solving linear systems `f(x) = y`: `solve_linear`, configured by a `Solve`, reported by a `SolveInfo`.
 
-The iterative methods (conjugate gradient, BiCGStab) are written with lazyphi operations on named tensors;
-their state is handed to the backend's `while_loop` as natives laid out in fixed shapes, so NumPy, PyTorch,
-JAX and TensorFlow all run them (JAX and TensorFlow inside their compiled loops where the values are traced).
+The iterative methods (conjugate gradient, BiCGStab) step on natives with the backend's operations: vectors laid
+out (batch entries, values of one system), the rest (batch entries, 1), so that they broadcast; only the operator
+sees tensors. The backend's `while_loop` runs them on NumPy, PyTorch, JAX and TensorFlow (JAX and TensorFlow
+inside their compiled loops where the values are traced).
 Each batch entry stops on its own: an entry that converged or diverged keeps its state while the others go on.
 The direct method lays the matrix out as one per batch entry (`reshaped_native`) and hands it to the backend's
 `matrix_solve_least_squares`, except a sparse matrix at hand shared by all entries, which SciPy factors on the
@@ -23,15 +24,14 @@ from ._autodiff import compiling, custom_gradient, when_available
 from ._conversion import reshaped_native
 from ._creation import reshaped_tensor, wrap, zeros_like
 from ._dims import batch, channel, dual, instance, merge_shapes, non_batch
-from ._elementwise import where
 from ._gather_scatter import gather
 from ._layout import layout
 from ._linalg import affine_argument, matrix_from_function
 from ._linear_function import LinearFunction
 from ._magic_ops import concat, expand, pack_dims, rename_dims, stack, unpack_dim
 from ._natives import common_backend
-from ._ops import cast, is_finite, maximum, safe_div, sqrt, to_float, to_int32
-from ._reduce import all_, any_, max_, sum_
+from ._ops import cast, is_finite, maximum, sqrt, to_float, to_int32
+from ._reduce import any_, max_, sum_
 from ._scipy_linear import NEEDS_MATRIX, SCIPY_ITERATIVE, SparseDirect, host_matrix, scipy_solve, status_message
 from ._shape import EMPTY_SHAPE, Shape
 from ._solves import Solve, SolveInfo, _copy, _trajectory, record, recording
@@ -165,7 +165,7 @@ def _on_numpy(y: Tensor, x0: Tensor, f_args: tuple, f_kwargs: dict) -> bool:
     """Whether lazyphi's iterative methods step with a function's matrix rather than calling it: where every tensor
     is a NumPy tensor at hand, as phiml solves a `LinearFunction`, so that each product runs through SciPy's
     compiled sparse product (`SparseTensor.host_csr`). The 5-point Laplace operator on a 64x64 grid, solved by CG:
-    58 ms calling the function at each step, 19 ms on its kept matrix (built once in 8 ms). Other backends call the
+    58 ms calling the function at each step, 14 ms on its kept matrix (built once in 8 ms). Other backends call the
     function, compiled, at each step."""
     if compiling() or not non_batch(x0):
         return False
@@ -481,15 +481,8 @@ def _iterative(operator: Callable, y: Tensor, solve: Solve, system: Shape) -> tu
     reference = rsq0 if solve.method == 'CG' else dot(y, y)
     tolerance = maximum(solve.rel_tol ** 2 * reference, solve.abs_tol ** 2)
 
-    def check(iterations: Tensor, rsq: Tensor) -> tuple:
-        converged = rsq <= tolerance
-        diverged = ~is_finite(rsq) | ((safe_div(rsq, rsq0) > _DIVERGENCE_GROWTH) & (iterations >= 8))
-        proceed = ~converged & ~diverged & (iterations < solve.max_iterations)
-        return proceed, converged, diverged
     zero = expand(to_int32(wrap(0)), batches)
-    proceed, converged, diverged = check(zero, rsq0)
-    common = {'continue': proceed, 'converged': converged, 'diverged': diverged, 'iterations': zero,
-              'evaluations': zero + 1}
+    common = {'iterations': zero, 'evaluations': zero + 1}
     if solve.method == 'biCG-stab' or solve.method == 'biCG-stab(1)':
         state, step, name = _bicgstab_start(x0, r0, dot), _bicgstab_step, 'biCG-stab'
     elif solve.method == 'CG':
@@ -498,24 +491,54 @@ def _iterative(operator: Callable, y: Tensor, solve: Solve, system: Shape) -> tu
         state, step, name = _adaptive_cg_start(operator, x0, r0, rsq0), _adaptive_cg_step, 'CG-adaptive'
         common['evaluations'] = zero + 2
     shapes = {**{k: batches for k in common}, **{k: s(x_shape, r_shape, batches) for k, s in state[1].items()}}
-    state = {**common, **state[0]}
+    state = {n: expand(as_tensor(v), shapes[n]) for n, v in {**common, **state[0]}.items()}
+    # the loop runs on natives: vectors laid out (entries, values of one system), the rest (entries, 1), so that
+    # they broadcast; a step costs the backend's operations and the operator, not lazyphi's for each of them
+    b = common_backend([t._dense() for t in state.values()])
+    per_entry = [batches, EMPTY_SHAPE]
+    groups = {n: [batches, system] if shapes[n] != batches else per_entry for n in state}
+    natives = {n: convert(reshaped_native(t, groups[n]), b) for n, t in state.items()}
+    vector_dtype = state['x'].dtype
+    limits, bound = (convert(reshaped_native(expand(t, batches), per_entry), b) for t in (
+        cast(solve.max_iterations, DType(int, 32)), cast(tolerance, state['rsq'].dtype)))
+    initial = natives['rsq']
 
-    def body(values: dict) -> dict:
-        active = values['continue']
-        new = step(operator, values, dot)
-        stepped = new.pop('evaluations')
-        everywhere = active.available and bool(all_(active, active.shape))  # every system stepped: nothing to keep
-        count = 1 if everywhere else to_int32(active)
-        iterations, evaluations = values['iterations'] + count, values['evaluations'] + count * stepped
-        proceed, converged, diverged = check(iterations, new['rsq'])
-        flags = {'converged': converged, 'diverged': diverged}
-        if not everywhere:  # the systems that stopped keep their state
-            new = {k: where(active, new[k], values[k]) for k in new}
-            flags = {k: where(active, flag, values[k]) for k, flag in flags.items()}
-        return {**new, **flags, 'continue': proceed, 'iterations': iterations, 'evaluations': evaluations}
+    unpacked, packed = batches + system, (batches.volume, system.volume)
+
+    def apply(vector):
+        image = operator(Dense(b.reshape(vector, unpacked.sizes), unpacked, b))
+        image = b.reshape(convert(expand(image, batches).native(unpacked.names), b), packed)
+        return image if b.dtype(image) == vector_dtype else b.cast(image, vector_dtype)
+
+    def inner(u, v):
+        return b.sum(u * v, -1, True)
+
+    def check(iterations, rsq) -> dict:
+        converged = rsq <= bound
+        diverged = ~b.isfinite(rsq) | ((b.divide_no_nan(rsq, initial) > _DIVERGENCE_GROWTH) & (iterations >= 8))
+        return {'continue': ~converged & ~diverged & (iterations < limits), 'converged': converged,
+                'diverged': diverged}
+    natives.update(check(natives['iterations'], natives['rsq']))
+    names = ['continue', *(n for n in natives if n != 'continue')]
+    groups.update({n: per_entry for n in ('continue', 'converged', 'diverged')})
+
+    def body(*values) -> tuple:
+        s = dict(zip(names, values, strict=True))
+        active = s['continue']
+        new = step(apply, s, inner, b.divide_no_nan)
+        count = b.cast(active, b.dtype(s['iterations']))
+        iterations, evaluations = s['iterations'] + count, s['evaluations'] + count * new.pop('evaluations')
+        flags = check(iterations, new['rsq'])
+        # the systems that stopped keep their state
+        new = {k: b.where(active, v, s[k]) for k, v in {**new, **flags}.items() if k != 'continue'}
+        new.update({'continue': flags['continue'], 'iterations': iterations, 'evaluations': evaluations})
+        return tuple(new[n] if b.dtype(new[n]) == b.dtype(s[n]) else b.cast(new[n], b.dtype(s[n])) for n in names)
+
+    def tensors(values) -> dict:
+        return {n: reshaped_tensor(v, groups[n], convert=False) for n, v in zip(names, values, strict=True)}
     limit = int(max_(solve.max_iterations, solve.max_iterations.shape))
     states = [] if recording(solve) else None
-    final = _while(body, state, shapes, limit, states)
+    final = _loop(body, tuple(natives[n] for n in names), tensors, b, limit, states)
     messages = _messages(final, name, solve)
     found = final if states is None else _trajectory(states, limit + 1)  # phiml: a state per iteration count
     return final['x'], SolveInfo(solve, found['x'], found['residual'], found['iterations'], found['evaluations'],
@@ -529,13 +552,13 @@ def _cg_start(x0: Tensor, r0: Tensor, rsq0: Tensor) -> tuple:
     return state, shapes
 
 
-def _cg_step(operator: Callable, s: dict, dot: Callable) -> dict:
+def _cg_step(operator: Callable, s: dict, dot: Callable, div: Callable) -> dict:
     """One conjugate gradient step (Hestenes and Stiefel): along the direction, then a new conjugate one."""
     image = operator(s['direction'])
-    alpha = safe_div(s['rsq'], dot(s['direction'], image))
+    alpha = div(s['rsq'], dot(s['direction'], image))
     residual = s['residual'] - alpha * image
     rsq = dot(residual, residual)
-    direction = residual + safe_div(rsq, s['rsq']) * s['direction']
+    direction = residual + div(rsq, s['rsq']) * s['direction']
     return {'x': s['x'] + alpha * s['direction'], 'residual': residual, 'direction': direction, 'rsq': rsq,
             'evaluations': 1}
 
@@ -547,15 +570,15 @@ def _adaptive_cg_start(operator: Callable, x0: Tensor, r0: Tensor, rsq0: Tensor)
     return state, shapes
 
 
-def _adaptive_cg_step(operator: Callable, s: dict, dot: Callable) -> dict:
+def _adaptive_cg_step(operator: Callable, s: dict, dot: Callable, div: Callable) -> dict:
     """One step of the conjugate gradient form that measures its step against the residual itself (Hestenes
     and Stiefel's variant, as phiml's 'CG-adaptive'): the step is `<d, r> / <d, A d>` and the next direction is
     the residual made conjugate to `d` alone, `r - (<r, A d> / <d, A d>) d`. For a symmetric matrix it takes the
     steps of CG; unlike CG it also settles many systems that are not quite symmetric (upwind advection)."""
     curvature = dot(s['direction'], s['image'])
-    alpha = safe_div(dot(s['direction'], s['residual']), curvature)
+    alpha = div(dot(s['direction'], s['residual']), curvature)
     residual = s['residual'] - alpha * s['image']
-    direction = residual - safe_div(dot(residual, s['image']), curvature) * s['direction']
+    direction = residual - div(dot(residual, s['image']), curvature) * s['direction']
     return {'x': s['x'] + alpha * s['direction'], 'residual': residual, 'direction': direction,
             'image': operator(direction), 'rsq': dot(residual, residual), 'evaluations': 1}
 
@@ -570,16 +593,16 @@ def _bicgstab_start(x0: Tensor, r0: Tensor, dot: Callable) -> tuple:
     return state, shapes
 
 
-def _bicgstab_step(operator: Callable, s: dict, dot: Callable) -> dict:
+def _bicgstab_step(operator: Callable, s: dict, dot: Callable, div: Callable) -> dict:
     """One step of BiCGStab (van der Vorst): a BiCG step, then a minimal-residual step along `A s`."""
     rho = dot(s['shadow'], s['residual'])
-    beta = safe_div(rho, s['rho']) * safe_div(s['alpha'], s['omega'])
+    beta = div(rho, s['rho']) * div(s['alpha'], s['omega'])
     p = s['residual'] + beta * (s['p'] - s['omega'] * s['v'])
     v = operator(p)
-    alpha = safe_div(rho, dot(s['shadow'], v))
+    alpha = div(rho, dot(s['shadow'], v))
     half = s['residual'] - alpha * v
     t = operator(half)
-    omega = safe_div(dot(t, half), dot(t, t))
+    omega = div(dot(t, half), dot(t, t))
     residual = half - omega * t
     return {'x': s['x'] + alpha * p + omega * half, 'residual': residual, 'shadow': s['shadow'], 'p': p, 'v': v,
             'rho': rho, 'alpha': alpha, 'omega': omega, 'rsq': dot(residual, residual), 'evaluations': 2}
@@ -610,16 +633,24 @@ def _while(body: Callable, state: dict, shapes: dict, max_iterations: int, traje
                 break
             state = {n: _typed(value, dtypes[n]) for n, value in body(state).items()}
         return tensors(natives(state))
+    return _loop(lambda *values: natives(body(tensors(values))), natives(state), tensors, backend, max_iterations,
+                 trajectory)
+
+
+def _loop(body: Callable, values: tuple, tensors: Callable, backend, max_iterations: int,
+          trajectory: list | None) -> dict:
+    """Runs `values = body(*values)` on natives while any of `values[0]` is true, at most `max_iterations` times, on
+    the backend's `while_loop`, and gives the final values as `tensors(values)`. Given a list `trajectory`, the loop
+    runs in Python instead and appends the initial state and the one after each iteration, as tensors (while a
+    compiler traces, all `max_iterations` of them)."""
     if trajectory is None:
-        final = backend.while_loop(lambda *values: natives(body(tensors(values))), natives(state), max_iterations)
-        return tensors(final)
-    values = natives(state)  # recorded: a Python loop keeping every state (while a compiler traces, all of them)
+        return tensors(backend.while_loop(body, values, max_iterations))
     trajectory.append(tensors(values))
     for _ in range(max_iterations):
         proceed = trajectory[-1]['continue']
         if proceed.available and not bool(any_(proceed, proceed.shape)):
             break
-        values = natives(body(tensors(values)))
+        values = body(*values)
         trajectory.append(tensors(values))
     return trajectory[-1]
 
