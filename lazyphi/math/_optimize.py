@@ -613,8 +613,8 @@ def _while(body: Callable, state: dict, shapes: dict, max_iterations: int, traje
 
     The tensors travel as natives with the axes of `shapes` and the dtypes of the initial `state`. Given a list
     `trajectory`, the loop runs in Python instead and appends the initial state and the one after each iteration.
-    NumPy's loop runs on the tensors themselves, in the dtypes of the initial state (nothing compiles it; laying
-    the state out as natives at each step took a sixth of a CG step on a 64x64 grid).
+    NumPy's loop runs on the tensors themselves, in the dtypes of the initial state: nothing compiles it, so the
+    state is not laid out as natives at each step (gradient descent; the linear methods step on natives, `_loop`).
     """
     names = ['continue'] + [n for n in state if n != 'continue']
     state = {n: expand(as_tensor(state[n]), shapes[n]) for n in names}
