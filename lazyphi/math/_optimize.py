@@ -480,7 +480,6 @@ def _iterative(operator: Callable, y: Tensor, solve: Solve, system: Shape) -> tu
     # CG is relative to the initial residual, the others to y, as in phiml
     reference = rsq0 if solve.method == 'CG' else dot(y, y)
     tolerance = maximum(solve.rel_tol ** 2 * reference, solve.abs_tol ** 2)
-
     zero = expand(to_int32(wrap(0)), batches)
     common = {'iterations': zero, 'evaluations': zero + 1}
     if solve.method == 'biCG-stab' or solve.method == 'biCG-stab(1)':
@@ -502,7 +501,6 @@ def _iterative(operator: Callable, y: Tensor, solve: Solve, system: Shape) -> tu
     limits, bound = (convert(reshaped_native(expand(t, batches), per_entry), b) for t in (
         cast(solve.max_iterations, DType(int, 32)), cast(tolerance, state['rsq'].dtype)))
     initial = natives['rsq']
-
     unpacked, packed = batches + system, (batches.volume, system.volume)
 
     def apply(vector):
