@@ -292,6 +292,7 @@ MAIN_SCRIPT = textwrap.dedent('''
     from lazyphi.math import Tensor, batch, spatial
     from lazyphi.parallel import parallel_compute
 
+    @math.jit_compile  # compiled in this process before the run: its copy on a worker compiles its own
     def helper(x):
         return x * 3
 
@@ -312,6 +313,7 @@ MAIN_SCRIPT = textwrap.dedent('''
     if __name__ == '__main__':
         {setup}
         data = math.random_normal(batch(b=6), spatial(x=4))
+        helper(data)
         n = Notebook(data)
         parallel_compute(n, [Notebook.tripled], scheduler={scheduler}, max_workers=2, progress=False)
         np.testing.assert_allclose(n.tripled.numpy('b,x'), data.numpy('b,x') * 3)

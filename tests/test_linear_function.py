@@ -234,3 +234,16 @@ def test_direct_solves_reuse_the_kept_matrix_but_build_one_to_differentiate_by_a
     x = math.solve_linear(weighted, y, math.Solve('direct', x0=0 * y), weights, grad_for_f=True)
     np.testing.assert_allclose(x.numpy('x'), expected, rtol=1e-4, atol=1e-5)
     assert len(calls) > built[-1]  # its entries carry derivatives by the weights: built for this solve
+
+
+def test_a_copy_pickled_for_a_worker_compiles_and_keeps_its_own():
+    import cloudpickle
+    function = jit_compile_linear(laplace)
+    x = math.tensor([1., 4., 9., 16.], spatial('x'))
+    function(x)
+    function.sparse_matrix(x)
+    copy = cloudpickle.loads(cloudpickle.dumps(function))  # as a worker of parallel_compute receives it
+    assert not copy.traces and not copy._matrices and function.traces and function._matrices
+    np.testing.assert_allclose(copy(x).numpy('x'), LAPLACE @ [1., 4., 9., 16.], rtol=1e-5)
+    np.testing.assert_allclose(math.dense(copy.sparse_matrix(x)).numpy('x,~x'), LAPLACE)
+    assert len(copy._matrices) == 1

@@ -175,6 +175,11 @@ class JitFunction:
         self._signature = _parameters(f)
         functools.update_wrapper(self, f)
 
+    def __getstate__(self) -> dict:
+        # compiled versions belong to this process (they hold a compiler's context); a copy, such as the one a worker
+        # process of parallel_compute unpickles, compiles its own
+        return {**self.__dict__, 'traces': {}}
+
     def _key(self, arguments: dict) -> tuple:
         static = {n: v for n, v in arguments.items() if n in self.auxiliary_args}
         dynamic = {n: v for n, v in arguments.items() if n not in self.auxiliary_args}

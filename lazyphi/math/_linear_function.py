@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import threading
 from collections.abc import Callable
 
 from ..backend import get_precision
@@ -35,6 +36,16 @@ class LinearFunction(JitFunction):
         # the parameters the function is not linear in; None: all but the first
         self.matrix_auxiliary_args = auxiliary_args
         self._matrices = collections.OrderedDict()  # key of the arguments -> (tensors it names, (matrix, bias))
+        self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict:
+        state = JitFunction.__getstate__(self)
+        del state['_lock']
+        return {**state, '_matrices': collections.OrderedDict()}  # a copy builds its own
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
     def sparse_matrix(self, *args, **kwargs) -> Tensor:
         """The matrix `M` with `f(x) = M @ x` at these arguments (the first tensor is `x`; its values do not matter).
@@ -61,14 +72,16 @@ class LinearFunction(JitFunction):
         for the next call with arguments alike (see `LinearFunction`) where their values are at hand.
         """
         key, held = _arguments_key(self.f, args, kwargs, self.matrix_auxiliary_args) or (None, None)
-        if key in self._matrices:
-            self._matrices.move_to_end(key)
-            return self._matrices[key][1]
+        with self._lock:  # threads of parallel_compute may solve with one function at once
+            if key in self._matrices:
+                self._matrices.move_to_end(key)
+                return self._matrices[key][1]
         found = matrix_from_function(self.f, *args, auxiliary_args=self.matrix_auxiliary_args, **kwargs)
         if key is not None and all(t.available for t in found):
-            self._matrices[key] = (held, found)  # the tensors named by identity held: their ids stay theirs
-            if len(self._matrices) > MATRICES_KEPT:
-                self._matrices.popitem(last=False)
+            with self._lock:
+                self._matrices[key] = (held, found)  # the tensors named by identity held: their ids stay theirs
+                if len(self._matrices) > MATRICES_KEPT:
+                    self._matrices.popitem(last=False)
         return found
 
     def __repr__(self) -> str:
