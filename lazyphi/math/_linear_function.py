@@ -88,7 +88,7 @@ class LinearFunction(JitFunction):
         return f'lin({getattr(self.f, "__name__", self.f)})'
 
 
-def _arguments_key(f: Callable, args: tuple, kwargs: dict, auxiliary_args: str | None) -> tuple | None:
+def _arguments_key(f: Callable, args: tuple, kwargs: dict, auxiliary_args: str | None) -> tuple[tuple, list] | None:
     """What the matrix of `f` at these arguments depends on, and the tensors it names by identity: the shape, dtype
     and backend of the tensor `f` is affine in, the precision, other tensors by identity and other values by value.
     None where that cannot be a key: a value that is not hashable or holds tensors (a tuple of tensors, a

@@ -62,7 +62,7 @@ def scipy_solve(method: str, matrix: Tensor | None, operator: Callable, y: Tenso
     groups = [[batches, rows], [batches, columns], [batches], [batches], [batches]]
     inputs = [y, x0, rel_tol, abs_tol, max_iterations]
     dtype = x0.dtype
-    solve = _Solver(method, preconditioner, _ilu)
+    solve = _Solver(method, preconditioner)
     outputs = [[batches, columns], [batches, rows], [batches], [batches], [batches], [batches]]
     if matrix is None:
         backend = x0._dense().backend
@@ -75,8 +75,9 @@ def scipy_solve(method: str, matrix: Tensor | None, operator: Callable, y: Tenso
         if shared is None:  # dense, traced or batched: one dense matrix per entry goes to the host with the rest
             tensors, groups = [to_float(matrix), *inputs], [[batches, rows, columns.as_dual()], *groups]
         else:  # the host holds the one sparse matrix (its 'ilu' factors kept with it); only the vectors travel
-            solve.ilu = lambda system: matrix.derived(('ilu', rows.names, columns.names), lambda: _ilu(system))
-            tensors, solve = inputs, functools.partial(solve, shared)
+            kept = matrix.derived(('ilu', rows.names, columns.names), lambda: _ilu(shared)) \
+                if preconditioner == 'ilu' else None
+            tensors, solve = inputs, functools.partial(solve, shared, ilu=kept)
         backend = common_backend([t._dense() for t in tensors])
         # SciPy's results carry no derivatives (JAX refuses to differentiate a callback); solve_linear's custom
         # gradient differentiates the solve
@@ -110,23 +111,22 @@ def _apply_on_host(operator: Callable, batches, columns, rows, backend, dtype) -
 class _Solver:
     """The host part: SciPy's `method` on NumPy arrays, one system per batch entry (the first axis)."""
 
-    def __init__(self, method: str, preconditioner: str | None, ilu: Callable):
+    def __init__(self, method: str, preconditioner: str | None):
         self.method = method
         self.preconditioner = preconditioner
-        self.ilu = ilu  # matrix -> its 'ilu' factors (None where SciPy finds a factor exactly singular)
 
     def __call__(self, system, ys: np.ndarray, x0s: np.ndarray, rel: np.ndarray, absolute: np.ndarray,
-                 limits: np.ndarray) -> tuple:
-        """`system`: the matrices `(batch, rows, columns)`, one `scipy.sparse` matrix for all entries (its 'ilu'
-        factors by `self.ilu` once) or a function `apply(entry, vector)`. Returns the solutions, residuals, iteration
-        counts, convergence and divergence flags and status codes, per entry."""
+                 limits: np.ndarray, ilu=None) -> tuple:
+        """`system`: the matrices `(batch, rows, columns)`, one `scipy.sparse` matrix for all entries (with its
+        'ilu' factors `ilu`, kept with its tensor) or a function `apply(entry, vector)`. Returns the solutions,
+        residuals, iteration counts, convergence and divergence flags and status codes, per entry."""
         import scipy.sparse
         import scipy.sparse.linalg as sla
         ys, x0s = np.asarray(ys, np.float64), np.asarray(x0s, np.float64)
         rel, absolute = np.asarray(rel, np.float64), np.asarray(absolute, np.float64)
         limits = np.asarray(limits, np.int64)
         shared = scipy.sparse.issparse(system)
-        shared_ilu = self.ilu(system) if shared and self.preconditioner == 'ilu' else None
+        shared_ilu = ilu if shared else None  # a sparse system comes with its kept factors (scipy_solve)
         outputs = [[], [], [], [], [], []]
         for entry in range(ys.shape[0]):
             if shared:
@@ -136,9 +136,9 @@ class _Solver:
                                        dtype=np.float64)
             else:
                 a = np.asarray(system[entry], np.float64)
-            ilu = shared_ilu if shared or self.preconditioner != 'ilu' else self.ilu(a)
+            factors = shared_ilu if shared or self.preconditioner != 'ilu' else _ilu(a)
             found = self._one(a, ys[entry], x0s[entry], float(rel[entry]), float(absolute[entry]),
-                              int(limits[entry]), ilu)
+                              int(limits[entry]), factors)
             for values, value in zip(outputs, found, strict=True):
                 values.append(value)
         kinds = [np.float64, np.float64, np.int32, bool, bool, np.int32]

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import numpy as np
+
 from ..backend import NUMPY, Backend, DType, to_numpy_dtype
 from ._convert import dense as dense_trees
 from ._creation import meshgrid, wrap, zeros
@@ -149,7 +151,6 @@ class SparseTensor(Tensor):
         return self.derived(('csr', rows, columns, dtype), lambda: self._csr(rows, columns, dtype))
 
     def _csr(self, rows: tuple, columns: tuple, dtype: DType):
-        import numpy as np
         import scipy.sparse
         entries, index = self._entries, self._index_dim
         names = self._sparse_names
@@ -452,7 +453,8 @@ def _host_dot(sparse: SparseTensor, sparse_dims: tuple, kept: tuple, other: Tens
     None where the gather and scatter-add run instead: another backend, values not at hand, batch or value dims of
     the sparse tensor, nothing kept, or integer / boolean values (their sums keep lazyphi's integer rules).
 
-    A 64x64 Laplace matrix times a grid: 11 us instead of 580 us for the gather and scatter-add.
+    A 64x64 Laplace matrix times a grid: 48 us (12 us of them SciPy's) instead of 580 us for the gather and
+    scatter-add.
     """
     if not kept or sparse.backend is not NUMPY or other.backend is not NUMPY or not other.available:
         return None
@@ -762,7 +764,6 @@ def from_scipy(data, dims: Shape):
     Raises:
         ValueError: `dims` that do not split into rows and columns, or whose sizes disagree with the matrix.
     """
-    import numpy as np
     from scipy.sparse import issparse
     if not issparse(data):
         return NotImplemented
