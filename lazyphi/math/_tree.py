@@ -40,7 +40,7 @@ from ._dims import shape
 from ._fields import config_fields, data_fields, field_names, non_data_fields
 from ._layout import Layout
 from ._properties import cached_property_names, class_attribute
-from ._shape import Shape, ShapeDtype
+from ._shape import Shape, ShapeDtype, merge_shapes
 from ._tensor import NUMBER_TYPES, Tensor, element_bytes
 from ._trace import TRACING, DataNeeded, PerElement, Trace, TraceAborted, tracer_for
 
@@ -370,7 +370,7 @@ def analyse_property(instance, name: str, free: frozenset = frozenset(), code=No
     The function runs on a shallow copy of `instance` in which every tensor of the data fields is a
     tracer without the dims in `free`, and each cached property it reads is in the copy's cache as
     a tracer of its `property_stand_in`. Analyses are kept by class, property, `free`, `parallel_dims`,
-    the data fields' shapes and dtypes and the config values. A kept analysis made under another
+    and the shapes and dtypes of the data fields and the config values it reads. A kept analysis made under another
     `code` token is made again; one made without a token is taken (and given `code`), and a caller
     giving no token takes any.
 
@@ -382,7 +382,7 @@ def analyse_property(instance, name: str, free: frozenset = frozenset(), code=No
         parallel_dims: the parallel dims of the trace; None (the default): every dim (see `Trace.under`).
     """
     cls = type(instance)
-    key = (cls, name, free, parallel_dims, _structure(instance))
+    key = (cls, name, free, parallel_dims, _structure(instance, name))
     found = _ANALYSES.get(key)
     if found is not None and (code is None or found.code is None or found.code == code):
         found.code = found.code if code is None else code
@@ -412,7 +412,7 @@ def property_stand_in(instance, name: str, code=None) -> tuple:
 
     The output its parallel property declares (`out=`); else its traced output, traced element by
     element along the dims of a value it converts to Python data (those dims put back); else a
-    float with every dim of the instance, `assumed`. None when the instance's dims do not merge.
+    float with every dim of the fields it reads, `assumed`. None when those dims do not merge.
     """
     analysis = analyse_property(instance, name, code=code)
     if analysis.stand_in is DROPPED:
@@ -425,7 +425,7 @@ def _stand_in(instance, name: str, analysis: Analysis, code) -> tuple:
     if isinstance(declared, (ShapeDtype, tuple, list, dict)):  # a parallel_property's out= placeholders
         return declared, False
     try:
-        full = shape(instance)
+        full = merge_shapes(*[t.shape for f in _read_fields(instance, name) for t in leaves(getattr(instance, f))])
     except (TypeError, ValueError):  # data whose dims do not merge
         return None, True
     trace, free = analysis.trace, frozenset()
@@ -526,11 +526,21 @@ def _traced_instance(instance, trace: Trace, free: frozenset, stand_ins: dict):
     return clone
 
 
-def _structure(instance) -> tuple:
-    """Shapes and dtypes of the data fields' tensors, and the config values: what an analysis depends on."""
-    fields = tuple((f.name, _leaf_specs(getattr(instance, f.name))) for f in data_fields(instance))
-    config = tuple((f.name, _hashable(getattr(instance, f.name))) for f in config_fields(instance))
+def _structure(instance, name: str) -> tuple:
+    """What the analysis of property `name` depends on: the shapes and dtypes of the tensors of the data fields
+    it reads, directly or through other properties, and the values of the config fields it reads (all of them
+    where its reads are unknown)."""
+    reads = property_dependencies(type(instance), name)
+    fields = tuple((n, _leaf_specs(getattr(instance, n))) for n in _read_fields(instance, name))
+    config = tuple((f.name, _hashable(getattr(instance, f.name))) for f in config_fields(instance)
+                   if reads is ALL or f.name in reads)
     return fields, config
+
+
+def _read_fields(instance, name: str) -> tuple:
+    """The data fields property `name` reads, directly or through other properties; all where that is unknown."""
+    reads = property_dependencies(type(instance), name)
+    return tuple(f.name for f in data_fields(instance) if reads is ALL or f.name in reads)
 
 
 def _leaf_specs(value) -> tuple:
