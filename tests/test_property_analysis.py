@@ -261,3 +261,37 @@ def test_threads_slicing_new_instances_at_once_analyse_each_property_once():
         kept = list(pool.map(slice_one, objects))
     assert kept == [{'speed', 'kinetic_energy', 'speed_squared', 'centre'}] * len(objects)
     assert runs(calls, 'traced') == {**dict.fromkeys(PROPERTIES, 1), 'norm': 1}
+
+
+def test_plan_analyses_again_when_a_helper_the_property_calls_was_redefined():
+    calls = collections.Counter()
+
+    def helper(x):
+        return x * 2
+
+    @dataclasses.dataclass(frozen=True)
+    class Scaled:
+        data: Tensor
+
+        @cached_property
+        def scaled(self) -> Tensor:
+            counted(calls, 'scaled')
+            return helper(self.data)
+
+    data = math.ones(batch(b=4), instance(x=3))
+    obj = Scaled(data)
+    assert obj.scaled.shape == data.shape
+    assert 'scaled' in cached_values(math.slice(obj, {'b': 1}))  # analysed by slicing, without a code token
+    assert not plan(Scaled(data), [Scaled.scaled]).properties['scaled'].requires  # taken by the plan
+    assert runs(calls, 'traced') == {'scaled': 1}
+
+    def helper(x):  # noqa: F811  redefined, as in a notebook: now it mixes b
+        return x - math.mean(x, 'b')
+
+    p = plan(Scaled(data), [Scaled.scaled])
+    assert runs(calls, 'traced') == {'scaled': 2}
+    assert p.properties['scaled'].requires == {'b'}
+    fresh = Scaled(data)
+    math.assert_close(fresh.scaled, 0)
+    assert 'scaled' not in cached_values(math.slice(fresh, {'b': 1}))  # slicing takes the plan's new analysis
+    assert runs(calls, 'traced') == {'scaled': 2}

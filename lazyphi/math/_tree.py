@@ -301,7 +301,7 @@ def map_tensors(fn: Callable[[Tensor], Tensor], value, what: str, leaf_types: tu
 # --- analysing a property of an instance -----------------------------------------------------------
 #
 # One analysis per class, property and input structure (the shapes and dtypes of the data fields and the
-# config values; never the values), traced with every dim parallel, serves slicing along any dim and
+# config values it reads; never the values), traced with every dim parallel, serves slicing along any dim and
 # planning along any dims (`Trace.under`). A property reading another cached property is traced on what
 # that property's own analysis gives (its `stand_in`), injected into the traced copy's cache, so no
 # property's code runs inside another's analysis; the instance's cached values are not read.
@@ -320,8 +320,8 @@ class Analysis:
         trace: the trace (with every dim parallel, unless made for given parallel dims).
         code: token of the code it was traced under (see `analyse_property`), None when not given.
         stand_in: tree of `ShapeDtype` that readers are traced on, once asked for (`property_stand_in`).
-        assumed: whether `stand_in` is a guess: a float with every dim of the instance, which finds or
-            overstates the dims a reader mixes but says nothing of its output.
+        assumed: whether `stand_in` is a guess (a float with every dim of the fields the property reads),
+            which finds or overstates the dims a reader mixes but says nothing of its output.
     """
 
     trace: Trace
@@ -370,9 +370,9 @@ def analyse_property(instance, name: str, free: frozenset = frozenset(), code=No
     The function runs on a shallow copy of `instance` in which every tensor of the data fields is a
     tracer without the dims in `free`, and each cached property it reads is in the copy's cache as
     a tracer of its `property_stand_in`. Analyses are kept by class, property, `free`, `parallel_dims`,
-    and the shapes and dtypes of the data fields and the config values it reads. A kept analysis made under another
-    `code` token is made again; one made without a token is taken (and given `code`), and a caller
-    giving no token takes any.
+    and the shapes and dtypes of the data fields and the values of the config fields it reads. A kept
+    analysis made under another `code` token is made again; one made without a token is taken (and
+    given `code`), and a caller giving no token takes any.
 
     Args:
         instance: a dataclass instance with a `__dict__`.
@@ -383,14 +383,12 @@ def analyse_property(instance, name: str, free: frozenset = frozenset(), code=No
     """
     cls = type(instance)
     key = (cls, name, free, parallel_dims, _structure(instance, name))
-    found = _ANALYSES.get(key)
-    if found is not None and (code is None or found.code is None or found.code == code):
-        found.code = found.code if code is None else code
+    found = _kept(key, code)
+    if found is not None:
         return found
     with _ANALYSING:
-        found = _ANALYSES.get(key)
-        if found is not None and (code is None or found.code is None or found.code == code):
-            found.code = found.code if code is None else code
+        found = _kept(key, code)  # another thread may have made it meanwhile
+        if found is not None:
             return found
         _IN_PROGRESS.add((cls, name))
         try:
@@ -405,6 +403,16 @@ def analyse_property(instance, name: str, free: frozenset = frozenset(), code=No
             _ANALYSES.pop(next(iter(_ANALYSES)))
         _ANALYSES[key] = analysis
     return analysis
+
+
+def _kept(key: tuple, code) -> Analysis | None:
+    """The kept analysis of `key` if it was made under `code` (or either token is unknown), else None."""
+    found = _ANALYSES.get(key)
+    if found is None or not (code is None or found.code is None or found.code == code):
+        return None
+    if code is not None:
+        found.code = code
+    return found
 
 
 def property_stand_in(instance, name: str, code=None) -> tuple:
