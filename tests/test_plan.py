@@ -511,6 +511,7 @@ NOT_OPERATIONS = {  # names in lazyphi.math that construct values or describe sh
     'save', 'load',  # files and plain data: they read the values
     'dtype', 'is_numeric', 'is_none', 'all_available', 'object_dims',  # describe a value
     'const_vec', 'seed', 'replace', 'copy_with',  # make a vector, seed the generators, copy an object
+    'is_tracing',  # tells user code whether it runs on tracers, reads no value
     'Extrapolation', 'as_extrapolation',  # boundary conditions, not operations
     'fftfreq', 'dim_mask',  # frequencies of a resolution, a mask of dims
     'ravel_index', 'unravel_index',  # integer index arithmetic on the backend: index tensors, not traced data

@@ -10,10 +10,18 @@ import importlib
 from dataclasses import asdict, astuple, field, is_dataclass  # noqa: F401  the standard library's, as jax_dataclasses offers them
 
 from ..math import config_fields, data_fields, non_data_fields, special_fields
-from ..math.kinds import cached_property, cached_property_names, is_cached_property
+from ..math.kinds import (
+    ALL,
+    DirectDependencies,
+    cached_property,
+    cached_property_names,
+    direct_dependencies,
+    explain_dependencies,
+    is_cached_property,
+    property_dependencies,
+)
 from ._cached import cached_properties, cached_values
 from ._checked import EnforcedAnnotationsMixin, checked
-from ._deps import ALL, DirectDependencies, direct_dependencies, explain_dependencies, property_dependencies
 from ._html import dataclass_html
 from ._mutate import copy_and_mutate
 from ._ops import copy, data_eq, dataclass_repr, equal, replace

@@ -25,8 +25,7 @@ from typing import Any, TypeVar
 
 from ..backend import DType
 from ..math import Shape, Tensor, data_fields, shape
-from ..math.kinds import cached_property_names
-from ._deps import ALL, property_dependencies
+from ..math.kinds import ALL, cached_property_names, property_dependencies
 from ._ops import same_dims
 
 T = TypeVar('T')

@@ -1,7 +1,7 @@
 """Copies that keep what is still valid of the cache, equality by value, and a repr without data.
 
 `replace` builds the new instance through `__init__` (so `__post_init__` validates it) and then
-hands over each cached value whose dependencies (see `_deps.py`) did not change. A field counts
+hands over each cached value whose dependencies (see `math/_deps.py`) did not change. A field counts
 as changed when the new instance holds a different object than the old one (`is not`), which
 also catches a `__post_init__` that converts or rebuilds a value; other attributes that
 `__init__` leaves in the instance `__dict__` are compared the same way.
@@ -16,8 +16,7 @@ from typing import NamedTuple, TypeVar
 import numpy as np
 
 from ..math import Shape, Tensor, data_fields, non_data_fields, unstack, wrap
-from ..math.kinds import cached_property_names
-from ._deps import ALL, property_dependencies
+from ..math.kinds import ALL, cached_property_names, property_dependencies
 
 T = TypeVar('T')
 _MISSING = object()

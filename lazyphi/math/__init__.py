@@ -383,6 +383,7 @@ from ._sparse import (
 )
 from ._structure import transpose
 from ._tensor import Tensor
+from ._trace import is_tracing
 from ._tree import is_composite, replace
 from ._vectors import (
     clip_length,
@@ -635,6 +636,7 @@ __all__ = [
     'is_numeric',
     'is_scalar',
     'is_sparse',
+    'is_tracing',
     'isize',
     'isort',
     'istd',

@@ -9,11 +9,18 @@ runs element by element along them. Any other conversion, or an operation of a c
 tracer does not know, raises `TraceAborted`. The trace is a replayable program: `Trace.replay`
 runs the recorded nodes on real tensors.
 
+A trace made with every dim parallel (`parallel_dims=None`) answers for any set of parallel dims
+(`Trace.under`): up to its first conversion the code does the same whatever the parallel dims are,
+and the conversion that ended it says how a trace with fewer parallel dims would have ended. So
+one run of the code serves slicing along any dim and planning along any dims.
+
 Tracing a property of a dataclass instance (`trace_property` in `_tree.py`) builds on this.
 """
 
 from __future__ import annotations
 
+import contextvars
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -54,14 +61,38 @@ class TraceAborted(Exception):
 class DataNeeded(TraceAborted):
     """The traced code converts a value without parallel dims to Python data: only the data can tell what follows."""
 
+    def __init__(self, operation: str, reason: str, shape: Shape | None = None):
+        super().__init__(operation, reason)
+        self.shape = shape  # of the converted value, where one was converted
+
 
 class PerElement(Exception):
     """A data-dependent conversion of a value carrying parallel dims: the code runs element by element along them."""
 
-    def __init__(self, operation: str, dims: frozenset):
+    def __init__(self, operation: str, dims: frozenset, shape: Shape | None = None):
         super().__init__(f'{operation} of a value with parallel dims {sorted(dims)}')
         self.operation = operation
         self.dims = dims
+        self.shape = shape  # of the converted value
+
+
+def _data_reason(shape: Shape) -> str:
+    return f'needs the data of a value of shape {shape}, which tracing does not have'
+
+
+TRACING = contextvars.ContextVar('lazyphi_tracing', default=False)  # set while traced user code runs
+
+
+def is_tracing() -> bool:
+    """Whether the calling code runs on lazyphi's tracers, which hold shapes and dtypes but no values.
+
+    True inside the body of a cached or parallel property while lazyphi analyses it (when slicing,
+    stacking or renaming an instance holding cached values, and in `plan()` / `parallel_compute`);
+    False when the property computes its value, and under `jit_compile` (where the backend traces;
+    `all_available` tells those apart). A property can skip side effects such as printing, counting
+    or logging with `if not math.is_tracing(): ...`.
+    """
+    return TRACING.get()
 
 
 @dataclass
@@ -77,15 +108,20 @@ class Node:
 
 @dataclass
 class Trace:
-    """What a traced call did: its nodes, the dims it mixes, its outputs, and how it ended."""
+    """What a traced call did: its nodes, the dims it mixes, its outputs, and how it ended.
 
-    parallel_dims: frozenset
+    `parallel_dims` None: every dim is parallel (see `under`).
+    """
+
+    parallel_dims: frozenset | None
     nodes: list = field(default_factory=list)
     mixed: set = field(default_factory=set)  # dims some operation combines across
     output: object = None  # the returned tree, with tracers standing for node outputs
     per_element: tuple | None = None  # (operation, dims) when a conversion of a value with parallel dims ended it
     fallback: tuple | None = None  # (operation, reason) when the trace was aborted
     needs_data: bool = False  # it was aborted by a conversion to Python data (not by an unknown operation)
+    conversion: tuple | None = None  # (operation, shape of the value) of the conversion to Python data that ended it
+    assumptions: bool = False  # a property it read stood in as a guess: right about the dims mixed, not the output
 
     @property
     def complete(self) -> bool:
@@ -95,7 +131,27 @@ class Trace:
     @property
     def requires(self) -> frozenset:
         """Parallel dims the traced code cannot be split along."""
-        return frozenset(self.mixed) & self.parallel_dims
+        return frozenset(self.mixed) if self.parallel_dims is None else frozenset(self.mixed) & self.parallel_dims
+
+    def under(self, parallel_dims: frozenset) -> Trace | None:
+        """This trace, made with every dim parallel, as tracing with only `parallel_dims` parallel ends.
+
+        The nodes, mixed dims and output are shared. A conversion that ended this trace ends that one
+        too: element by element along the converted value's dims among `parallel_dims`, else needing
+        data. None where that trace would go on: `len()` of a vector along a dim not parallel.
+        """
+        view = dataclasses.replace(self, parallel_dims=frozenset(parallel_dims))
+        if self.conversion is None:
+            return view
+        operation, shape = self.conversion
+        dims = frozenset(shape.names) & view.parallel_dims
+        if dims:
+            view.per_element, view.fallback, view.needs_data = (operation, dims), None, False
+        elif operation == 'len()' and shape.rank == 1:
+            return None
+        else:
+            view.per_element, view.fallback, view.needs_data = None, (operation, _data_reason(shape)), True
+        return view
 
     @property
     def inputs(self) -> dict:
@@ -177,13 +233,15 @@ class Tracer(Tensor):
         raise self._conversion(f'{what}()')
 
     def _parallel_dims(self) -> frozenset:
+        if self._trace.parallel_dims is None:
+            return frozenset(self._shape.names)
         return frozenset(self._shape.names) & self._trace.parallel_dims
 
     def _conversion(self, what: str) -> Exception:
         dims = self._parallel_dims()
         if dims:
-            return PerElement(what, dims)
-        return DataNeeded(what, f'needs the data of a value of shape {self._shape}, which tracing does not have')
+            return PerElement(what, dims, self._shape)
+        return DataNeeded(what, _data_reason(self._shape), self._shape)
 
     def __reduce__(self):  # MIXED plans send their traces, outputs included, to worker processes
         return Tracer, (self._trace, self._node, self._shape, self._dtype)

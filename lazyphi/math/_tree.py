@@ -29,18 +29,20 @@ import contextvars
 import copy
 import dataclasses
 import itertools
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._errors import NoBackendFound
 from ..backend import DType, choose_backend
+from ._deps import ALL, direct_dependencies, property_dependencies
 from ._dims import shape
 from ._fields import config_fields, data_fields, field_names, non_data_fields
 from ._layout import Layout
 from ._properties import cached_property_names, class_attribute
-from ._shape import Shape, ShapeDtype
+from ._shape import Shape, ShapeDtype, merge_shapes
 from ._tensor import NUMBER_TYPES, Tensor, element_bytes
-from ._trace import DataNeeded, PerElement, Trace, TraceAborted, tracer_for
+from ._trace import TRACING, DataNeeded, PerElement, Trace, TraceAborted, tracer_for
 
 _TREE_FORMS = 'a Tensor, a number, or a tuple, list, dict or dataclass instance holding those'
 _SELECTION_FORMS = ("a dict {dim: index, slice, label or index tensor}, a label str like 'x' or 'x,y', "
@@ -296,10 +298,36 @@ def map_tensors(fn: Callable[[Tensor], Tensor], value, what: str, leaf_types: tu
     return map_trees(lambda leaves, path: fn(leaves[0]), [value], leaf_types, cache_fn, what)
 
 
-# --- tracing a property of an instance -----------------------------------------------------------
+# --- analysing a property of an instance -----------------------------------------------------------
+#
+# One analysis per class, property and input structure (the shapes and dtypes of the data fields and the
+# config values it reads; never the values), traced with every dim parallel, serves slicing along any dim and
+# planning along any dims (`Trace.under`). A property reading another cached property is traced on what
+# that property's own analysis gives (its `stand_in`), injected into the traced copy's cache, so no
+# property's code runs inside another's analysis; the instance's cached values are not read.
 
-_TRACES: dict = {}  # key -> Trace; the oldest entries go first once it holds _TRACE_CACHE_SIZE
-_TRACE_CACHE_SIZE = 512
+_ANALYSES: dict = {}  # key -> Analysis; the oldest entries go first once it holds _ANALYSIS_CACHE_SIZE
+_ANALYSIS_CACHE_SIZE = 512
+_ANALYSING = threading.RLock()  # analyses run one at a time, so that two threads never run one property twice
+_IN_PROGRESS: set = set()  # (class, property) whose analysis is running, guarded by _ANALYSING
+
+
+@dataclasses.dataclass
+class Analysis:
+    """One cached property traced on one input structure, and what properties reading it see.
+
+    Attributes:
+        trace: the trace (with every dim parallel, unless made for given parallel dims).
+        code: token of the code it was traced under (see `analyse_property`), None when not given.
+        stand_in: tree of `ShapeDtype` that readers are traced on, once asked for (`property_stand_in`).
+        assumed: whether `stand_in` is a guess (a float with every dim of the fields the property reads),
+            which finds or overstates the dims a reader mixes but says nothing of its output.
+    """
+
+    trace: Trace
+    code: Any = None
+    stand_in: Any = DROPPED
+    assumed: bool = False
 
 
 def cache_survives(instance, name: str, dims: tuple) -> bool:
@@ -314,53 +342,168 @@ def cache_survives(instance, name: str, dims: tuple) -> bool:
     return trace.complete and not (trace.mixed & present)
 
 
-def trace_property(instance, name: str, parallel_dims: frozenset, free: frozenset = frozenset(),
-                   stand_ins: dict | None = None, code=None) -> Trace:
-    """Run the function of the cached property `name` of `instance` on tracers; the trace is cached.
-
-    The function runs on a shallow copy of `instance` in which every tensor — in the data fields,
-    in the values cached in its `__dict__`, and in `stand_ins` — is a tracer without the dims in
-    `free`. Traces are cached by class, property, dims, the inputs' shapes and dtypes, the config
-    values and `code`.
+def trace_property(instance, name: str, parallel_dims: frozenset, free: frozenset = frozenset(), code=None) -> Trace:
+    """The trace of the cached property `name` of `instance`, with `parallel_dims` parallel (see `analyse_property`).
 
     Args:
         instance: a dataclass instance with a `__dict__`.
         name: the name of one of its cached properties (either kind, `parallel_property` included).
         parallel_dims: dims along which a conversion to Python data ends the trace with `per_element`.
         free: dims the traced instance lacks (an element of the instance along them is traced).
-        stand_ins: {name: tree of `ShapeDtype`} for cached properties not computed yet, which the
-            traced function then reads as tracers of those shapes and dtypes.
-        code: a token of the code the property runs (part of the cache key), or None.
+        code: a token of the code the property runs, or None (see `analyse_property`).
 
     Returns:
         The trace; its `output` is set when the function ran to its end, else `per_element` or
         `fallback` say where and why it stopped.
     """
-    stand_ins = stand_ins or {}
-    cls = type(instance)
-    key = (cls, name, parallel_dims, free, code, _signature(instance, stand_ins))
-    trace = _TRACES.get(key)
-    if trace is None:
-        if len(_TRACES) >= _TRACE_CACHE_SIZE:
-            _TRACES.pop(next(iter(_TRACES)))
-        trace = _TRACES[key] = _run_trace(instance, class_attribute(cls, name)[1].func, parallel_dims - free, free,
-                                          stand_ins)
+    parallel = frozenset(parallel_dims) - free
+    trace = analyse_property(instance, name, free, code).trace.under(parallel)
+    if trace is None:  # the code takes len() of a vector: only a trace with these parallel dims goes on
+        trace = analyse_property(instance, name, free, code, parallel).trace
     return trace
 
 
-def _run_trace(instance, func: Callable, parallel_dims: frozenset, free: frozenset, stand_ins: dict) -> Trace:
+def analyse_property(instance, name: str, free: frozenset = frozenset(), code=None,
+                     parallel_dims: frozenset | None = None) -> Analysis:
+    """Run the function of the cached property `name` of `instance` on tracers, once per input structure.
+
+    The function runs on a shallow copy of `instance` in which every tensor of the data fields is a
+    tracer without the dims in `free`, and each cached property it reads is in the copy's cache as
+    a tracer of its `property_stand_in`. Analyses are kept by class, property, `free`, `parallel_dims`,
+    and the shapes and dtypes of the data fields and the values of the config fields it reads. A kept
+    analysis made under another `code` token is made again; one made without a token is taken (and
+    given `code`), and a caller giving no token takes any.
+
+    Args:
+        instance: a dataclass instance with a `__dict__`.
+        name: the name of one of its cached properties.
+        free: dims the traced instance lacks.
+        code: a token of the code the property runs (`lazyphi.parallel` gives the class's), or None.
+        parallel_dims: the parallel dims of the trace; None (the default): every dim (see `Trace.under`).
+    """
+    cls = type(instance)
+    key = (cls, name, free, parallel_dims, _structure(instance, name))
+    found = _kept(key, code)
+    if found is not None:
+        return found
+    with _ANALYSING:
+        found = _kept(key, code)  # another thread may have made it meanwhile
+        if found is not None:
+            return found
+        _IN_PROGRESS.add((cls, name))
+        try:
+            stand_ins, assumed = _stand_ins(instance, name, code)
+            trace = _run_trace(instance, class_attribute(cls, name)[1].func, parallel_dims, free, stand_ins)
+        finally:
+            _IN_PROGRESS.discard((cls, name))
+        trace.assumptions = assumed
+        analysis = Analysis(trace, code)
+        _ANALYSES.pop(key, None)
+        if len(_ANALYSES) >= _ANALYSIS_CACHE_SIZE:
+            _ANALYSES.pop(next(iter(_ANALYSES)))
+        _ANALYSES[key] = analysis
+    return analysis
+
+
+def _kept(key: tuple, code) -> Analysis | None:
+    """The kept analysis of `key` if it was made under `code` (or either token is unknown), else None."""
+    found = _ANALYSES.get(key)
+    if found is None or not (code is None or found.code is None or found.code == code):
+        return None
+    if code is not None:
+        found.code = code
+    return found
+
+
+def property_stand_in(instance, name: str, code=None) -> tuple:
+    """What properties reading property `name` of `instance` are traced on: (tree of `ShapeDtype` or None, assumed).
+
+    The output its parallel property declares (`out=`); else its traced output, traced element by
+    element along the dims of a value it converts to Python data (those dims put back); else a
+    float with every dim of the fields it reads, `assumed`. None when those dims do not merge.
+    """
+    analysis = analyse_property(instance, name, code=code)
+    if analysis.stand_in is DROPPED:
+        analysis.stand_in, analysis.assumed = _stand_in(instance, name, analysis, code)
+    return analysis.stand_in, analysis.assumed
+
+
+def _stand_in(instance, name: str, analysis: Analysis, code) -> tuple:
+    declared = getattr(class_attribute(type(instance), name)[1], 'out', None)
+    if isinstance(declared, (ShapeDtype, tuple, list, dict)):  # a parallel_property's out= placeholders
+        return declared, False
+    try:
+        full = merge_shapes(*[t.shape for f in _read_fields(instance, name) for t in leaves(getattr(instance, f))])
+    except (TypeError, ValueError):  # data whose dims do not merge
+        return None, True
+    trace, free = analysis.trace, frozenset()
+    while trace.per_element is not None:
+        free |= trace.per_element[1]
+        trace = analyse_property(instance, name, free, code).trace
+    if trace.complete:
+        return output_placeholders(trace.output, full.only(tuple(free))), trace.assumptions
+    return ShapeDtype(full, float), True
+
+
+def output_placeholders(output, extra: Shape):
+    """A traced output with its tensors as `ShapeDtype`s, each with the dims of `extra` added."""
+    if isinstance(output, Tensor):
+        return ShapeDtype(output.shape & extra, output.dtype)
+    if isinstance(output, (tuple, list)):
+        return type(output)(output_placeholders(v, extra) for v in output)
+    if isinstance(output, dict):
+        return {k: output_placeholders(v, extra) for k, v in output.items()}
+    return output
+
+
+def _stand_ins(instance, name: str, code) -> tuple:
+    """{name: stand-in} of the cached properties property `name` reads, and whether any is assumed.
+
+    Where the code may read any attribute, every cached property whose own reads are known and exclude
+    `name` stands in. A property whose analysis is running (a cycle) does not: read, its code runs.
+    """
+    cls = type(instance)
+    cached = cached_property_names(cls)
+    direct = direct_dependencies(cls, name)
+    if direct is ALL:
+        reads = [q for q in cached if q != name and name not in _known_reads(cls, q)]
+    else:
+        reads = sorted(frozenset(direct.cached) & frozenset(cached) - {name})
+    stand_ins, assumed = {}, False
+    for q in reads:
+        if (cls, q) in _IN_PROGRESS:
+            continue
+        value, guess = property_stand_in(instance, q, code)
+        if value is not None:
+            stand_ins[q] = value
+            assumed = assumed or guess
+    return stand_ins, assumed
+
+
+def _known_reads(cls: type, name: str) -> frozenset:
+    """What property `name` reads, directly or through others; every cached property where unknown."""
+    reads = property_dependencies(cls, name)
+    return frozenset(cached_property_names(cls)) if reads is ALL else reads
+
+
+def _run_trace(instance, func: Callable, parallel_dims: frozenset | None, free: frozenset, stand_ins: dict) -> Trace:
     trace = Trace(parallel_dims)
     token = _AFFECTED.set(None)  # the traced code's own tree operations are not part of the caller's
+    tracing = TRACING.set(True)
     try:
         trace.output = func(_traced_instance(instance, trace, free, stand_ins))
     except PerElement as signal:
         trace.per_element = (signal.operation, signal.dims)
+        trace.conversion = None if signal.shape is None else (signal.operation, signal.shape)
     except TraceAborted as abort:
         trace.fallback = (abort.operation, abort.reason)
         trace.needs_data = isinstance(abort, DataNeeded)
+        if trace.needs_data and abort.shape is not None:
+            trace.conversion = (abort.operation, abort.shape)
     except Exception as err:  # user code failing on tracers: the trace says so, the caller decides
         trace.fallback = (type(err).__name__, f'{err} (raised by the property while tracing)')
     finally:
+        TRACING.reset(tracing)
         _AFFECTED.reset(token)
     return trace
 
@@ -368,12 +511,12 @@ def _run_trace(instance, func: Callable, parallel_dims: frozenset, free: frozens
 def _traced_instance(instance, trace: Trace, free: frozenset, stand_ins: dict):
     """A shallow copy of `instance` whose tensors are input tracers of `trace` (without the dims in `free`).
 
-    Each tracer records where replaying finds its value: (origin, name, index of the leaf in the tree),
-    origin 'field' or 'cached'.
+    Its cache holds the `stand_ins` alone (as tracers), none of the values `instance` holds. Each tracer
+    records where replaying finds its value: (origin, name, index of the leaf in the tree), origin
+    'field' or 'cached'.
     """
-    cached = cached_property_names(type(instance))
     clone = copy.copy(instance)
-    for n in cached:
+    for n in cached_property_names(type(instance)):
         clone.__dict__.pop(n, None)
     dropped = tuple(free)
 
@@ -386,22 +529,26 @@ def _traced_instance(instance, trace: Trace, free: frozenset, stand_ins: dict):
         return tree_map(to_tracer, value, leaf_types=(Tensor, ShapeDtype))
     for f in data_fields(instance):
         object.__setattr__(clone, f.name, tracers(getattr(instance, f.name), 'field', f.name))
-    for n, value in instance.__dict__.items():
-        if n in cached:
-            clone.__dict__[n] = tracers(value, 'cached', n)
     for n, value in stand_ins.items():
         clone.__dict__[n] = tracers(value, 'cached', n)
     return clone
 
 
-def _signature(instance, stand_ins: dict) -> tuple:
-    """Shapes and dtypes of everything a trace reads (data fields, cached values, stand-ins), and config values."""
-    cached = cached_property_names(type(instance))
-    fields = tuple((f.name, _leaf_specs(getattr(instance, f.name))) for f in data_fields(instance))
-    values = tuple((n, _leaf_specs(v)) for n, v in instance.__dict__.items() if n in cached)
-    planned = tuple((n, _leaf_specs(v)) for n, v in stand_ins.items())
-    config = tuple((f.name, _hashable(getattr(instance, f.name))) for f in config_fields(instance))
-    return fields, values, planned, config
+def _structure(instance, name: str) -> tuple:
+    """What the analysis of property `name` depends on: the shapes and dtypes of the tensors of the data fields
+    it reads, directly or through other properties, and the values of the config fields it reads (all of them
+    where its reads are unknown)."""
+    reads = property_dependencies(type(instance), name)
+    fields = tuple((n, _leaf_specs(getattr(instance, n))) for n in _read_fields(instance, name))
+    config = tuple((f.name, _hashable(getattr(instance, f.name))) for f in config_fields(instance)
+                   if reads is ALL or f.name in reads)
+    return fields, config
+
+
+def _read_fields(instance, name: str) -> tuple:
+    """The data fields property `name` reads, directly or through other properties; all where that is unknown."""
+    reads = property_dependencies(type(instance), name)
+    return tuple(f.name for f in data_fields(instance) if reads is ALL or f.name in reads)
 
 
 def _leaf_specs(value) -> tuple:

@@ -23,9 +23,12 @@ results and combined); kinds and the planner read it instead of keeping lists of
 dataclasses; dim filters and specs; backend-native layout of dense tensors; HTML views of tensors
 (`tensor_html`, for a kind's `_repr_html_`); `register_tensor_source` for values of other libraries
 that `tensor()` converts (dask arrays: registered by `lazyphi.parallel`); the class-attribute lookup
-along the MRO and `cached_property` with the one test for either kind of cached property.
+along the MRO and `cached_property` with the one test for either kind of cached property; the analysis
+of which attributes a cached property reads (`direct_dependencies`, `property_dependencies`), which
+the tree functions need to trace a property on what the properties it reads give.
 """
 
+from ._deps import ALL, DirectDependencies, direct_dependencies, explain_dependencies, property_dependencies
 from ._dims import parse_dim_spec
 from ._fields import resolved_annotations
 from ._foreign import register_tensor_source
@@ -65,9 +68,20 @@ from ._tensor import (
     read_only_native,
 )
 from ._trace import PerElement, Trace, TraceAborted, Tracer, tracer_for
-from ._tree import leaves, map_tensors, memory_bytes, trace_property, tree_map
+from ._tree import (
+    Analysis,
+    analyse_property,
+    leaves,
+    map_tensors,
+    memory_bytes,
+    output_placeholders,
+    property_stand_in,
+    trace_property,
+    tree_map,
+)
 
 __all__ = [
+    'ALL',
     'ALONG',
     'CACHED_PROPERTY_TYPES',
     'CONCAT',
@@ -83,7 +97,9 @@ __all__ = [
     'RENAME',
     'RESHAPE',
     'STACK',
+    'Analysis',
     'Dense',
+    'DirectDependencies',
     'Expanded',
     'Joined',
     'Op',
@@ -96,6 +112,7 @@ __all__ = [
     'TraceAborted',
     'Tracer',
     'aligned_native',
+    'analyse_property',
     'auto_cast',
     'cached_property',
     'cached_property_names',
@@ -103,15 +120,20 @@ __all__ = [
     'common_backend',
     'content_hash',
     'dims_table',
+    'direct_dependencies',
     'dispatch',
     'element_bytes',
     'expand_to',
+    'explain_dependencies',
     'is_cached_property',
     'leaves',
     'map_tensors',
     'memory_bytes',
     'normalize_selection',
+    'output_placeholders',
     'parse_dim_spec',
+    'property_dependencies',
+    'property_stand_in',
     'read_only_native',
     'reduction_of',
     'register_tensor_source',

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..dataclasses import ALL, cached_property_names, direct_dependencies
-from ..math import EMPTY_SHAPE, Shape, ShapeDtype, Tensor, batch, data_fields
+from ..math import EMPTY_SHAPE, Shape, ShapeDtype, batch, data_fields
 from ..math import shape as tree_shape
 from ..math.kinds import (
     REDUCE,
@@ -28,6 +28,7 @@ from ..math.kinds import (
     is_cached_property,
     leaves,
     memory_bytes,
+    output_placeholders,
     reduction_of,
     resolve_dims,
     trace_property,
@@ -72,10 +73,6 @@ class PropertyPlan:
     partials: tuple = ()  # MIXED: (node index, combine op) of the reductions split across blocks
     disk: bool = False  # the output is written to the Zarr cache
     in_memory: bool = True  # the output comes back in memory (written to disk or not), else disk-backed
-    # what properties reading this one see when they are traced: `output` where known, else an assumption
-    # (see `_stand_in`) good for finding the dims they mix but not for their outputs' shapes and dtypes
-    stand_in: object = field(default=None, repr=False)
-    assumed: bool = False
 
 
 @dataclass
@@ -322,7 +319,7 @@ def plan(instance, properties: Sequence, parallel_dims=batch, max_workers: int |
     plans: dict[str, PropertyPlan] = {}
     for name, read in reads.items():
         if name not in done:
-            plans[name] = _plan_property(instance, cls, name, read, dims, instance_shape, plans, code)
+            plans[name] = _plan_property(instance, cls, name, read, dims, instance_shape, code)
     props = list(plans.values())
     bound = None
     if cache_dir is None:
@@ -473,7 +470,7 @@ def _dependency_order(cls: type, names: tuple, field_names: frozenset) -> dict:
     return order
 
 
-def _plan_property(instance, cls: type, name: str, read: _Reads, dims: Shape, instance_shape: Shape, plans: dict,
+def _plan_property(instance, cls: type, name: str, read: _Reads, dims: Shape, instance_shape: Shape,
                    code: tuple) -> PropertyPlan:
     descriptor = class_attribute(cls, name)[1]
     parallel = frozenset(dims.names)
@@ -483,7 +480,7 @@ def _plan_property(instance, cls: type, name: str, read: _Reads, dims: Shape, in
     if read.unsure:
         fallbacks.append(Fallback('dependency analysis', 'the code may read any field (self escapes the analysis); '
                                   'all fields are sent to its tasks'))
-    trace, free, reason = _trace_property(instance, name, parallel, plans, code)
+    trace, free, reason = _trace_property(instance, name, parallel, code)
     if free and trace.needs_data:  # per element, and what an element gives depends on its data: nothing went wrong
         reason += '; what an element gives is known once computed'
     elif trace.fallback is not None:
@@ -513,49 +510,30 @@ def _plan_property(instance, cls: type, name: str, read: _Reads, dims: Shape, in
             partials = ()
         elif partials:
             mode, requires = 'mixed', frozenset()
-    reads = plans if read.unsure else {d: plans[d] for d in read.cached if d in plans}
-    on_assumptions = any(p.assumed for p in reads.values())  # then the trace is right about dims, not outputs
-    traced = _output_placeholders(trace, free, dims)
-    output = out if out is not INFER else None if on_assumptions else traced
-    # unknown: every parallel dim, so that properties reading it keep whole whatever it might mix
-    stand_in = output if output is not None else traced if traced is not None else ShapeDtype(dims, float)
+    # a trace that read a guess for another property's output is right about the dims it mixes, not its output
+    traced = None if trace.fallback is not None or trace.assumptions else output_placeholders(
+        trace.output, dims.only(tuple(free)) if free else EMPTY_SHAPE)
+    output = out if out is not INFER else traced
     return PropertyPlan(name, requires, mode, output, read.fields, read.cached, tuple(fallbacks), reason, trace,
-                        partials, stand_in=stand_in, assumed=output is None)
+                        partials)
 
 
-def _trace_property(instance, name: str, parallel: frozenset, plans: dict, code: tuple) -> tuple:
+def _trace_property(instance, name: str, parallel: frozenset, code: tuple) -> tuple:
     """Trace a property on the whole instance, then element-wise along the dims a data conversion proved free.
 
-    The properties planned before it stand in for their values (see `PropertyPlan.stand_in`).
+    The traces are the analyses slicing uses too (`trace_property`): the cached properties it reads
+    are traced on what their own analyses give, never run again.
     Returns (trace, free dims, reason for per-element evaluation or None).
     """
-    stand_ins = {n: p.stand_in for n, p in plans.items()}
     free = frozenset()
     reason = None
     while True:
-        trace = trace_property(instance, name, parallel, free, stand_ins, code)
+        trace = trace_property(instance, name, parallel, free, code)
         if trace.per_element is None:
             return trace, free, reason
         operation, dims = trace.per_element
         free |= dims
         reason = f'{operation} of a value with {sorted(dims)} proves element-wise evaluation'
-
-
-def _output_placeholders(trace: Trace, free: frozenset, dims: Shape):
-    """The traced output as `ShapeDtype`s, with the per-element dims put back; None if unknown."""
-    if trace.fallback is not None:
-        return None
-    extra = dims.only(tuple(free)) if free else EMPTY_SHAPE
-
-    def convert(value):
-        if isinstance(value, Tensor):
-            return ShapeDtype(value.shape & extra, value.dtype)
-        if isinstance(value, (tuple, list)):
-            return type(value)(convert(v) for v in value)
-        if isinstance(value, dict):
-            return {k: convert(v) for k, v in value.items()}
-        return value
-    return convert(trace.output)
 
 
 def _mixed_partials(trace: Trace, parallel: frozenset):

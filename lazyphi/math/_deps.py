@@ -33,7 +33,7 @@ import typing
 import weakref
 from typing import Any, NamedTuple
 
-from ..math.kinds import CACHED_PROPERTY_TYPES, cached_property_names, class_attribute, is_cached_property
+from ._properties import CACHED_PROPERTY_TYPES, cached_property_names, class_attribute, is_cached_property
 
 
 class _AllType:
