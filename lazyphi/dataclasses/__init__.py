@@ -15,9 +15,9 @@ from ._cached import cached_properties, cached_values
 from ._checked import EnforcedAnnotationsMixin, checked
 from ._deps import ALL, DirectDependencies, direct_dependencies, explain_dependencies, property_dependencies
 from ._html import dataclass_html
-from ._mutate import copy_and_mutate
+from ._mutate import MutationMismatch, copy_and_mutate
 from ._ops import copy, data_eq, dataclass_repr, equal, replace
-from ._pytree import data_field, pytree_dataclass, register_pytree, static_field
+from ._pytree import Static, data_field, jit, pytree_dataclass, register_pytree, static_field
 from ._sliceable import getitem, sliceable
 from ._state import from_state_dict, state_dict, to_backend, to_device
 
@@ -37,6 +37,8 @@ __all__ = [
     'ALL',
     'DirectDependencies',
     'EnforcedAnnotationsMixin',
+    'MutationMismatch',
+    'Static',
     'cached_properties',
     'cached_property',
     'cached_property_names',
@@ -56,6 +58,7 @@ __all__ = [
     'from_state_dict',
     'getitem',
     'is_cached_property',
+    'jit',
     'non_data_fields',
     'property_dependencies',
     'pytree_dataclass',
