@@ -736,7 +736,7 @@ def test_dtypes_of_every_array_library_are_accepted_where_dtypes_are(backend):
         cast = lmath.cast(t, native_dtype)
         assert cast.dtype == dtype and cast.backend is backend
     if backend.name == 'torch':
-        with pytest.raises(ValueError, match='bfloat16 has no (lazyphi|DType) equivalent'):
+        with pytest.raises(ValueError, match=r'bfloat16 has no (lazyphi|DType) equivalent'):
             DType.as_dtype(library.bfloat16)
 
 

@@ -48,7 +48,8 @@ class ComputeDevice:
         description = self.description.replace('\n', '  ')
         if len(description) > _DESCRIPTION_SHOWN:
             description = description[:_DESCRIPTION_SHOWN - 2] + '...'
-        return f"{self.backend} device '{self.name}' ({self.device_type}{ref}) | {memory} | {processors} | {description}"
+        kind = f"{self.device_type}{ref}"
+        return f"{self.backend} device '{self.name}' ({kind}) | {memory} | {processors} | {description}"
 
 
 _DESCRIPTION_SHOWN = 30  # characters of the description a repr shows
