@@ -125,8 +125,8 @@ def from_state_dict(cls: type[T], state: Mapping[str, Any], strict: bool = True)
 
     Nested dicts count as dotted keys (`{'inner': {'w': w}}` as `{'inner.w': w}`) wherever the annotation
     declares a dataclass, list, tuple or dict. Every dataclass, the outer and the nested ones, is built by
-    calling its class with its init fields, so `__init__`, `__post_init__` and validation such as `@checked` run exactly once per
-    instance; fields with `init=False` are set afterwards to their values in the state.
+    calling its class with its init fields, so `__init__`, `__post_init__` and validation such as `@checked`
+    run exactly once per instance; fields with `init=False` are set afterwards to their values in the state.
 
     Args:
         cls: the dataclass to build.
