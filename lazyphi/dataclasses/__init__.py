@@ -20,6 +20,7 @@ from ._ops import copy, data_eq, dataclass_repr, equal, replace
 from ._pytree import Static, data_field, jit, pytree_dataclass, register_pytree, static_field
 from ._sliceable import getitem, sliceable
 from ._state import from_state_dict, state_dict, to_backend, to_device
+from ._tensorclass import TensorClass
 
 # the parallel names of the reference's older layout, resolved on use (PEP 562) so that this lower
 # layer never imports lazyphi.parallel at import time
@@ -39,6 +40,7 @@ __all__ = [
     'EnforcedAnnotationsMixin',
     'MutationMismatch',
     'Static',
+    'TensorClass',
     'cached_properties',
     'cached_property',
     'cached_property_names',

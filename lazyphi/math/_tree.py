@@ -86,7 +86,8 @@ CacheFunction = Callable[[list, Sequence], Any]  # (cached Tensors, their instan
 
 
 def map_trees(fn: LeafFunction, trees: Sequence, leaf_types: tuple, cache_fn: CacheFunction | None, what: str,
-              path: str = '', objects: bool = False, attributes: Callable[[Any], tuple] | None = None):
+              path: str = '', objects: bool = False, attributes: Callable[[Any], tuple] | None = None,
+              protocol: str | None = None):
     """Zip `trees` (all of one structure) and return a tree of `fn(leaves, path)` for each group of leaves.
 
     Args:
@@ -102,6 +103,8 @@ def map_trees(fn: LeafFunction, trees: Sequence, leaf_types: tuple, cache_fn: Ca
             for the magic protocols; objects listing `__value_attrs__` are traversed through those attributes.
         attributes: the attribute names of a dataclass instance or attribute-listing object to traverse (as
             `variable_attributes`), the rest being kept as they are; None for the data fields, or `__value_attrs__`.
+        protocol: the method (such as `'__stack__'`) by which a dataclass whose class defines it does the
+            operation itself: such an instance is passed to `fn` as a leaf instead of being traversed.
     """
     first = trees[0]
     if isinstance(first, leaf_types) or any(isinstance(t, leaf_types) for t in trees[1:]):
@@ -112,7 +115,7 @@ def map_trees(fn: LeafFunction, trees: Sequence, leaf_types: tuple, cache_fn: Ca
         _check_all(trees, lambda t: type(t) is type(first) and len(t) == len(first), what, path,
                    f'{type(first).__name__}s of length {len(first)}')
         items = [map_trees(fn, [t[i] for t in trees], leaf_types, cache_fn, what, f'{path}[{i}]', objects,
-                           attributes) for i in range(len(first))]
+                           attributes, protocol) for i in range(len(first))]
         if len(trees) == 1 and all(new is old for new, old in zip(items, first, strict=True)):
             return first
         if isinstance(first, list):
@@ -122,17 +125,19 @@ def map_trees(fn: LeafFunction, trees: Sequence, leaf_types: tuple, cache_fn: Ca
         _check_all(trees, lambda t: type(t) is type(first) and t.keys() == first.keys(), what, path,
                    f'{type(first).__name__}s with keys {list(first)}')
         items = {k: map_trees(fn, [t[k] for t in trees], leaf_types, cache_fn, what, f'{path}[{k!r}]', objects,
-                              attributes) for k in first}
+                              attributes, protocol) for k in first}
         if len(trees) == 1 and all(items[k] is v for k, v in first.items()):
             return first
         result = {} if type(first) is dict else copy.copy(first)
         result.update(items)
         return result
     if dataclasses.is_dataclass(first) and not isinstance(first, type):
-        return _map_dataclass(fn, trees, leaf_types, cache_fn, what, path, objects, attributes)
+        if protocol is not None and class_attribute(type(first), protocol)[0] is not None:
+            return fn(list(trees), path)
+        return _map_dataclass(fn, trees, leaf_types, cache_fn, what, path, objects, attributes, protocol)
     listed = hasattr(first, '__value_attrs__') or (hasattr(first, '__variable_attrs__') and (objects or attributes))
     if listed:
-        return _map_attributes(fn, trees, leaf_types, cache_fn, what, path, objects, attributes)
+        return _map_attributes(fn, trees, leaf_types, cache_fn, what, path, objects, attributes, protocol)
     if hasattr(first, '__variable_attrs__'):
         raise ValueError(f"{what}(): {type(first).__qualname__} at {path or 'the top level'} lists no __value_attrs__; "
                          f"operations on values act on the attributes it names there (its __variable_attrs__ are "
@@ -154,7 +159,7 @@ def holds_dims(value) -> bool:
 
 
 def _map_attributes(fn: LeafFunction, trees: Sequence, leaf_types: tuple, cache_fn: CacheFunction | None, what: str,
-                    path: str, objects: bool, attributes: Callable[[Any], tuple] | None):
+                    path: str, objects: bool, attributes: Callable[[Any], tuple] | None, protocol: str | None):
     """Map the attributes `attributes` names, else those an object lists in `__value_attrs__()` (or
     `__variable_attrs__()`).
 
@@ -167,7 +172,7 @@ def _map_attributes(fn: LeafFunction, trees: Sequence, leaf_types: tuple, cache_
     else:
         names = first.__value_attrs__() if hasattr(first, '__value_attrs__') else first.__variable_attrs__()
     new = {name: map_trees(fn, [getattr(t, name) for t in trees], leaf_types, cache_fn, what, f'{path}.{name}',
-                           objects, attributes) for name in names}
+                           objects, attributes, protocol) for name in names}
     if hasattr(first, '__with_attrs__'):
         return first.__with_attrs__(**new)
     result = copy.copy(first)
@@ -177,7 +182,8 @@ def _map_attributes(fn: LeafFunction, trees: Sequence, leaf_types: tuple, cache_
 
 
 def _map_dataclass(fn: LeafFunction, trees: Sequence, leaf_types: tuple, cache_fn: CacheFunction | None, what: str,
-                   path: str, objects: bool = False, attributes: Callable[[Any], tuple] | None = None):
+                   path: str, objects: bool = False, attributes: Callable[[Any], tuple] | None = None,
+                   protocol: str | None = None):
     first = trees[0]
     cls = type(first)
     _check_all(trees, lambda t: type(t) is cls, what, path, f'instances of {cls.__qualname__}')
@@ -196,7 +202,7 @@ def _map_dataclass(fn: LeafFunction, trees: Sequence, leaf_types: tuple, cache_f
     for f in mapped:
         old = getattr(first, f.name)
         new = map_trees(fn, [getattr(t, f.name) for t in trees], leaf_types, cache_fn, what, f'{path}.{f.name}',
-                        objects, attributes)
+                        objects, attributes, protocol)
         if new is not old or len(trees) > 1:
             changes[f.name] = new
     if not changes:
