@@ -192,3 +192,32 @@ def test_custom_gradient_replaces_the_backward_pass():
     assert grad.numpy('x').tolist() == [0, 1, 1, 0]
     (stopped,) = math.gradient(lambda x: math.sum(math.stop_gradient(x) * x), get_output=False)(wrap([3.], 'x:s'))
     assert stopped.numpy('x').tolist() == [3]
+
+
+@dataclass(frozen=True)
+class Model:
+    """A dataclass whose `variable_attrs` name the fields traced; `table` is data compiled in, as phiml does."""
+    weights: math.Tensor
+    table: math.Tensor
+    variable_attrs: tuple = ('weights',)
+
+
+def test_jit_compile_traces_the_variable_attrs_of_dataclasses_and_compiles_in_the_other_data_fields():
+    @math.jit_compile
+    def apply(m: Model, x: math.Tensor) -> math.Tensor:
+        return m.weights * x + m.table
+
+    x = wrap([2, 2, 2], spatial('x'))
+    model = Model(wrap([1, 1, 1], spatial('x')), wrap([0, 1, 2], spatial('x')))
+    np.testing.assert_allclose(apply(model, x).numpy('x'), [2, 3, 4])
+    np.testing.assert_allclose(apply(Model(model.weights * 3, model.table), x).numpy('x'), [6, 7, 8])
+    assert len(apply.traces) == 1  # new weights: traced, so the version is reused
+    np.testing.assert_allclose(apply(Model(model.weights, wrap([0, 1, 2], spatial('x'))), x).numpy('x'), [2, 3, 4])
+    assert len(apply.traces) == 1  # a new table of the same values selects the same version
+    np.testing.assert_allclose(apply(Model(model.weights, model.table + 1), x).numpy('x'), [3, 4, 5])
+    assert len(apply.traces) == 2  # other values of a field outside variable_attrs: compiled in again
+    everything = dataclass(frozen=True)(type('Everything', (), {'__annotations__': {'weights': math.Tensor,
+                                                                                   'table': math.Tensor}}))
+    apply(everything(model.weights, model.table), x)
+    apply(everything(model.weights, model.table + 5), x)
+    assert len(apply.traces) == 3  # without variable_attrs every data field is traced

@@ -18,6 +18,7 @@ import pytest
 from random_inputs import RNG, bools, f32, ints, pos, unit
 from scipy import ndimage, signal
 
+from lazyphi import math as lmath
 from lazyphi.backend import (
     BACKENDS,
     ML_LOGGER,
@@ -643,7 +644,9 @@ def test_numpy_has_one_cpu_device_with_real_properties():
     devices = NUMPY.list_devices()
     assert devices == [_CPU] and NUMPY.get_default_device() is _CPU and _CPU.backend is NUMPY
     assert _CPU.device_type == 'CPU' and _CPU.processor_count == os.cpu_count() and _CPU.memory > 2 ** 20
-    assert repr(_CPU).startswith("numpy CPU 'CPU' | ") and 'processors' in repr(_CPU)
+    description = _CPU.description if len(_CPU.description) <= 30 else _CPU.description[:28] + '...'
+    assert repr(_CPU) == (f"numpy device 'CPU' (CPU 'CPU') | {_CPU.memory / 1024 ** 2:.0f} MB | "
+                          f"{os.cpu_count()} processors | {description}")  # phiml's layout
     assert NUMPY.list_devices('GPU') == [] and NUMPY.devices == (_CPU,)
     assert NUMPY.list_devices('cpu') == [_CPU] and NUMPY.list_devices('gpu') == []  # as torch users write them
     assert hash(_CPU) == hash('CPU') and OBJECTS.list_devices()[0] == _CPU
@@ -718,6 +721,23 @@ def test_dtype_as_dtype():
     assert DType.as_dtype(DType(int, 8)) == DType(int, 8) and DType.as_dtype('U5') == DType(str)
     assert DType.as_dtype((int, 8)) == DType(int, 8) and DType.as_dtype((complex, 128)) == DType(complex, 128)
     assert DType.as_dtype(None) is None
+
+
+def test_dtypes_of_every_array_library_are_accepted_where_dtypes_are(backend):
+    """`DType.as_dtype` and `math.cast` take PyTorch, JAX and TensorFlow dtypes as well as NumPy's."""
+    library = importlib.import_module({'numpy': 'numpy', 'torch': 'torch', 'jax': 'jax.numpy',
+                                       'tensorflow': 'tensorflow'}[backend.name])
+    expected = {'float16': DType(float, 16), 'float64': DType(float, 64), 'int16': DType(int, 16),
+                'uint8': DType(int, 8, True), 'complex64': DType(complex, 64), 'bool_': DType(bool)}
+    t = lmath.tensor(np.arange(3), lmath.spatial('x'))
+    for name, dtype in expected.items():
+        native_dtype = getattr(library, name if hasattr(library, name) else name.rstrip('_'))
+        assert DType.as_dtype(native_dtype) == dtype, (backend, name)
+        cast = lmath.cast(t, native_dtype)
+        assert cast.dtype == dtype and cast.backend is backend
+    if backend.name == 'torch':
+        with pytest.raises(ValueError, match=r'bfloat16 has no (lazyphi|DType) equivalent'):
+            DType.as_dtype(library.bfloat16)
 
 
 def test_dtype_by_precision():

@@ -126,6 +126,21 @@ def test_strict_and_lenient_loading():
     assert from_state_dict(Tree, {**state, 'leaf.extra': 1}, strict=False).leaf.label == 'first'
 
 
+def test_nested_dicts_rebuild_the_dataclasses_their_annotations_declare():
+    tree = make_tree()
+    state = state_dict(tree)
+    nested = {k: v for k, v in state.items() if not k.startswith(('leaf.', 'pair.'))}
+    nested['leaf'] = {'v': state['leaf.v'], 'label': state['leaf.label']}
+    nested['pair'] = {'0': state['pair.0'], '1': {'v': state['pair.1.v'], 'label': state['pair.1.label']}}
+    rebuilt = from_state_dict(Tree, nested)
+    assert type(rebuilt.leaf) is Leaf and rebuilt.leaf.label == 'first' and type(rebuilt.pair[1]) is Leaf
+    assert math.equal(rebuilt.leaf.v, tree.leaf.v) and math.equal(rebuilt.pair[1].v, tree.pair[1].v)
+    with pytest.raises(KeyError, match=r"keys \['leaf.w'\] that name no field of Leaf"):
+        from_state_dict(Tree, {**nested, 'leaf': {'w': state['leaf.v'], 'label': 'x', 'v': state['leaf.v']}})
+    loose = from_state_dict(Tree, {**state, 'anything': {'kept': 1}})
+    assert loose.anything == {'kept': 1}  # no structure declared there: the dict is the value
+
+
 def test_malformed_state_dicts_are_rejected_with_the_key():
     state = state_dict(make_tree())
     with pytest.raises(ValueError, match=r"value at 'leaf' and also keys under it"):

@@ -81,7 +81,7 @@ def test_summary_and_print():
     assert rows['add']['max'] >= rows['add']['mean'] > 0
     prof.add_external_message("compiled in 0 s")
     out = io.StringIO()
-    prof.print(file=out)
+    prof.print(min_duration=0, file=out)
     text = out.getvalue()
     assert text.startswith(f"Profile: {prof.duration:.6f} s, 4 backend calls") and "compiled in 0 s" in text
     assert 'operation' in text and 'share' in text
@@ -92,11 +92,30 @@ def test_summary_and_print():
     assert ' add ' not in out.getvalue()
 
 
-def test_print_defaults_to_stdout(capsys):
+def test_print_defaults_to_stdout_and_hides_calls_under_a_millisecond_as_phiml(capsys):
     with profile() as prof:
         NUMPY.add(A, B)
     prof.print()
-    assert 'numpy' in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert 'hiding entries under 1.00 ms' in text and ' add ' not in text
+    prof.print(0)
+    assert ' add ' in capsys.readouterr().out
+
+
+def test_print_places_the_calling_code_at_code_col_cropped_to_code_len():
+    with profile(trace=True) as prof:
+        compute(A, B)
+    out = io.StringIO()
+    prof.print(min_duration=0, code_col=100, code_len=12, file=out)
+    text = out.getvalue()
+    by_code = text.splitlines()[text.splitlines().index('By calling code:') + 1:]
+    assert [line[100:] for line in by_code] == ['compute (...']
+    assert 'add, sum' in by_code[0] and by_code[0].split()[2:4] == ['6', 'calls']
+    out = io.StringIO()
+    prof.print(min_duration=0, code_col=0, code_len=200, file=out)
+    assert out.getvalue().splitlines()[-1].endswith('divide_no_nan compute (test_profile.py:19)')
+    with pytest.raises(ValueError, match='code_col and code_len must be at least 0, but got -1 and 50'):
+        prof.print(code_col=-1)
 
 
 def test_saved_chrome_trace_parses_and_has_complete_events(tmp_path):

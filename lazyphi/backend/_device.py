@@ -41,9 +41,18 @@ class ComputeDevice:
         return hash(self.ref)
 
     def __repr__(self) -> str:
-        memory = f"{self.memory / 1024 ** 3:.1f} GiB" if self.memory > 0 else "memory unknown"
-        processors = f"{self.processor_count} processors" if self.processor_count > 0 else "processors unknown"
-        return f"{self.backend.name} {self.device_type} '{self.name}' | {memory} | {processors} | {self.description}"
+        """`<backend> device '<name>' (<type>[ '<ref>']) | <memory> MB | <n> processors | <description>`, as phiml's."""
+        memory = f"{self.memory / 1024 ** 2:.0f} MB" if self.memory > 0 else "memory: n/a"
+        processors = f"{self.processor_count} processors" if self.processor_count > 0 else "processors: n/a"
+        ref = f" '{self.ref}'" if isinstance(self.ref, str) else ""
+        description = self.description.replace('\n', '  ')
+        if len(description) > _DESCRIPTION_SHOWN:
+            description = description[:_DESCRIPTION_SHOWN - 2] + '...'
+        kind = f"{self.device_type}{ref}"
+        return f"{self.backend} device '{self.name}' ({kind}) | {memory} | {processors} | {description}"
+
+
+_DESCRIPTION_SHOWN = 30  # characters of the description a repr shows
 
 
 def cpu_memory() -> int:

@@ -123,7 +123,7 @@ class DType:
     @staticmethod
     def as_dtype(value: 'DType | type | tuple | np.dtype | str | None') -> 'DType | None':
         """Converts a `DType`, a Python type, a `(kind, bits)` tuple (or one of more of `DType`'s arguments), a NumPy
-        dtype or type, or a name like `'float32'` to a `DType`; `None` stays `None`.
+        dtype or type, a PyTorch, JAX or TensorFlow dtype, or a name like `'float32'` to a `DType`; `None` stays `None`.
 
         The Python types `float` and `complex` resolve to the current precision (see `get_precision()`),
         `int` to 32 bits.
@@ -148,8 +148,32 @@ class DType:
             except TypeError as err:
                 raise ValueError(f"Not a data type name: {value!r}. Use names like 'float32' or 'int64'.") from err
             return from_numpy_dtype(np_dtype)
+        np_dtype = _numpy_dtype_of_foreign(value)
+        if np_dtype is not None:
+            return from_numpy_dtype(np_dtype)
         raise TypeError(f"Cannot interpret {value!r} as a DType. Pass a DType, a Python type such as float, "
-                        f"a NumPy dtype or a name like 'float32'.")
+                        f"a NumPy, PyTorch, JAX or TensorFlow dtype or a name like 'float32'.")
+
+
+def _numpy_dtype_of_foreign(value) -> np.dtype | None:
+    """The NumPy dtype another array library's dtype stands for, found without importing that library; else None.
+
+    Raises:
+        ValueError: a dtype of such a library without a NumPy equivalent (PyTorch's bfloat16, say).
+    """
+    as_numpy = getattr(value, 'as_numpy_dtype', None)  # TensorFlow's DType
+    if as_numpy is not None:
+        return np.dtype(as_numpy)
+    inner = getattr(value, 'dtype', None)  # JAX's scalar types (jnp.float32) carry their NumPy dtype
+    if isinstance(inner, np.dtype):
+        return inner
+    if type(value).__module__ == 'torch':  # a torch.dtype prints as 'torch.<its NumPy name>'
+        name = str(value).removeprefix('torch.')
+        try:
+            return np.dtype(name)
+        except TypeError as err:
+            raise ValueError(f"{value} has no DType equivalent; use a dtype such as torch.float32") from err
+    return None
 
 
 def _standard_layout(kind: type, bits: int | None, unsigned: bool) -> tuple:

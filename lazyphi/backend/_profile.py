@@ -166,17 +166,26 @@ class Profile:
                  'mean': sum(times) / len(times), 'max': max(times)} for (backend, op), times in groups.items()]
         return sorted(rows, key=lambda row: -row['total'])
 
-    def print(self, min_duration: float = 0.0, file: TextIO | None = None) -> None:
-        """Prints a table of the time spent per backend operation.
+    def print(self, min_duration: float = 1e-3, code_col: int = 80, code_len: int = 50,
+              file: TextIO | None = None) -> None:
+        """Prints a table of the time spent per backend operation and, for a traced profile, per calling code.
 
         Times include nested backend calls, so the shares can add up to more than 100%.
 
         Args:
-            min_duration: Hide operations whose total time is shorter than this (seconds).
+            min_duration: Hide operations and calling places whose total time is shorter than this (seconds).
+            code_col: Column at which each calling place (function, file and line) is printed.
+            code_len: Characters of the calling place shown; longer ones are cropped.
             file: Where to print; standard output by default.
+
+        Raises:
+            ValueError: `code_col` or `code_len` is negative.
         """
+        if code_col < 0 or code_len < 0:
+            raise ValueError(f"code_col and code_len must be at least 0, but got {code_col} and {code_len}")
         total = self.duration
-        lines = [f"Profile: {total:.6f} s, {len(self.calls)} backend calls"]
+        lines = [f"Profile: {total:.6f} s, {len(self.calls)} backend calls; hiding entries under "
+                 f"{1e3 * min_duration:.2f} ms"]
         lines.extend(f"  {message}" for message in self._messages)
         lines.append(f"{'backend':<10} {'operation':<28} {'calls':>7} {'total ms':>10} {'mean us':>10} "
                      f"{'max us':>10} {'share':>7}")
@@ -185,6 +194,20 @@ class Profile:
                 share = 100 * row['total'] / total if total > 0 else 0.0
                 lines.append(f"{row['backend']:<10} {row['op']:<28} {row['calls']:>7} {1e3 * row['total']:>10.3f} "
                              f"{1e6 * row['mean']:>10.1f} {1e6 * row['max']:>10.1f} {share:>6.1f}%")
+        places: dict[str, list[BackendCall]] = {}
+        for call in self.calls:
+            if call.caller is not None:
+                places.setdefault(call.caller, []).append(call)
+        timed = sorted(((sum(c.duration for c in calls), place, calls) for place, calls in places.items()),
+                       key=lambda entry: -entry[0])
+        if any(spent >= min_duration for spent, _, _ in timed):
+            lines.append('By calling code:')
+        for spent, place, calls in timed:
+            if spent >= min_duration:
+                ops = ', '.join(dict.fromkeys(c.op for c in calls))
+                shown = place if len(place) <= code_len else place[:max(code_len - 3, 0)] + '...'[:code_len]
+                timing = f"{1e3 * spent:>10.3f} ms {len(calls):>7} calls  {ops}"
+                lines.append(timing.ljust(code_col) + shown if len(timing) < code_col else f"{timing} {shown}")
         print('\n'.join(lines), file=file)
 
     def trace_events(self) -> list[dict]:

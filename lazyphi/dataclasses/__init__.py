@@ -23,11 +23,12 @@ from ..math.kinds import (
 from ._cached import cached_properties, cached_values
 from ._checked import EnforcedAnnotationsMixin, checked
 from ._html import dataclass_html
-from ._mutate import copy_and_mutate
+from ._mutate import MutationMismatch, copy_and_mutate
 from ._ops import copy, data_eq, dataclass_repr, equal, replace
-from ._pytree import data_field, pytree_dataclass, register_pytree, static_field
+from ._pytree import Static, data_field, jit, pytree_dataclass, register_pytree, static_field
 from ._sliceable import getitem, sliceable
 from ._state import from_state_dict, state_dict, to_backend, to_device
+from ._tensorclass import TensorClass
 
 # the parallel names of the reference's older layout, resolved on use (PEP 562) so that this lower
 # layer never imports lazyphi.parallel at import time
@@ -45,6 +46,9 @@ __all__ = [
     'ALL',
     'DirectDependencies',
     'EnforcedAnnotationsMixin',
+    'MutationMismatch',
+    'Static',
+    'TensorClass',
     'cached_properties',
     'cached_property',
     'cached_property_names',
@@ -64,6 +68,7 @@ __all__ = [
     'from_state_dict',
     'getitem',
     'is_cached_property',
+    'jit',
     'non_data_fields',
     'property_dependencies',
     'pytree_dataclass',

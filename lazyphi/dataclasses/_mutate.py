@@ -59,9 +59,9 @@ def copy_and_mutate(obj: T, validate: bool = True) -> Iterator[T]:
 
     Raises:
         TypeError: `obj` is not a dataclass instance.
-        ValueError: with `validate`, an array in a data field (at any depth of tuples, lists, dicts
-            and dataclasses) changed its shape or dtype, was replaced by another kind of value, or
-            appeared where there was none.
+        MutationMismatch: (a ValueError and AssertionError) with `validate`, an array in a data field
+            (at any depth of tuples, lists, dicts and dataclasses) changed its shape or dtype, was
+            replaced by another kind of value, or appeared where there was none.
     """
     if not dataclasses.is_dataclass(obj) or isinstance(obj, type):
         raise TypeError(f"copy_and_mutate() takes a dataclass instance, but got {obj!r} of type "
@@ -236,8 +236,16 @@ def _drop_dependent_cache(obj, changed: set) -> None:
 # --- validation ----------------------------------------------------------------------------------
 
 
+class MutationMismatch(ValueError, AssertionError):
+    """A `copy_and_mutate` block changed the shape, dtype or place of an array in a data field.
+
+    Also an AssertionError, which is what jax_dataclasses raises when its validation fails, so code
+    catching that keeps working.
+    """
+
+
 def _check_tensors(old, new, path: str) -> None:
-    """Raise ValueError unless `new` holds arrays of the same shapes and dtypes as `old`, at the same places."""
+    """Raise MutationMismatch unless `new` holds arrays of the same shapes and dtypes as `old`, at the same places."""
     old_leaves, new_leaves = {}, {}
     _leaves(old, path, old_leaves)
     _leaves(new, path, new_leaves)
@@ -248,12 +256,13 @@ def _check_tensors(old, new, path: str) -> None:
         if not _same_shape(before, after):
             inside = [p for p in new_leaves if p.startswith((where + '[', where + '.'))] if after is _ABSENT else []
             now = f'a structure holding {", ".join(inside)}' if inside else _describe(after)
-            raise ValueError(f"copy_and_mutate(): {where} changed its shape from {_describe(before)} to "
-                             f"{now}. Data fields must keep the shapes of their arrays; build a new "
-                             f"instance with replace() to change them, or pass validate=False.")
+            raise MutationMismatch(f"copy_and_mutate(): {where} changed its shape from {_describe(before)} to "
+                                   f"{now}. Data fields must keep the shapes of their arrays; build a new "
+                                   f"instance with replace() to change them, or pass validate=False.")
         if _is_array(before) and _is_array(after) and str(before.dtype) != str(after.dtype):
-            raise ValueError(f"copy_and_mutate(): {where} changed its dtype from {before.dtype} to {after.dtype} "
-                             f"(now {_describe(after)}). Cast the new value, or pass validate=False.")
+            raise MutationMismatch(f"copy_and_mutate(): {where} changed its dtype from {before.dtype} to "
+                                   f"{after.dtype} (now {_describe(after)}). Cast the new value, or pass "
+                                   f"validate=False.")
 
 
 def _is_array(value) -> bool:

@@ -123,9 +123,10 @@ def _element_annotations(args: tuple, count: int) -> tuple | None:
 def from_state_dict(cls: type[T], state: Mapping[str, Any], strict: bool = True) -> T:
     """Build an instance of dataclass `cls` from a state dict made by `state_dict`.
 
-    Every dataclass, the outer and the nested ones, is built by calling its class with its init
-    fields, so `__init__`, `__post_init__` and validation such as `@checked` run exactly once per
-    instance; fields with `init=False` are set afterwards to their values in the state.
+    Nested dicts count as dotted keys (`{'inner': {'w': w}}` as `{'inner.w': w}`) wherever the annotation
+    declares a dataclass, list, tuple or dict. Every dataclass, the outer and the nested ones, is built by
+    calling its class with its init fields, so `__init__`, `__post_init__` and validation such as `@checked`
+    run exactly once per instance; fields with `init=False` are set afterwards to their values in the state.
 
     Args:
         cls: the dataclass to build.
@@ -171,9 +172,11 @@ def _key_tree(state: Mapping[str, Any]) -> dict:
 
 
 def _build(node, annotation, path: str, strict: bool):
-    if isinstance(node, _Leaf):
-        return node.value
     target, args = _structure(annotation)
+    if isinstance(node, _Leaf):
+        if target is None or not isinstance(node.value, Mapping):
+            return node.value
+        node = _key_tree(node.value)  # a nested dict where a structure is declared: rebuild it, as dotted keys
     if target is None:
         raise ValueError(f"The state dict has keys under {path!r} ({', '.join(sorted(node))}), but the annotation "
                          f"there, {annotation!r}, names no dataclass, list, tuple or dict to rebuild")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import builtins
 import contextvars
+import dataclasses
 import functools
 import inspect
 from collections.abc import Callable, Sequence
@@ -25,7 +26,7 @@ from ._kinds import Expanded, PartsKind
 from ._shape import Shape, _canonical, concat_shapes
 from ._tensor import ELEMENTWISE, NUMBER_TYPES, Dense, Op, Tensor, as_tensor, common_backend, content_hash, dispatch
 from ._tree import leaves as tree_leaves
-from ._tree import tree_map
+from ._tree import tree_map, variable_attributes
 
 # While a jit-compiled function is being traced: the callbacks `when_available` defers to after the call
 _COMPILING: contextvars.ContextVar = contextvars.ContextVar('lazyphi_compiling', default=None)
@@ -36,8 +37,11 @@ def compiling() -> bool:
     return _COMPILING.get() is not None
 
 
-def _flatten(tree, structural: list | None = None) -> tuple[list, Callable]:
+def _flatten(tree, structural: list | None = None, attributes: Callable | None = None) -> tuple[list, Callable]:
     """The tensors of `tree` (densified) and a function rebuilding the tree from replacements, in order.
+
+    `attributes` selects the attributes of dataclasses traversed (`variable_attributes` for a function's
+    inputs, as phiml traces them); the others stay in the tree as they are. None traverses all data fields.
 
     A kind with `_jit_parts()` (sparse tensors) contributes those tensors instead of its materialised values and
     is rebuilt by its `_with_jit_parts(replacements)`. A list `structural` gets a flag per tensor: whether it is an
@@ -51,7 +55,7 @@ def _flatten(tree, structural: list | None = None) -> tuple[list, Callable]:
         if structural is not None:
             structural.extend(p is not t and p.dtype.kind in (int, bool) for p in parts)
         return t
-    tree_map(collect, tree)
+    tree_map(collect, tree, attributes=attributes)
 
     def rebuild(new_leaves: list):
         replacements = iter(new_leaves)
@@ -60,7 +64,7 @@ def _flatten(tree, structural: list | None = None) -> tuple[list, Callable]:
             if hasattr(t, '_jit_parts'):
                 return t._with_jit_parts([next(replacements) for _ in t._jit_parts()])
             return next(replacements)
-        return tree_map(replace, tree)
+        return tree_map(replace, tree, attributes=attributes)
     return leaves, rebuild
 
 
@@ -183,9 +187,10 @@ class JitFunction:
     def _key(self, arguments: dict) -> tuple:
         static = {n: v for n, v in arguments.items() if n in self.auxiliary_args}
         dynamic = {n: v for n, v in arguments.items() if n not in self.auxiliary_args}
-        leaves, _ = _flatten(dynamic)
+        leaves, _ = _flatten(dynamic, attributes=variable_attributes)
         backend = _backend_of(leaves)
-        structure = _hashable(tree_map(lambda t: None, dynamic))  # the non-tensor values select a version too
+        # the values not traced (non-tensors, fields outside variable_attrs) select a version too
+        structure = _hashable(tree_map(lambda t: None, dynamic, attributes=variable_attributes))
         return (backend.name, tuple((t.shape, t.dtype) for t in leaves), _hashable(static), structure), leaves, \
             backend, dynamic, static
 
@@ -206,7 +211,7 @@ class JitFunction:
         return result
 
     def _trace(self, backend: Backend, dynamic: dict, static: dict, shapes: list) -> tuple:
-        _, rebuild = _flatten(dynamic)
+        _, rebuild = _flatten(dynamic, attributes=variable_attributes)
         output = {'deferred': []}
 
         def native_function(*natives):
@@ -241,6 +246,8 @@ def _hashable(value):
     if isinstance(value, Tensor) and value.available:
         dense = value._dense()
         return 'tensor', value.shape, value.dtype, content_hash(dense._native, dense.backend)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return type(value), tuple((f.name, _hashable(getattr(value, f.name))) for f in dataclasses.fields(value))
     try:
         hash(value)
         return value
@@ -372,7 +379,7 @@ def _derivative(f: Callable, wrt, get_output: bool, kind: str) -> Callable:
                 arguments[name] = tree_map(_number_as_tensor, arguments[name], (Tensor, *NUMBER_TYPES))
         leaves, rebuilds, positions, structural = [], {}, {}, []
         for name, value in arguments.items():
-            arg_leaves, rebuilds[name] = _flatten(value, structural)
+            arg_leaves, rebuilds[name] = _flatten(value, structural, variable_attributes)
             positions[name] = list(range(len(leaves), len(leaves) + len(arg_leaves)))
             leaves.extend(arg_leaves)
         backend = _backend_of(leaves)

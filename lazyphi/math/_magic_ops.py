@@ -114,7 +114,7 @@ def stack(values, dim, expand_values: bool = False, simplify: bool = False, layo
     with affecting((dim.name,), on_result=True):
         return map_trees(lambda leaves, path: _stack_leaves(leaves, dim, expand_values, kwargs), values,
                          _DATA, lambda leaves, owners: _stack_leaves(leaves, dim, expand_values, {}), 'stack',
-                         objects=True)
+                         objects=True, protocol='__stack__')
 
 
 def _is_number_sequence(value) -> bool:
@@ -192,7 +192,7 @@ def concat(values, dim, expand_values: bool = False, **kwargs):
             common = merge_shapes(*[shape(v).without(name) for v in leaves], allow_varying_sizes=True)
             leaves = [expand_tensor(v, common.without(shape(v))) for v in leaves]
         return _concat_leaves(leaves, name, kwargs)
-    return map_trees(join, values, (Tensor,), None, 'concat', objects=True)
+    return map_trees(join, values, (Tensor,), None, 'concat', objects=True, protocol='__concat__')
 
 
 def _concat_leaves(leaves: list, dim: str, kwargs: dict):

@@ -37,7 +37,7 @@ from .._errors import NoBackendFound
 from ..backend import DType, choose_backend
 from ._deps import ALL, direct_dependencies, property_dependencies
 from ._dims import shape
-from ._fields import config_fields, data_fields, field_names, non_data_fields
+from ._fields import config_fields, data_fields, field_names
 from ._layout import Layout
 from ._properties import cached_property_names, class_attribute
 from ._shape import Shape, ShapeDtype, merge_shapes
@@ -88,7 +88,8 @@ CacheFunction = Callable[[list, Sequence], Any]  # (cached Tensors, their instan
 
 
 def map_trees(fn: LeafFunction, trees: Sequence, leaf_types: tuple, cache_fn: CacheFunction | None, what: str,
-              path: str = '', objects: bool = False):
+              path: str = '', objects: bool = False, attributes: Callable[[Any], tuple] | None = None,
+              protocol: str | None = None):
     """Zip `trees` (all of one structure) and return a tree of `fn(leaves, path)` for each group of leaves.
 
     Args:
@@ -102,6 +103,10 @@ def map_trees(fn: LeafFunction, trees: Sequence, leaf_types: tuple, cache_fn: Ca
         path: location of `trees` in the whole tree, for error messages.
         objects: pass other objects that hold dims (a Shape-valued `shape` or `__shape__()`) to `fn` as leaves,
             for the magic protocols; objects listing `__value_attrs__` are traversed through those attributes.
+        attributes: the attribute names of a dataclass instance or attribute-listing object to traverse (as
+            `variable_attributes`), the rest being kept as they are; None for the data fields, or `__value_attrs__`.
+        protocol: the method (such as `'__stack__'`) by which a dataclass whose class defines it does the
+            operation itself: such an instance is passed to `fn` as a leaf instead of being traversed.
     """
     first = trees[0]
     if isinstance(first, leaf_types) or any(isinstance(t, leaf_types) for t in trees[1:]):
@@ -111,8 +116,8 @@ def map_trees(fn: LeafFunction, trees: Sequence, leaf_types: tuple, cache_fn: Ca
     if isinstance(first, (tuple, list)):
         _check_all(trees, lambda t: type(t) is type(first) and len(t) == len(first), what, path,
                    f'{type(first).__name__}s of length {len(first)}')
-        items = [map_trees(fn, [t[i] for t in trees], leaf_types, cache_fn, what, f'{path}[{i}]', objects)
-                 for i in range(len(first))]
+        items = [map_trees(fn, [t[i] for t in trees], leaf_types, cache_fn, what, f'{path}[{i}]', objects,
+                           attributes, protocol) for i in range(len(first))]
         if len(trees) == 1 and all(new is old for new, old in zip(items, first, strict=True)):
             return first
         if isinstance(first, list):
@@ -121,17 +126,20 @@ def map_trees(fn: LeafFunction, trees: Sequence, leaf_types: tuple, cache_fn: Ca
     if isinstance(first, dict):
         _check_all(trees, lambda t: type(t) is type(first) and t.keys() == first.keys(), what, path,
                    f'{type(first).__name__}s with keys {list(first)}')
-        items = {k: map_trees(fn, [t[k] for t in trees], leaf_types, cache_fn, what, f'{path}[{k!r}]', objects)
-                 for k in first}
+        items = {k: map_trees(fn, [t[k] for t in trees], leaf_types, cache_fn, what, f'{path}[{k!r}]', objects,
+                              attributes, protocol) for k in first}
         if len(trees) == 1 and all(items[k] is v for k, v in first.items()):
             return first
         result = {} if type(first) is dict else copy.copy(first)
         result.update(items)
         return result
     if dataclasses.is_dataclass(first) and not isinstance(first, type):
-        return _map_dataclass(fn, trees, leaf_types, cache_fn, what, path, objects)
-    if hasattr(first, '__value_attrs__') or (objects and hasattr(first, '__variable_attrs__')):
-        return _map_attributes(fn, trees, leaf_types, cache_fn, what, path, objects)
+        if protocol is not None and class_attribute(type(first), protocol)[0] is not None:
+            return fn(list(trees), path)
+        return _map_dataclass(fn, trees, leaf_types, cache_fn, what, path, objects, attributes, protocol)
+    listed = hasattr(first, '__value_attrs__') or (hasattr(first, '__variable_attrs__') and (objects or attributes))
+    if listed:
+        return _map_attributes(fn, trees, leaf_types, cache_fn, what, path, objects, attributes, protocol)
     if hasattr(first, '__variable_attrs__'):
         raise ValueError(f"{what}(): {type(first).__qualname__} at {path or 'the top level'} lists no __value_attrs__; "
                          f"operations on values act on the attributes it names there (its __variable_attrs__ are "
@@ -153,16 +161,20 @@ def holds_dims(value) -> bool:
 
 
 def _map_attributes(fn: LeafFunction, trees: Sequence, leaf_types: tuple, cache_fn: CacheFunction | None, what: str,
-                    path: str, objects: bool):
-    """Map the attributes an object lists in `__value_attrs__()` (or `__variable_attrs__()`).
+                    path: str, objects: bool, attributes: Callable[[Any], tuple] | None, protocol: str | None):
+    """Map the attributes `attributes` names, else those an object lists in `__value_attrs__()` (or
+    `__variable_attrs__()`).
 
     The result is `__with_attrs__(**new)` where the class defines it, else a shallow copy with the new attributes.
     """
     first = trees[0]
     _check_all(trees, lambda t: type(t) is type(first), what, path, f'instances of {type(first).__qualname__}')
-    names = first.__value_attrs__() if hasattr(first, '__value_attrs__') else first.__variable_attrs__()
+    if attributes is not None:
+        names = attributes(first)
+    else:
+        names = first.__value_attrs__() if hasattr(first, '__value_attrs__') else first.__variable_attrs__()
     new = {name: map_trees(fn, [getattr(t, name) for t in trees], leaf_types, cache_fn, what, f'{path}.{name}',
-                           objects) for name in names}
+                           objects, attributes, protocol) for name in names}
     if hasattr(first, '__with_attrs__'):
         return first.__with_attrs__(**new)
     result = copy.copy(first)
@@ -172,11 +184,16 @@ def _map_attributes(fn: LeafFunction, trees: Sequence, leaf_types: tuple, cache_
 
 
 def _map_dataclass(fn: LeafFunction, trees: Sequence, leaf_types: tuple, cache_fn: CacheFunction | None, what: str,
-                   path: str, objects: bool = False):
+                   path: str, objects: bool = False, attributes: Callable[[Any], tuple] | None = None,
+                   protocol: str | None = None):
     first = trees[0]
     cls = type(first)
     _check_all(trees, lambda t: type(t) is cls, what, path, f'instances of {cls.__qualname__}')
-    for f in non_data_fields(cls):
+    mapped = data_fields(cls)
+    if attributes is not None:
+        names = attributes(first)
+        mapped = [f for f in mapped if f.name in names]
+    for f in [f for f in dataclasses.fields(cls) if f not in mapped]:
         value = getattr(first, f.name)
         for i, other in enumerate(trees[1:], 1):
             if not _equal(value, getattr(other, f.name)):
@@ -184,10 +201,10 @@ def _map_dataclass(fn: LeafFunction, trees: Sequence, leaf_types: tuple, cache_f
                                  f"differs between the values: {value!r} in value 0 but {getattr(other, f.name)!r} "
                                  f"in value {i}. Only instances that agree on every non-data field can be combined.")
     changes = {}
-    for f in data_fields(cls):
+    for f in mapped:
         old = getattr(first, f.name)
         new = map_trees(fn, [getattr(t, f.name) for t in trees], leaf_types, cache_fn, what, f'{path}.{f.name}',
-                        objects)
+                        objects, attributes, protocol)
         if new is not old or len(trees) > 1:
             changes[f.name] = new
     if not changes:
@@ -248,7 +265,8 @@ def _equal(a, b) -> bool:
         return False
 
 
-def tree_map(fn: Callable[[Any], Any], tree, leaf_types: type | tuple = Tensor):
+def tree_map(fn: Callable[[Any], Any], tree, leaf_types: type | tuple = Tensor,
+             attributes: Callable[[Any], tuple] | None = None):
     """Apply `fn` to every leaf of `tree`, rebuilding tuples, lists, dicts and dataclass instances.
 
     Dataclass instances are traversed through their data fields; config fields are kept, and
@@ -258,12 +276,14 @@ def tree_map(fn: Callable[[Any], Any], tree, leaf_types: type | tuple = Tensor):
         fn: function of one leaf.
         tree: a leaf, or a tuple, list, dict or dataclass instance (nested in any way).
         leaf_types: type or tuple of types that are leaves; other values are kept as they are.
+        attributes: which attributes of dataclass instances (and objects listing theirs) to traverse, such as
+            `variable_attributes`; the others are kept as they are. None traverses the data fields.
 
     Returns:
         A tree of the same structure; containers none of whose leaves changed are returned as they are.
     """
     leaf_types = leaf_types if isinstance(leaf_types, tuple) else (leaf_types,)
-    return map_trees(lambda leaves, path: fn(leaves[0]), [tree], leaf_types, None, 'tree_map')
+    return map_trees(lambda leaves, path: fn(leaves[0]), [tree], leaf_types, None, 'tree_map', attributes=attributes)
 
 
 def leaves(tree, leaf_types: type | tuple = Tensor) -> list:
