@@ -1,13 +1,31 @@
-"""The code a class's results depend on, as a token for cache keys.
+"""What a class's results depend on besides its instance, as a token for cache keys.
 
-A result found on disk must not be reused after the code computing it changed. `code_token(cls)` covers
-the bytecode of every function of the class (properties, helper methods, decorated or not) and of the
-functions and classes of the user's own code they reach through global names, closures and user
-modules, recursively, plus the immutable module-level values they read (numbers, strings, arrays,
-tuples of those; lists and dicts there mostly hold state, a log or a memo, and are left out).
+A result found on disk must not be reused by a program whose code, or whose values that code reads,
+differ. `code_token(cls)` is a deterministic token of everything the class's functions can read
+outside the instance: the bytecode of every function of the class (properties, helper methods,
+decorated or not) and of the user's own functions and classes reached through global names, closure
+cells, class attributes, default arguments and user modules, recursively, and every value read that
+way by its content (`value_token`): numbers, strings, containers item by item, arrays and tensors by
+their bytes, functions by their code and what they read in turn, objects by their state (`__dict__`
+and slots for the user's classes, the pickle protocol's state for library ones), library functions,
+classes and modules by name.
+
+Left out, on purpose:
+- code of installed packages, the standard library and lazyphi (by name only: upgrading those does not
+  invalidate results);
+- a container or object the code itself changes (`LOG.append(x)`, `MEMO[key] = v`, `STATS.n = 1`):
+  state the computation keeps (a log, a memo), named but not read, so that it does not churn keys;
+- locks and other synchronisation objects (they hold no value).
+
+What no token can see, `code_token` reports (`CodeSurvey.unseen`): environment variables read
+(`os.environ`, `os.getenv`), files opened (`open`, `np.load`, `Path.read_text`, ...) and values that
+have no readable state (an open file, a socket); the planner turns them into notes naming the remedy
+(a config field, or `parallel_compute(..., cache_key=...)`).
+
 Bytecode, not source: editing a comment or the layout keeps the token, editing what runs changes it.
-Code of installed packages, the standard library and lazyphi is not followed: upgrading those does
-not invalidate results.
+Deterministic across processes: no `id()` or `hash()` enters a token (ids only detect cycles and
+repeats; repeats are numbered in the order the walk meets them), sets are ordered by their items'
+tokens.
 
 "The user's own code" is any module in the class's top-level package, `__main__` (scripts,
 notebooks), and any module whose file lies outside the interpreter's standard library and
@@ -16,94 +34,225 @@ site-packages directories (a project checked out or installed in editable mode).
 
 from __future__ import annotations
 
+import dis
 import enum
 import functools
-import inspect
+import hashlib
 import os
 import site
 import sys
 import sysconfig
-from types import CodeType, FunctionType, ModuleType
+import threading
+from types import CodeType, FunctionType, MethodType, ModuleType
+from typing import NamedTuple
 
 import numpy as np
 
 from ..backend import NUMPY
 from ..math import Tensor
-from ..math.kinds import content_hash
+from ..math.kinds import CACHED_PROPERTY_TYPES
 
-_SCALARS = (type(None), bool, int, float, complex, str, bytes, enum.Enum, np.generic)
+_SCALARS = (type(None), bool, int, float, complex, enum.Enum, np.generic, type(Ellipsis), range, slice)
+_LONG_TEXT = 1024  # str / bytes longer than this enter a token as a digest
+# method names that change the container or object they are called on: the value is state the code keeps
+_MUTATORS = frozenset({'append', 'extend', 'insert', 'remove', 'pop', 'popitem', 'clear', 'update', 'setdefault',
+                       'add', 'discard', 'sort', 'reverse', 'appendleft', 'extendleft', 'popleft', 'rotate',
+                       '__setitem__', '__delitem__', 'put', 'put_nowait', 'fill', 'resize'})
+_LOADS = {'LOAD_GLOBAL': 'global', 'LOAD_NAME': 'global', 'LOAD_DEREF': 'cell', 'LOAD_CLASSDEREF': 'cell',
+          'LOAD_ATTR': 'attribute', 'LOAD_METHOD': 'attribute'}
+# names in a function's code that read what no token sees; the planner notes them
+_ENVIRONMENT = frozenset({'environ', 'environb', 'getenv', 'getenvb'})
+_FILE_READS = frozenset({'open', 'load', 'loadtxt', 'genfromtxt', 'fromfile', 'memmap', 'read_text', 'read_bytes',
+                         'read_csv', 'read_table', 'read_parquet', 'read_hdf', 'read_excel', 'read_json',
+                         'open_dataset', 'open_zarr', 'imread', 'listdir', 'scandir', 'iterdir', 'glob'})
+_LOCKS = tuple({type(threading.Lock()), type(threading.RLock()), threading.Condition, threading.Event,
+                threading.Semaphore, threading.BoundedSemaphore, threading.Barrier})
+
+
+class CodeSurvey(NamedTuple):
+    """What `survey_code` found: the token, and what the code reads that the token cannot cover.
+
+    Attributes:
+        token: deterministic and hashable; equal for equal code and values read.
+        unseen: one sentence per function (or value) of the user's code reading something no token covers.
+    """
+    token: tuple
+    unseen: tuple
 
 
 def code_token(cls: type) -> tuple:
-    """A deterministic, hashable description of the code behind the properties of `cls` (see the module)."""
+    """A deterministic, hashable token of the code behind the properties of `cls` and the values it reads."""
+    return survey_code(cls).token
+
+
+def survey_code(cls: type) -> CodeSurvey:
+    """The code token of `cls` (see the module) and the reads it cannot cover."""
     walk = _Walk(cls.__module__.split('.')[0])
-    walk.add_class(cls)
-    return tuple(walk.parts)
+    token = walk.value(cls)
+    return CodeSurvey(token, tuple(walk.unseen))
+
+
+def value_token(value, package: str = '') -> tuple | str:
+    """A deterministic token of `value` by content (see the module); `package`: the user's top-level package."""
+    return _Walk(package).value(value)
 
 
 class _Walk:
-    """One traversal from a class to the user code it reaches; `parts` collects what was found, in order."""
+    """One traversal from a value to everything it reaches; tokens nest, a repeat is a numbered reference."""
 
     def __init__(self, package: str):
         self.package = package
-        self.parts: list = []
-        self.seen: set[int] = set()
+        self.done: dict[int, int] = {}  # id -> number of a value already tokenized (objects kept alive in `kept`)
+        self.open: dict[int, int] = {}  # id -> depth of a value being tokenized: meeting it again is a cycle
+        self.kept: list = []
+        self.unordered = 0  # inside a set: the order items are met in varies, so repeats are not numbered
+        self.unseen: list[str] = []
+        self.where: list[str] = []  # the class members and functions leading to the value being tokenized
 
-    def add_class(self, cls: type) -> None:
-        if id(cls) in self.seen:
-            return
-        self.seen.add(id(cls))
-        self.parts.append(('class', cls.__module__, cls.__qualname__))
-        for base in cls.__mro__[1:]:
-            if self.mine(base.__module__):
-                self.add_class(base)
-        for name, value in sorted(vars(cls).items()):
-            function = _function_of(value)
-            if function is not None:
-                self.add_function(function, name)
-            elif not name.startswith('__'):
-                token = _constant(value)
-                if token is not None:
-                    self.parts.append(('attribute', name, token))
+    def value(self, value):
+        """The token of any value."""
+        if isinstance(value, _SCALARS):
+            return repr(value)
+        if isinstance(value, (str, bytes)):
+            if len(value) <= _LONG_TEXT:
+                return repr(value)
+            return type(value).__name__, len(value), _digest(value.encode() if isinstance(value, str) else value)
+        key = id(value)
+        if key in self.open:
+            return 'cycle', len(self.open) - self.open[key]
+        if key in self.done and not self.unordered:
+            return 'repeat', self.done[key]
+        self.open[key] = len(self.open)
+        try:
+            token = self._token(value)
+        finally:
+            del self.open[key]
+        if not self.unordered:
+            self.done[key] = len(self.done)
+            self.kept.append(value)
+        return token
 
-    def add_function(self, function: FunctionType, label: str) -> None:
-        if id(function) in self.seen:
-            return
-        self.seen.add(id(function))
-        code = function.__code__
-        self.parts.append(('function', label, _code(code), _constant(function.__defaults__),
-                           _constant(function.__kwdefaults__)))
-        names = _global_names(code)
-        for name in sorted(names):
-            if name in function.__globals__:
-                self.add_global(name, function.__globals__[name], names)
-        for cell in function.__closure__ or ():
+    def _token(self, value):
+        if isinstance(value, np.ndarray):
+            if value.dtype.hasobject:
+                return 'ndarray', str(value.dtype), value.shape, self.value(value.tolist())
+            return 'ndarray', str(value.dtype), value.shape, NUMPY.content_hash(np.ascontiguousarray(value))
+        if isinstance(value, Tensor):
+            return value.__dask_tokenize__()
+        if isinstance(value, (tuple, list)):
+            return _type_name(type(value)), tuple(self.value(v) for v in value)
+        if isinstance(value, dict):
+            return _type_name(type(value)), tuple((self.value(k), self.value(v)) for k, v in value.items())
+        if isinstance(value, (set, frozenset)):
+            self.unordered += 1
             try:
-                contents = cell.cell_contents
-            except ValueError:  # a cell not yet filled
-                continue
-            self.add_global('<closure>', contents, names)
+                items = sorted((self.value(v) for v in value), key=repr)
+            finally:
+                self.unordered -= 1
+            return _type_name(type(value)), tuple(items)
+        if isinstance(value, FunctionType):
+            return self.function(value)
+        if isinstance(value, MethodType):
+            return 'method', self.value(value.__func__), self.value(value.__self__)
+        if isinstance(value, (staticmethod, classmethod, property, *CACHED_PROPERTY_TYPES)):
+            inner = [getattr(value, a, None) for a in ('__func__', 'fget', 'fset', 'func')]
+            return _type_name(type(value)), tuple(self.value(f) for f in inner if f is not None)
+        if isinstance(value, type):
+            return self.cls(value)
+        if isinstance(value, ModuleType):
+            return 'module', value.__name__
+        if isinstance(value, _LOCKS):
+            return 'lock', _type_name(type(value))
+        if callable(value) and hasattr(value, '__wrapped__') and not self.mine(type(value).__module__):
+            return 'wrapped', _type_name(type(value)), self.value(value.__wrapped__)  # functools.lru_cache, ...
+        return self.instance(value)
 
-    def add_global(self, name: str, value, names: frozenset) -> None:
-        function = _function_of(value)
-        if function is not None:
-            if self.mine(function.__module__):
-                self.add_function(function, f'{function.__module__}.{function.__qualname__}')
-        elif isinstance(value, type):
-            if self.mine(value.__module__):
-                self.add_class(value)
-        elif isinstance(value, ModuleType):
-            if id(value) not in self.seen and self.mine(value.__name__):
-                self.seen.add(id(value))
-                for attribute in sorted(names & set(vars(value))):
-                    self.add_global(f'{value.__name__}.{attribute}', vars(value)[attribute], names)
-        elif isinstance(value, functools.partial):
-            self.add_global(name, value.func, names)
-            self.parts.append(('partial', name, _constant(value.args), _constant(value.keywords)))
-        else:
-            token = _constant(value)
-            if token is not None:
-                self.parts.append(('global', name, token))
+    def function(self, function: FunctionType):
+        """A library function by name; one of the user's by its code, defaults, and the globals and cells it reads."""
+        name = (function.__module__, function.__qualname__)
+        if not self.mine(function.__module__):
+            return ('function', *name)
+        code = function.__code__
+        self.where.append(f'{function.__module__}.{function.__qualname__}')
+        try:
+            self.note_reads(code)
+            names, changed = _global_names(code), _changed_names(code)
+            reads = []
+            for n in sorted(names):
+                if n in function.__globals__:
+                    reads.append((n, self.read(('global', n), function.__globals__[n], names, changed)))
+            for n, cell in zip(code.co_freevars, function.__closure__ or (), strict=True):
+                try:
+                    contents = cell.cell_contents
+                except ValueError:  # a cell not yet filled
+                    continue
+                reads.append((n, self.read(('cell', n), contents, names, changed)))
+            return ('function', *name, _code(code), self.value(function.__defaults__),
+                    self.value(function.__kwdefaults__), tuple(reads))
+        finally:
+            self.where.pop()
+
+    def read(self, variable: tuple, value, names: frozenset, changed: frozenset):
+        """The token of a variable (kind, name) the code reads: state the code changes by its type only; a user
+        module by the attributes the code reads of it."""
+        if variable in changed:
+            return 'state', _type_name(type(value))
+        if isinstance(value, ModuleType) and self.mine(value.__name__):
+            return 'module', value.__name__, tuple((a, self.read(('attribute', a), vars(value)[a], names, changed))
+                                                   for a in sorted(names & set(vars(value))))
+        return self.value(value)
+
+    def cls(self, cls: type):
+        """A library class by name; one of the user's by its bases and every member (functions, values)."""
+        name = (cls.__module__, cls.__qualname__)
+        if not self.mine(cls.__module__):
+            return ('class', *name)
+        members = vars(cls)
+        changed = frozenset().union(*(_changed_names(f.__code__) for f in members.values()
+                                      if isinstance(f, FunctionType)))
+        tokens = []
+        for n, member in sorted(members.items()):
+            if (n.startswith('__') and not callable(member)) or n == '_abc_impl':  # __dict__, __doc__, ABC's caches
+                continue
+            self.where.append(f'{cls.__qualname__}.{n}')
+            try:
+                tokens.append((n, 'state' if ('attribute', n) in changed else self.value(member)))
+            finally:
+                self.where.pop()
+        return ('class', *name, tuple(self.value(b) for b in cls.__bases__), tuple(tokens))
+
+    def instance(self, value):
+        """An object by its class and state: `__dict__` and slots for the user's classes, else its pickled state."""
+        cls = type(value)
+        if self.mine(cls.__module__):
+            state = sorted(getattr(value, '__dict__', {}).items())
+            state += [(s, getattr(value, s)) for s in _slots(cls) if hasattr(value, s)]
+            return 'object', self.value(cls), tuple((n, self.value(v)) for n, v in state)
+        try:
+            reduced = value.__reduce_ex__(4)
+        except Exception as error:
+            self.unseen.append(f'{self.path()} reads a {_type_name(cls)}, which has no state a key can cover '
+                               f'({type(error).__name__}: {error})')
+            return 'opaque', _type_name(cls)
+        if isinstance(reduced, str):  # a module-level singleton, pickled by name
+            return 'global', _type_name(cls), reduced
+        parts = list(reduced[:3]) + [list(p) if p is not None else None for p in reduced[3:5]]
+        return 'reduced', _type_name(cls), tuple(self.value(p) for p in parts)
+
+    def note_reads(self, code: CodeType) -> None:
+        """Record environment variables and files the code reads (names it loads), which no token covers."""
+        names = _global_names(code)
+        env, files = sorted(names & _ENVIRONMENT), sorted(names & _FILE_READS)
+        if env:
+            self.unseen.append(f'{self.path()} reads environment variables ({", ".join(env)})')
+        if files:
+            self.unseen.append(f'{self.path()} may read files ({", ".join(files)})')
+
+    def path(self) -> str:
+        """Where the walk is: the class member it started from, and the function reached from it."""
+        if not self.where:
+            return 'a value'
+        return self.where[0] if len(self.where) == 1 else f'{self.where[0]} (in {self.where[-1]})'
 
     def mine(self, module_name: str | None) -> bool:
         """Whether module `module_name` is the user's own code (see the module's notes)."""
@@ -119,20 +268,24 @@ class _Walk:
         return bool(path) and not _in_library(path)
 
 
-def _function_of(value) -> FunctionType | None:
-    """The Python function behind a function, method, property or decorated callable, else None."""
-    for attribute in ('func', 'fget', '__func__'):  # cached_property / parallel_property, property, methods
-        inner = getattr(value, attribute, None)
-        if inner is not None and not isinstance(value, functools.partial):
-            value = inner
-            break
-    try:
-        value = inspect.unwrap(value)
-    except ValueError:  # a cycle of __wrapped__
-        return None
-    return value if isinstance(value, FunctionType) else None
+def _type_name(cls: type) -> str:
+    return f'{cls.__module__}.{cls.__qualname__}'
 
 
+def _digest(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def _slots(cls: type) -> list:
+    """Names of the slots `cls` and its bases declare."""
+    names = []
+    for base in cls.__mro__:
+        slots = vars(base).get('__slots__', ())
+        names += [slots] if isinstance(slots, str) else [s for s in slots if s not in ('__dict__', '__weakref__')]
+    return names
+
+
+@functools.lru_cache(maxsize=4096)
 def _global_names(code: CodeType) -> frozenset:
     """The global and attribute names `code` and the code nested in it (lambdas, comprehensions) use."""
     names = set(code.co_names)
@@ -142,30 +295,33 @@ def _global_names(code: CodeType) -> frozenset:
     return frozenset(names)
 
 
+@functools.lru_cache(maxsize=4096)
+def _changed_names(code: CodeType) -> frozenset:
+    """What `code` (and the code nested in it) changes in place, as ('global' | 'cell' | 'attribute', name): a value
+    a mutating method is called on (`LOG.append`, `self.memo.update`), or an item or attribute is stored into
+    (`MEMO[k] = v`, `STATS.n = v`; a key of one instruction). Local variables are not tracked."""
+    found = set()
+    instructions = [i for i in dis.get_instructions(code) if i.opname not in ('CACHE', 'PRECALL', 'PUSH_NULL')]
+    for i, after, second in zip(instructions, [*instructions[1:], None], [*instructions[2:], None, None],
+                                strict=False):  # the last list is one longer where there is one instruction
+        kind = _LOADS.get(i.opname)
+        if kind is None or after is None:
+            continue
+        mutated = after.opname in ('LOAD_METHOD', 'LOAD_ATTR') and after.argval in _MUTATORS
+        stored = after.opname in ('STORE_ATTR', 'DELETE_ATTR') or (
+            second is not None and second.opname in ('STORE_SUBSCR', 'DELETE_SUBSCR'))
+        if mutated or stored:
+            found.add((kind, i.argval))
+    for const in code.co_consts:
+        if isinstance(const, CodeType):
+            found |= _changed_names(const)
+    return frozenset(found)
+
+
 def _code(code: CodeType) -> tuple:
     """What runs: instructions, names and constants (nested code included); not line numbers or local names."""
     return (code.co_code, code.co_names, code.co_argcount, code.co_kwonlyargcount, code.co_flags,
-            tuple(_code(c) if isinstance(c, CodeType) else _constant(c, strict=False) for c in code.co_consts))
-
-
-def _constant(value, strict: bool = True):
-    """A deterministic token of an immutable value: scalars, arrays, tensors, and tuples / frozensets of those.
-
-    None for anything else, with `strict=False` its type's name (for code constants). Lists, dicts and
-    sets are left out: at module level they mostly hold state (a log, a counter, a memo), not settings.
-    """
-    if isinstance(value, _SCALARS):
-        return repr(value)
-    if isinstance(value, np.ndarray):
-        return 'ndarray', str(value.dtype), value.shape, content_hash(value, NUMPY)
-    if isinstance(value, Tensor):
-        return value.__dask_tokenize__()
-    if isinstance(value, (tuple, frozenset)):
-        items = [_constant(v, strict) for v in value]
-        if any(t is None for t in items):
-            return None
-        return type(value).__name__, tuple(items if isinstance(value, tuple) else sorted(items, key=repr))
-    return None if strict else type(value).__qualname__
+            tuple(_code(c) if isinstance(c, CodeType) else repr(c) for c in code.co_consts))
 
 
 @functools.lru_cache(maxsize=4096)

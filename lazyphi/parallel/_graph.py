@@ -26,6 +26,7 @@ from ..math import Tensor, config_fields
 from ..math import shape as tree_shape
 from ..math.kinds import class_attribute, memory_bytes
 from ..storage import ArraySpec, prepare_result, worker_load_backend
+from ._code import value_token
 from ._engine import (
     BlockRange,
     PropertyTask,
@@ -348,15 +349,17 @@ def _prepare_disk(p, key: str) -> str | None:
 def cache_key(p) -> str:
     """A deterministic key of everything that determines the results, and so names their group on disk.
 
-    It covers the inputs' contents, the class's code and the user code it reaches (`code_token`), config values, the
-    properties computed and how, the chunk grid, precision, default backend and the format version —
-    not the worker count or block grid, so a run with other workers finds the same results.
+    It covers the inputs' contents, the class's code and the user code and values it reaches (`code_token`), config
+    values by content (`value_token`), the `cache_key` value given, the properties computed and how, the chunk grid,
+    precision, default backend and the format version — not the worker count or block grid, so a run with other
+    workers finds the same results.
     """
     instance, cls = p.instance, p.cls
     layout = [(s.split_dims.names, s.block_dim, s.chunk_size,
                [(q.name, q.mode, sorted(q.requires), q.disk) for q in s.properties]) for s in p.stages]
-    config = tuple((f.name, repr(getattr(instance, f.name))) for f in config_fields(instance))
-    return tokenize(FORMAT_VERSION, cls.__module__, cls.__qualname__, p.code,
+    package = cls.__module__.split('.')[0]
+    config = tuple((f.name, value_token(getattr(instance, f.name), package)) for f in config_fields(instance))
+    return tokenize(FORMAT_VERSION, cls.__module__, cls.__qualname__, p.code, p.key,
                     {n: getattr(instance, n) for n in p.field_names}, {n: instance.__dict__[n] for n in p.done},
                     config, layout, get_precision(), default_backend().name)
 
