@@ -53,6 +53,8 @@ from ..math import Tensor
 from ..math.kinds import CACHED_PROPERTY_TYPES
 
 _SCALARS = (type(None), bool, int, float, complex, enum.Enum, np.generic, type(Ellipsis), range, slice)
+_CODE_TYPES = (ModuleType, type, FunctionType, MethodType, staticmethod, classmethod, property,
+               *CACHED_PROPERTY_TYPES)  # never state, whatever is called on them
 _LONG_TEXT = 1024  # str / bytes longer than this enter a token as a digest
 # method names that change the container or object they are called on: the value is state the code keeps
 _MUTATORS = frozenset({'append', 'extend', 'insert', 'remove', 'pop', 'popitem', 'clear', 'update', 'setdefault',
@@ -155,7 +157,7 @@ class _Walk:
         if isinstance(value, MethodType):
             return 'method', self.value(value.__func__), self.value(value.__self__)
         if isinstance(value, (staticmethod, classmethod, property, *CACHED_PROPERTY_TYPES)):
-            inner = [getattr(value, a, None) for a in ('__func__', 'fget', 'fset', 'func')]
+            inner = [getattr(value, a, None) for a in ('__func__', 'fget', 'fset', 'fdel', 'func')]
             return _type_name(type(value)), tuple(self.value(f) for f in inner if f is not None)
         if isinstance(value, type):
             return self.cls(value)
@@ -195,7 +197,7 @@ class _Walk:
     def read(self, variable: tuple, value, names: frozenset, changed: frozenset):
         """The token of a variable (kind, name) the code reads: state the code changes by its type only; a user
         module by the attributes the code reads of it."""
-        if variable in changed:
+        if variable in changed and not isinstance(value, _CODE_TYPES):  # `physics.update(x)` changes no module
             return 'state', _type_name(type(value))
         if isinstance(value, ModuleType) and self.mine(value.__name__):
             return 'module', value.__name__, tuple((a, self.read(('attribute', a), vars(value)[a], names, changed))
@@ -208,15 +210,15 @@ class _Walk:
         if not self.mine(cls.__module__):
             return ('class', *name)
         members = vars(cls)
-        changed = frozenset().union(*(_changed_names(f.__code__) for f in members.values()
-                                      if isinstance(f, FunctionType)))
+        changed = frozenset().union(*(_changed_names(f.__code__) for m in members.values() for f in _functions(m)))
         tokens = []
         for n, member in sorted(members.items()):
             if (n.startswith('__') and not callable(member)) or n == '_abc_impl':  # __dict__, __doc__, ABC's caches
                 continue
             self.where.append(f'{cls.__qualname__}.{n}')
             try:
-                tokens.append((n, 'state' if ('attribute', n) in changed else self.value(member)))
+                state = ('attribute', n) in changed and not isinstance(member, _CODE_TYPES)
+                tokens.append((n, 'state' if state else self.value(member)))
             finally:
                 self.where.pop()
         return ('class', *name, tuple(self.value(b) for b in cls.__bases__), tuple(tokens))
@@ -252,7 +254,8 @@ class _Walk:
         """Where the walk is: the class member it started from, and the function reached from it."""
         if not self.where:
             return 'a value'
-        return self.where[0] if len(self.where) == 1 else f'{self.where[0]} (in {self.where[-1]})'
+        first, last = self.where[0], self.where[-1]
+        return first if last == first or last.endswith(f'.{first}') else f'{first} (in {last})'
 
     def mine(self, module_name: str | None) -> bool:
         """Whether module `module_name` is the user's own code (see the module's notes)."""
@@ -276,6 +279,14 @@ def _digest(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
+def _functions(member) -> list:
+    """The functions a class member runs: itself, or those a method or property descriptor wraps."""
+    if isinstance(member, FunctionType):
+        return [member]
+    inner = [getattr(member, a, None) for a in ('__func__', 'fget', 'fset', 'fdel', 'func')]
+    return [f for f in inner if isinstance(f, FunctionType)]
+
+
 def _slots(cls: type) -> list:
     """Names of the slots `cls` and its bases declare."""
     names = []
@@ -297,25 +308,49 @@ def _global_names(code: CodeType) -> frozenset:
 
 @functools.lru_cache(maxsize=4096)
 def _changed_names(code: CodeType) -> frozenset:
-    """What `code` (and the code nested in it) changes in place, as ('global' | 'cell' | 'attribute', name): a value
-    a mutating method is called on (`LOG.append`, `self.memo.update`), or an item or attribute is stored into
-    (`MEMO[k] = v`, `STATS.n = v`; a key of one instruction). Local variables are not tracked."""
+    """What `code` (and the code nested in it) changes in place, as ('global' | 'cell' | 'attribute', name).
+
+    A value is changed where a mutating method is called on it (`LOG.append(x)`, `self.memo.update(d)`), or an
+    attribute or item is stored into it (`STATS.n = v`, `MEMO[key] = v`, `self.memo[f(x)] = v`). Local variables
+    are not tracked. A pattern not recognised leaves the value in the key: a needless new key, never a wrong one.
+    """
     found = set()
-    instructions = [i for i in dis.get_instructions(code) if i.opname not in ('CACHE', 'PRECALL', 'PUSH_NULL')]
-    for i, after, second in zip(instructions, [*instructions[1:], None], [*instructions[2:], None, None],
-                                strict=False):  # the last list is one longer where there is one instruction
+    instructions = [i for i in dis.get_instructions(code) if i.opname != 'CACHE']
+    for k, i in enumerate(instructions):
+        if i.opname in ('STORE_SUBSCR', 'DELETE_SUBSCR'):
+            container = _container(instructions, k)
+            if container is not None:
+                found.add(container)
         kind = _LOADS.get(i.opname)
-        if kind is None or after is None:
+        if kind is None or k + 1 == len(instructions):
             continue
-        mutated = after.opname in ('LOAD_METHOD', 'LOAD_ATTR') and after.argval in _MUTATORS
-        stored = after.opname in ('STORE_ATTR', 'DELETE_ATTR') or (
-            second is not None and second.opname in ('STORE_SUBSCR', 'DELETE_SUBSCR'))
-        if mutated or stored:
+        after = instructions[k + 1]
+        if after.opname in ('STORE_ATTR', 'DELETE_ATTR') or (
+                after.opname in ('LOAD_METHOD', 'LOAD_ATTR') and after.argval in _MUTATORS):
             found.add((kind, i.argval))
     for const in code.co_consts:
         if isinstance(const, CodeType):
             found |= _changed_names(const)
     return frozenset(found)
+
+
+def _container(instructions: list, k: int) -> tuple | None:
+    """The (kind, name) loaded as the container of the item store or delete `instructions[k]`, if it is a name.
+
+    The container is pushed just before the key: walking back from the store, the key's code starts where the
+    instructions since then have pushed one value. Straight-line code only: a jump in between gives None.
+    """
+    pushed = 0
+    for j in range(k - 1, 0, -1):
+        i = instructions[j]
+        if i.opcode in dis.hasjrel or i.opcode in dis.hasjabs or i.opname in ('COPY', 'SWAP'):  # `X[k] += 1`: unsure
+            return None
+        pushed += dis.stack_effect(i.opcode, i.arg if i.opcode >= dis.HAVE_ARGUMENT else None, jump=False)
+        if pushed == 1:
+            load = instructions[j - 1]
+            kind = _LOADS.get(load.opname)
+            return None if kind is None else (kind, load.argval)
+    return None
 
 
 def _code(code: CodeType) -> tuple:

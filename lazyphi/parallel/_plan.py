@@ -325,8 +325,8 @@ def plan(instance, properties: Sequence, parallel_dims=batch, max_workers: int |
     survey = survey_code(cls)
     code = survey.token
     if cache_dir is not None:
-        notes.extend(f'{unseen}, which the disk cache key cannot see: results of other values would be reused; '
-                     f'pass such a value as a config field or as cache_key=...' for unseen in survey.unseen)
+        notes.extend(f'{unseen}, which the disk cache key cannot see: a result computed with other values would be '
+                     f'reused; pass such a value as a config field or as cache_key=...' for unseen in survey.unseen)
     done = tuple(n for n in reads if n in instance.__dict__)
     plans: dict[str, PropertyPlan] = {}
     for name, read in reads.items():
