@@ -53,6 +53,7 @@ from ..math import Tensor
 from ..math.kinds import CACHED_PROPERTY_TYPES
 
 _SCALARS = (type(None), bool, int, float, complex, enum.Enum, np.generic, type(Ellipsis), range, slice)
+_EXACT_SCALARS = frozenset({type(None), bool, int, float})  # the most common, checked first
 _CODE_TYPES = (ModuleType, type, FunctionType, MethodType, staticmethod, classmethod, property,
                *CACHED_PROPERTY_TYPES)  # never state, whatever is called on them
 _LONG_TEXT = 1024  # str / bytes longer than this enter a token as a digest
@@ -113,7 +114,7 @@ class _Walk:
 
     def value(self, value):
         """The token of any value."""
-        if isinstance(value, _SCALARS):
+        if type(value) in _EXACT_SCALARS or isinstance(value, _SCALARS):
             return repr(value)
         if isinstance(value, (str, bytes)):
             if len(value) <= _LONG_TEXT:
@@ -135,6 +136,8 @@ class _Walk:
         return token
 
     def _token(self, value):
+        if type(value) is FunctionType:
+            return self.function(value)
         if isinstance(value, np.ndarray):
             if value.dtype.hasobject:
                 return 'ndarray', str(value.dtype), value.shape, self.value(value.tolist())
@@ -179,17 +182,16 @@ class _Walk:
         try:
             self.note_reads(code)
             names, changed = _global_names(code), _changed_names(code)
-            reads = []
-            for n in sorted(names):
-                if n in function.__globals__:
-                    reads.append((n, self.read(('global', n), function.__globals__[n], names, changed)))
+            namespace = function.__globals__
+            reads = [(n, self.read(('global', n), namespace[n], names, changed)) for n in _sorted(names)
+                     if n in namespace]
             for n, cell in zip(code.co_freevars, function.__closure__ or (), strict=True):
                 try:
                     contents = cell.cell_contents
                 except ValueError:  # a cell not yet filled
                     continue
                 reads.append((n, self.read(('cell', n), contents, names, changed)))
-            return ('function', *name, _code(code), self.value(function.__defaults__),
+            return ('function', *name, _code_token(code), self.value(function.__defaults__),
                     self.value(function.__kwdefaults__), tuple(reads))
         finally:
             self.where.pop()
@@ -351,6 +353,17 @@ def _container(instructions: list, k: int) -> tuple | None:
             kind = _LOADS.get(load.opname)
             return None if kind is None else (kind, load.argval)
     return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _sorted(names: frozenset) -> tuple:
+    return tuple(sorted(names))
+
+
+@functools.lru_cache(maxsize=4096)
+def _code_token(code: CodeType) -> tuple:
+    """`_code`, computed once per code object."""
+    return _code(code)
 
 
 def _code(code: CodeType) -> tuple:
