@@ -331,6 +331,12 @@ def test_objects_without_readable_state_are_reported(tmp_path):
         module.CONFIG.source = handle
         unseen = survey_code(module.Model).unseen
     assert len(unseen) == 1 and unseen[0].startswith('Model.result reads a _io.TextIOWrapper, which has no state')
+    nested = None
+    for _ in range(200):
+        nested = [nested]
+    module.CONFIG.source = nested
+    assert survey_code(module.Model).unseen == ('Model.result reads a builtins.list nested over 150 levels deep, '
+                                                'beyond which no key covers it',)
 
 
 def test_environment_and_file_reads_are_reported(tmp_path):

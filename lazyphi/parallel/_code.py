@@ -57,6 +57,7 @@ _EXACT_SCALARS = frozenset({type(None), bool, int, float})  # the most common, c
 _CODE_TYPES = (ModuleType, type, FunctionType, MethodType, staticmethod, classmethod, property,
                *CACHED_PROPERTY_TYPES)  # never state, whatever is called on them
 _LONG_TEXT = 1024  # str / bytes longer than this enter a token as a digest
+_MAX_DEPTH = 150  # levels of nesting tokenized (each takes about three frames of the interpreter's stack)
 # method names that change the container or object they are called on: the value is state the code keeps
 _MUTATORS = frozenset({'append', 'extend', 'insert', 'remove', 'pop', 'popitem', 'clear', 'update', 'setdefault',
                        'add', 'discard', 'sort', 'reverse', 'appendleft', 'extendleft', 'popleft', 'rotate',
@@ -125,6 +126,10 @@ class _Walk:
             return 'cycle', len(self.open) - self.open[key]
         if key in self.done and not self.unordered:
             return 'repeat', self.done[key]
+        if len(self.open) >= _MAX_DEPTH:  # a structure that deep, or state that makes new objects on every look
+            self.unseen.append(f'{self.path()} reads a {_type_name(type(value))} nested over {_MAX_DEPTH} levels deep, '
+                               f'beyond which no key covers it')
+            return 'deep', _type_name(type(value))
         self.open[key] = len(self.open)
         try:
             token = self._token(value)
