@@ -69,8 +69,8 @@ _ENVIRONMENT = frozenset({'environ', 'environb', 'getenv', 'getenvb'})
 _FILE_READS = frozenset({'open', 'load', 'loadtxt', 'genfromtxt', 'fromfile', 'memmap', 'read_text', 'read_bytes',
                          'read_csv', 'read_table', 'read_parquet', 'read_hdf', 'read_excel', 'read_json',
                          'open_dataset', 'open_zarr', 'imread', 'listdir', 'scandir', 'iterdir', 'glob'})
-_LOCKS = tuple({type(threading.Lock()), type(threading.RLock()), threading.Condition, threading.Event,
-                threading.Semaphore, threading.BoundedSemaphore, threading.Barrier})
+_LOCKS = (type(threading.Lock()), type(threading.RLock()), threading.Condition, threading.Event,
+          threading.Semaphore, threading.BoundedSemaphore, threading.Barrier)
 
 
 class CodeSurvey(NamedTuple):
@@ -120,7 +120,8 @@ class _Walk:
         if isinstance(value, (str, bytes)):
             if len(value) <= _LONG_TEXT:
                 return repr(value)
-            return type(value).__name__, len(value), _digest(value.encode() if isinstance(value, str) else value)
+            data = value.encode('utf-8', 'surrogatepass') if isinstance(value, str) else value
+            return type(value).__name__, len(value), _digest(data)
         key = id(value)
         if key in self.open:
             return 'cycle', len(self.open) - self.open[key]
@@ -148,7 +149,10 @@ class _Walk:
                 return 'ndarray', str(value.dtype), value.shape, self.value(value.tolist())
             return 'ndarray', str(value.dtype), value.shape, NUMPY.content_hash(np.ascontiguousarray(value))
         if isinstance(value, Tensor):
-            return value.__dask_tokenize__()
+            try:
+                return value.__dask_tokenize__()
+            except Exception as error:  # e.g. a tracer that a traced property left in a global
+                return self.opaque(value, error)
         if isinstance(value, (tuple, list)):
             return _type_name(type(value)), tuple(self.value(v) for v in value)
         if isinstance(value, dict):
@@ -239,14 +243,18 @@ class _Walk:
             return 'object', self.value(cls), tuple((n, self.value(v)) for n, v in state)
         try:
             reduced = value.__reduce_ex__(4)
-        except Exception as error:
-            self.unseen.append(f'{self.path()} reads a {_type_name(cls)}, which has no state a key can cover '
-                               f'({type(error).__name__}: {error})')
-            return 'opaque', _type_name(cls)
+        except Exception as error:  # anything that cannot be pickled has no state to read
+            return self.opaque(value, error)
         if isinstance(reduced, str):  # a module-level singleton, pickled by name
             return 'global', _type_name(cls), reduced
         parts = list(reduced[:3]) + [list(p) if p is not None else None for p in reduced[3:5]]
         return 'reduced', _type_name(cls), tuple(self.value(p) for p in parts)
+
+    def opaque(self, value, error: Exception) -> tuple:
+        """The token of a value whose content cannot be read, which is noted."""
+        self.unseen.append(f'{self.path()} reads a {_type_name(type(value))}, which has no state a key can cover '
+                           f'({type(error).__name__}: {error})')
+        return 'opaque', _type_name(type(value))
 
     def note_reads(self, code: CodeType) -> None:
         """Record environment variables and files the code reads (names it loads), which no token covers."""
