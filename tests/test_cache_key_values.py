@@ -230,3 +230,36 @@ def test_state_the_code_changes_does_not_churn_keys(tmp_path):
                               memory_limit=1)
     assert first.reused == 0 and second.reused == second.resumable > 0
     assert again.result.numpy('example').tolist() == VALUES[2.0]
+
+
+ALIASED = '''
+from dataclasses import dataclass
+
+from lazyphi.dataclasses import cached_property
+from lazyphi.math import Tensor
+
+STORE = {}
+
+
+@dataclass(frozen=True)
+class Model:
+    values: Tensor
+
+    @cached_property
+    def result(self) -> Tensor:
+        store = STORE  # through a local alias: the scan does not see the store, so STORE stays in the key
+        store[len(store)] = self.values  # the trace puts a tracer there, whose content no key can read
+        return self.values * 2.0
+'''
+
+
+def test_state_changed_through_an_alias_costs_a_recomputation_not_an_error(tmp_path):
+    namespace = {'__name__': 'aliased_model'}
+    exec(ALIASED, namespace)
+    cache = str(tmp_path / 'cache')
+    for _ in range(2):
+        m = namespace['Model'](math.arange(batch(example=4)) * 1.0)
+        p = parallel_compute(m, [namespace['Model'].result], scheduler='sync', progress=False, cache_dir=cache,
+                             memory_limit=1)
+        assert m.result.numpy('example').tolist() == VALUES[2.0] and p.reused == 0
+    assert [n for n in p.notes if n.startswith('Model.result reads a lazyphi') and 'no state a key can cover' in n]
