@@ -310,6 +310,16 @@ def test_the_token_of_values_is_the_same_in_every_process(tmp_path):
     assert len(tokens) == 1 and len(next(iter(tokens))) > 10
 
 
+def test_functions_made_by_exec_without_a_module_are_followed():
+    def helper(factor):
+        namespace = {}
+        exec(f'def scale(x):\n    return x * {factor}', namespace)  # no __name__: scale.__module__ is None
+        return namespace['scale']
+
+    assert helper(2).__module__ is None
+    assert value_token(helper(2)) == value_token(helper(2)) != value_token(helper(3))
+
+
 def test_cycles_and_repeats_are_tokenized(tmp_path):
     module = _module(tmp_path, 'values_model', VALUES_MODEL)
     ring = {'value': 1}

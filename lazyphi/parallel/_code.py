@@ -184,7 +184,7 @@ class _Walk:
     def function(self, function: FunctionType):
         """A library function by name; one of the user's by its code, defaults, and the globals and cells it reads."""
         name = (function.__module__, function.__qualname__)
-        if not self.mine(function.__module__):
+        if function.__module__ is not None and not self.mine(function.__module__):  # None: made by exec(), user code
             return ('function', *name)
         code = function.__code__
         self.where.append(f'{function.__module__}.{function.__qualname__}')
