@@ -310,7 +310,7 @@ def test_the_token_of_values_is_the_same_in_every_process(tmp_path):
     assert len(tokens) == 1 and len(next(iter(tokens))) > 10
 
 
-def test_functions_made_by_exec_without_a_module_are_followed():
+def test_functions_and_classes_made_by_exec_without_a_module_are_followed():
     def helper(factor):
         namespace = {}
         exec(f'def scale(x):\n    return x * {factor}', namespace)  # no __name__: scale.__module__ is None
@@ -318,6 +318,13 @@ def test_functions_made_by_exec_without_a_module_are_followed():
 
     assert helper(2).__module__ is None
     assert value_token(helper(2)) == value_token(helper(2)) != value_token(helper(3))
+
+    def config(factor):
+        namespace = {}
+        exec(f'class Config:\n    factor = {factor}', namespace)  # its module: builtins
+        return namespace['Config']()
+
+    assert value_token(config(2)) == value_token(config(2)) != value_token(config(3))
 
 
 def test_cycles_and_repeats_are_tokenized(tmp_path):
@@ -354,6 +361,9 @@ def test_environment_and_file_reads_are_reported(tmp_path):
         'import threading', 'import os\nimport threading')
     unseen = survey_code(_module(tmp_path, 'values_model', source).Model).unseen
     assert unseen == ('Model.result reads environment variables (environ)', 'Model.result may read files (open)')
+    source = VALUES_MODEL.replace("OPS['double']", "globals()['OPS']['double']")
+    assert survey_code(_module(tmp_path, 'values_model', source).Model).unseen == (
+        'Model.result looks up names at run time (globals)',)
 
 
 JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text() | st.binary(),

@@ -17,10 +17,11 @@ Left out, on purpose:
   state the computation keeps (a log, a memo), named but not read, so that it does not churn keys;
 - locks and other synchronisation objects (they hold no value).
 
-What no token can see, `code_token` reports (`CodeSurvey.unseen`): environment variables read
-(`os.environ`, `os.getenv`), files opened (`open`, `np.load`, `Path.read_text`, ...) and values that
-have no readable state (an open file, a socket); the planner turns them into notes naming the remedy
-(a config field, or `parallel_compute(..., cache_key=...)`).
+What no token can see, `survey_code` reports (`CodeSurvey.unseen`): environment variables read
+(`os.environ`, `os.getenv`), files opened (`open`, `np.load`, `Path.read_text`, ...), names looked up
+at run time (`globals()`, `eval`, `importlib.import_module`) and values that have no readable state
+(an open file, a socket); the planner turns them into notes naming the remedy (a config field, or
+`parallel_compute(..., cache_key=...)`).
 
 Bytecode, not source: editing a comment or the layout keeps the token, editing what runs changes it.
 Deterministic across processes: no `id()` or `hash()` enters a token (ids only detect cycles and
@@ -28,12 +29,14 @@ repeats; repeats are numbered in the order the walk meets them), sets are ordere
 tokens.
 
 "The user's own code" is any module in the class's top-level package, `__main__` (scripts,
-notebooks), and any module whose file lies outside the interpreter's standard library and
-site-packages directories (a project checked out or installed in editable mode).
+notebooks), any module whose file lies outside the interpreter's standard library and
+site-packages directories (a project checked out or installed in editable mode), and functions and
+classes made by `exec` without a module name.
 """
 
 from __future__ import annotations
 
+import builtins
 import dis
 import enum
 import functools
@@ -64,8 +67,10 @@ _MUTATORS = frozenset({'append', 'extend', 'insert', 'remove', 'pop', 'popitem',
                        '__setitem__', '__delitem__', 'put', 'put_nowait', 'fill', 'resize'})
 _LOADS = {'LOAD_GLOBAL': 'global', 'LOAD_NAME': 'global', 'LOAD_DEREF': 'cell', 'LOAD_CLASSDEREF': 'cell',
           'LOAD_ATTR': 'attribute', 'LOAD_METHOD': 'attribute'}
-# names in a function's code that read what no token sees; the planner notes them
+# names in a function's code that read what no token sees (the environment, files, names looked up at run time);
+# the planner notes them
 _ENVIRONMENT = frozenset({'environ', 'environb', 'getenv', 'getenvb'})
+_DYNAMIC = frozenset({'globals', 'eval', 'exec', 'import_module', '__import__'})
 _FILE_READS = frozenset({'open', 'load', 'loadtxt', 'genfromtxt', 'fromfile', 'memmap', 'read_text', 'read_bytes',
                          'read_csv', 'read_table', 'read_parquet', 'read_hdf', 'read_excel', 'read_json',
                          'open_dataset', 'open_zarr', 'imread', 'listdir', 'scandir', 'iterdir', 'glob'})
@@ -177,7 +182,7 @@ class _Walk:
             return 'module', value.__name__
         if isinstance(value, _LOCKS):
             return 'lock', _type_name(type(value))
-        if callable(value) and hasattr(value, '__wrapped__') and not self.mine(type(value).__module__):
+        if callable(value) and hasattr(value, '__wrapped__') and not self.mine_class(type(value)):
             return 'wrapped', _type_name(type(value)), self.value(value.__wrapped__)  # functools.lru_cache, ...
         return self.instance(value)
 
@@ -218,7 +223,7 @@ class _Walk:
     def cls(self, cls: type):
         """A library class by name; one of the user's by its bases and every member (functions, values)."""
         name = (cls.__module__, cls.__qualname__)
-        if not self.mine(cls.__module__):
+        if not self.mine_class(cls):
             return ('class', *name)
         members = vars(cls)
         changed = frozenset().union(*(_changed_names(f.__code__) for m in members.values() for f in _functions(m)))
@@ -237,7 +242,7 @@ class _Walk:
     def instance(self, value):
         """An object by its class and state: `__dict__` and slots for the user's classes, else its pickled state."""
         cls = type(value)
-        if self.mine(cls.__module__):
+        if self.mine_class(cls):
             state = sorted(getattr(value, '__dict__', {}).items())
             state += [(s, getattr(value, s)) for s in _slots(cls) if hasattr(value, s)]
             return 'object', self.value(cls), tuple((n, self.value(v)) for n, v in state)
@@ -264,6 +269,9 @@ class _Walk:
             self.unseen.append(f'{self.path()} reads environment variables ({", ".join(env)})')
         if files:
             self.unseen.append(f'{self.path()} may read files ({", ".join(files)})')
+        dynamic = sorted(names & _DYNAMIC)
+        if dynamic:
+            self.unseen.append(f'{self.path()} looks up names at run time ({", ".join(dynamic)})')
 
     def path(self) -> str:
         """Where the walk is: the class member it started from, and the function reached from it."""
@@ -271,6 +279,12 @@ class _Walk:
             return 'a value'
         first, last = self.where[0], self.where[-1]
         return first if last == first or last.endswith(f'.{first}') else f'{first} (in {last})'
+
+    def mine_class(self, cls: type) -> bool:
+        """Whether `cls` is the user's: defined in the user's code, or by exec() without a module name (`builtins`)."""
+        if cls.__module__ == 'builtins':
+            return getattr(builtins, cls.__qualname__, None) is not cls
+        return self.mine(cls.__module__)
 
     def mine(self, module_name: str | None) -> bool:
         """Whether module `module_name` is the user's own code (see the module's notes)."""
