@@ -94,8 +94,15 @@ VARIANTS = {
     'config field holding a helper': ('class Scaler:\n    def __init__(self, f):\n        self.f = f\n\n'
                                       '    def __call__(self, x):\n        return x * self.f',
                                       '    scaler: Callable = None', 'self.scaler(self.values)'),
+    'class dict a classmethod updates': ('', "    SETTINGS = {'factor': 1.0}\n\n    @classmethod\n    def "
+                                             "configure(cls, factor):\n        cls.SETTINGS.update(factor=factor)",
+                                         "self.values * self.SETTINGS['factor']"),
+    'config with a cached property': ('@dataclass(frozen=True)\nclass Config:\n    factor: float\n\n'
+                                      '    @cached_property\n    def double(self):\n        return self.factor * 2'
+                                      '\n\n\nCONFIG = Config(@F@)', '', 'self.values * (CONFIG.double / 2)'),
 }
-MAKE = {'config field holding a helper': 'Model(math.arange(batch(example=4)) * 1.0, Scaler(@F@))'}
+MAKE = {'config field holding a helper': 'Model(math.arange(batch(example=4)) * 1.0, Scaler(@F@))',
+        'class dict a classmethod updates': 'Model.configure(@F@) or Model(math.arange(batch(example=4)) * 1.0)'}
 VALUES = {2.0: [0.0, 2.0, 4.0, 6.0], 3.0: [0.0, 3.0, 6.0, 9.0]}
 
 

@@ -53,7 +53,7 @@ import numpy as np
 
 from ..backend import NUMPY
 from ..math import Tensor
-from ..math.kinds import CACHED_PROPERTY_TYPES
+from ..math.kinds import CACHED_PROPERTY_TYPES, cached_property_names
 
 _SCALARS = (type(None), bool, int, float, complex, enum.Enum, np.generic, type(Ellipsis), range, slice)
 _EXACT_SCALARS = frozenset({type(None), bool, int, float})  # the most common, checked first
@@ -169,8 +169,6 @@ class _Walk:
             finally:
                 self.unordered -= 1
             return _type_name(type(value)), tuple(items)
-        if isinstance(value, FunctionType):
-            return self.function(value)
         if isinstance(value, MethodType):
             return 'method', self.value(value.__func__), self.value(value.__self__)
         if isinstance(value, (staticmethod, classmethod, property, *CACHED_PROPERTY_TYPES)):
@@ -226,14 +224,14 @@ class _Walk:
         if not self.mine_class(cls):
             return ('class', *name)
         members = vars(cls)
-        changed = frozenset().union(*(_changed_names(f.__code__) for m in members.values() for f in _functions(m)))
+        changed = _state_attributes([f.__code__ for m in members.values() for f in _functions(m)])
         tokens = []
         for n, member in sorted(members.items()):
             if (n.startswith('__') and not callable(member)) or n == '_abc_impl':  # __dict__, __doc__, ABC's caches
                 continue
             self.where.append(f'{cls.__qualname__}.{n}')
             try:
-                state = ('attribute', n) in changed and not isinstance(member, _CODE_TYPES)
+                state = n in changed and not isinstance(member, _CODE_TYPES)
                 tokens.append((n, 'state' if state else self.value(member)))
             finally:
                 self.where.pop()
@@ -243,7 +241,8 @@ class _Walk:
         """An object by its class and state: `__dict__` and slots for the user's classes, else its pickled state."""
         cls = type(value)
         if self.mine_class(cls):
-            state = sorted(getattr(value, '__dict__', {}).items())
+            cached = cached_property_names(cls)  # computed or not, a cached value follows from the rest
+            state = sorted((n, v) for n, v in getattr(value, '__dict__', {}).items() if n not in cached)
             state += [(s, getattr(value, s)) for s in _slots(cls) if hasattr(value, s)]
             return 'object', self.value(cls), tuple((n, self.value(v)) for n, v in state)
         try:
@@ -361,6 +360,18 @@ def _changed_names(code: CodeType) -> frozenset:
         if isinstance(const, CodeType):
             found |= _changed_names(const)
     return frozenset(found)
+
+
+def _state_attributes(codes: list) -> frozenset:
+    """Class attributes that are state: changed in place by a method, and named by no method that does not
+    change them (a memo or log the methods keep; a settings dict that one method updates and another reads is
+    a value)."""
+    changed, read = set(), set()
+    for code in codes:
+        mine = {name for kind, name in _changed_names(code) if kind == 'attribute'}
+        changed |= mine
+        read |= _global_names(code) - mine
+    return frozenset(changed - read)
 
 
 def _container(instructions: list, k: int) -> tuple | None:
