@@ -366,9 +366,13 @@ def test_environment_and_file_reads_are_reported(tmp_path):
         'Model.result looks up names at run time (globals)',)
 
 
+def _containers(inner):
+    return st.lists(inner, max_size=4) | st.tuples(inner, inner) | st.dictionaries(st.text(max_size=3), inner,
+                                                                                    max_size=4)
+
+
 JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text() | st.binary(),
-                    lambda inner: st.lists(inner, max_size=4) | st.tuples(inner, inner)
-                    | st.dictionaries(st.text(max_size=3), inner, max_size=4), max_leaves=12)
+                    _containers, max_leaves=12)
 
 
 @given(JSON, JSON)
