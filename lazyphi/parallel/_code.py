@@ -57,8 +57,8 @@ from ..math.kinds import CACHED_PROPERTY_TYPES, cached_property_names
 
 _SCALARS = (type(None), bool, int, float, complex, enum.Enum, np.generic, type(Ellipsis), range, slice)
 _EXACT_SCALARS = frozenset({type(None), bool, int, float})  # the most common, checked first
-_CODE_TYPES = (ModuleType, type, FunctionType, MethodType, staticmethod, classmethod, property,
-               *CACHED_PROPERTY_TYPES)  # never state, whatever is called on them
+_DESCRIPTORS = (staticmethod, classmethod, property, *CACHED_PROPERTY_TYPES)
+_CODE_TYPES = (ModuleType, type, FunctionType, MethodType, *_DESCRIPTORS)  # never state, whatever is called on them
 _LONG_TEXT = 1024  # str / bytes longer than this enter a token as a digest
 _MAX_DEPTH = 150  # levels of nesting tokenized (each takes about three frames of the interpreter's stack)
 # method names that change the container or object they are called on: the value is state the code keeps
@@ -116,7 +116,8 @@ class _Walk:
         self.kept: list = []
         self.unordered = 0  # inside a set: the order items are met in varies, so repeats are not numbered
         self.unseen: list[str] = []
-        self.where: list[str] = []  # the class members and functions leading to the value being tokenized
+        # the class members and functions leading to the value being tokenized, as (prefix, name), joined by a dot
+        self.where: list[tuple] = []
 
     def value(self, value):
         """The token of any value."""
@@ -171,7 +172,7 @@ class _Walk:
             return _type_name(type(value)), tuple(items)
         if isinstance(value, MethodType):
             return 'method', self.value(value.__func__), self.value(value.__self__)
-        if isinstance(value, (staticmethod, classmethod, property, *CACHED_PROPERTY_TYPES)):
+        if isinstance(value, _DESCRIPTORS):
             inner = [getattr(value, a, None) for a in ('__func__', 'fget', 'fset', 'fdel', 'func')]
             return _type_name(type(value)), tuple(self.value(f) for f in inner if f is not None)
         if isinstance(value, type):
@@ -190,7 +191,7 @@ class _Walk:
         if function.__module__ is not None and not self.mine(function.__module__):  # None: made by exec(), user code
             return ('function', *name)
         code = function.__code__
-        self.where.append(f'{function.__module__}.{function.__qualname__}')
+        self.where.append(name)
         try:
             self.note_reads(code)
             names, changed = _global_names(code), _changed_names(code)
@@ -224,12 +225,12 @@ class _Walk:
         if not self.mine_class(cls):
             return ('class', *name)
         members = vars(cls)
-        changed = _state_attributes([f.__code__ for m in members.values() for f in _functions(m)])
+        changed = _state_attributes(tuple(f.__code__ for m in members.values() for f in _functions(m)))
         tokens = []
         for n, member in sorted(members.items()):
             if (n.startswith('__') and not callable(member)) or n == '_abc_impl':  # __dict__, __doc__, ABC's caches
                 continue
-            self.where.append(f'{cls.__qualname__}.{n}')
+            self.where.append((cls.__qualname__, n))
             try:
                 state = n in changed and not isinstance(member, _CODE_TYPES)
                 tokens.append((n, 'state' if state else self.value(member)))
@@ -276,7 +277,7 @@ class _Walk:
         """Where the walk is: the class member it started from, and the function reached from it."""
         if not self.where:
             return 'a value'
-        first, last = self.where[0], self.where[-1]
+        first, last = ('.'.join(map(str, self.where[i])) for i in (0, -1))
         return first if last == first or last.endswith(f'.{first}') else f'{first} (in {last})'
 
     def mine_class(self, cls: type) -> bool:
@@ -307,12 +308,14 @@ def _digest(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
-def _functions(member) -> list:
+def _functions(member) -> tuple:
     """The functions a class member runs: itself, or those a method or property descriptor wraps."""
-    if isinstance(member, FunctionType):
-        return [member]
+    if type(member) is FunctionType:
+        return (member,)
+    if not isinstance(member, _DESCRIPTORS):
+        return ()
     inner = [getattr(member, a, None) for a in ('__func__', 'fget', 'fset', 'fdel', 'func')]
-    return [f for f in inner if isinstance(f, FunctionType)]
+    return tuple(f for f in inner if isinstance(f, FunctionType))
 
 
 def _slots(cls: type) -> list:
@@ -362,7 +365,8 @@ def _changed_names(code: CodeType) -> frozenset:
     return frozenset(found)
 
 
-def _state_attributes(codes: list) -> frozenset:
+@functools.lru_cache(maxsize=1024)
+def _state_attributes(codes: tuple) -> frozenset:
     """Class attributes that are state: changed in place by a method, and named by no method that does not
     change them (a memo or log the methods keep; a settings dict that one method updates and another reads is
     a value)."""
