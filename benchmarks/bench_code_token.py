@@ -49,7 +49,7 @@ class Model:
     positions: Tensor
     velocities: Tensor
     label: str = 'run'
-    LIMITS = {'low': 0.0, 'high': 1.0}  # a class-level settings dict, as users write them
+    LIMITS = {'low': 0.0, 'high': 1.0}  # noqa: RUF012 - a class-level settings dict, as users write them
 
     def helper(self, x):
         return x * NS.scale
