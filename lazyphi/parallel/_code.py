@@ -14,7 +14,9 @@ Left out, on purpose:
 - code of installed packages, the standard library and lazyphi (by name only: upgrading those does not
   invalidate results);
 - a container or object the code itself changes (`LOG.append(x)`, `MEMO[key] = v`, `STATS.n = 1`):
-  state the computation keeps (a log, a memo), named but not read, so that it does not churn keys;
+  state the computation keeps (a log, a memo), by its type only, so that it does not churn keys. A
+  global or cell counts where the function reading it changes it, a class attribute where every
+  method naming it does; cached-property values in an object's `__dict__` are left out of its state;
 - locks and other synchronisation objects (they hold no value).
 
 What no token can see, `survey_code` reports (`CodeSurvey.unseen`): environment variables read
