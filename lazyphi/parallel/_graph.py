@@ -359,7 +359,7 @@ def cache_key(p) -> str:
                [(q.name, q.mode, sorted(q.requires), q.disk) for q in s.properties]) for s in p.stages]
     package = cls.__module__.split('.')[0]
     config = tuple((f.name, value_token(getattr(instance, f.name), package)) for f in config_fields(instance))
-    return tokenize(FORMAT_VERSION, cls.__module__, cls.__qualname__, p.code, p.key,
+    return tokenize(FORMAT_VERSION, cls.__module__, cls.__qualname__, p.code, p.cache_key_token,
                     {n: getattr(instance, n) for n in p.field_names}, {n: instance.__dict__[n] for n in p.done},
                     config, layout, get_precision(), default_backend().name)
 

@@ -133,7 +133,7 @@ class Plan:
     instance: object = field(default=None, repr=False)
     field_names: tuple = ()  # the instance's data fields, found once per plan
     code: tuple = ()  # code_token of the class when planned
-    key: object = None  # token of the `cache_key` value given, part of the disk cache key
+    cache_key_token: object = None  # token of the `cache_key` value given, part of the disk cache key
     compressor: str | None = None  # codec of the arrays a new disk-cache result is created with
     elapsed: float | None = None  # seconds the run took, once it ran
     reused: int = 0  # blocks found complete in the disk cache when the run started, read instead of computed
@@ -345,7 +345,7 @@ def plan(instance, properties: Sequence, parallel_dims=batch, max_workers: int |
                                               chunk_bytes, notes)
     return Plan(cls, names, dims, stages, done, notes, workers, block_size, memory_limit, cache_dir,
                 keep_intermediate, bound, instance, field_names, code=code, compressor=compressor,
-                key=None if cache_key is None else value_token(cache_key, cls.__module__.split('.')[0]))
+                cache_key_token=None if cache_key is None else value_token(cache_key, cls.__module__.split('.')[0]))
 
 
 def _storable_outputs(plans: dict, requested: tuple, memory_limit, notes: list) -> dict:
