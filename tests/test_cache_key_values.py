@@ -157,6 +157,20 @@ def test_separate_programs_do_not_share_results(tmp_path, name):
     assert run(3.0) == (VALUES[3.0], first[2], first[2])
 
 
+@pytest.mark.slow
+def test_programs_run_at_once_get_their_own_values(tmp_path):
+    """The issue's case: both programs at the same time on one cache_dir."""
+    scripts = []
+    for factor in (2.0, 3.0):
+        scripts.append(tmp_path / f'program_{factor}.py')
+        scripts[-1].write_text(_source('module dict', factor, main=True))
+    running = [subprocess.Popen([sys.executable, str(script), str(tmp_path / 'cache')], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True) for script in scripts]
+    outputs = [process.communicate(timeout=300) for process in running]
+    assert [process.returncode for process in running] == [0, 0], [err for _, err in outputs]
+    assert [json.loads(out.splitlines()[-1])[0] for out, _ in outputs] == [VALUES[2.0], VALUES[3.0]]
+
+
 UNSEEN = {
     'environment variable': ('', '', "self.values * float(os.environ['HOSTILE_FACTOR'])",
                              'reads environment variables (environ)'),
