@@ -46,6 +46,11 @@ class Model:
         return {expression}
 
 
+def _set(instance, name, value):
+    object.__setattr__(instance, name, value)
+    return instance
+
+
 def make():
     return {make}
 '''
@@ -100,9 +105,11 @@ VARIANTS = {
     'config with a cached property': ('@dataclass(frozen=True)\nclass Config:\n    factor: float\n\n'
                                       '    @cached_property\n    def double(self):\n        return self.factor * 2'
                                       '\n\n\nCONFIG = Config(@F@)', '', 'self.values * (CONFIG.double / 2)'),
+    'attribute set outside the fields': ('', '', 'self.values * self.factor'),
 }
 MAKE = {'config field holding a helper': 'Model(math.arange(batch(example=4)) * 1.0, Scaler(@F@))',
-        'class dict a classmethod updates': 'Model.configure(@F@) or Model(math.arange(batch(example=4)) * 1.0)'}
+        'class dict a classmethod updates': 'Model.configure(@F@) or Model(math.arange(batch(example=4)) * 1.0)',
+        'attribute set outside the fields': "_set(Model(math.arange(batch(example=4)) * 1.0), 'factor', @F@)"}
 VALUES = {2.0: [0.0, 2.0, 4.0, 6.0], 3.0: [0.0, 3.0, 6.0, 9.0]}
 
 

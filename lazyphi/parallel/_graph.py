@@ -350,15 +350,17 @@ def cache_key(p) -> str:
     """A deterministic key of everything that determines the results, and so names their group on disk.
 
     It covers the inputs' contents, the class's code and the user code and values it reaches (`code_token`), config
-    values by content (`value_token`), the `cache_key` value given, the properties computed and how, the chunk grid,
-    precision, default backend and the format version — not the worker count or block grid, so a run with other
-    workers finds the same results.
+    values and other attributes of the instance by content (`value_token`), the `cache_key` value given, the
+    properties computed and how, the chunk grid, precision, default backend and the format version — not the
+    worker count or block grid, so a run with other workers finds the same results.
     """
     instance, cls = p.instance, p.cls
     layout = [(s.split_dims.names, s.block_dim, s.chunk_size,
                [(q.name, q.mode, sorted(q.requires), q.disk) for q in s.properties]) for s in p.stages]
-    package = cls.__module__.split('.')[0]
-    config = tuple((f.name, value_token(getattr(instance, f.name), package)) for f in config_fields(instance))
+    package, cached, data = cls.__module__.split('.')[0], cached_property_names(cls), set(p.field_names)
+    # config fields and any attribute set outside the fields (in __post_init__, say), which the tasks' copies keep
+    config = tuple((n, value_token(v, package)) for n, v in sorted(instance.__dict__.items())
+                   if n not in data and n not in cached)
     return tokenize(FORMAT_VERSION, cls.__module__, cls.__qualname__, p.code, p.cache_key_token,
                     {n: getattr(instance, n) for n in p.field_names}, {n: instance.__dict__[n] for n in p.done},
                     config, layout, get_precision(), default_backend().name)
