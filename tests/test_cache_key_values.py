@@ -106,10 +106,15 @@ VARIANTS = {
                                       '    @cached_property\n    def double(self):\n        return self.factor * 2'
                                       '\n\n\nCONFIG = Config(@F@)', '', 'self.values * (CONFIG.double / 2)'),
     'attribute set outside the fields': ('', '', 'self.values * self.factor'),
+    'nested dataclass in a data field': ('@dataclass(frozen=True)\nclass Part:\n    values: Tensor\n\n'
+                                         '    def scaled(self):\n        return self.values * @F@',
+                                         '    part: Part = None', 'self.part.scaled()'),
 }
 MAKE = {'config field holding a helper': 'Model(math.arange(batch(example=4)) * 1.0, Scaler(@F@))',
         'class dict a classmethod updates': 'Model.configure(@F@) or Model(math.arange(batch(example=4)) * 1.0)',
-        'attribute set outside the fields': "_set(Model(math.arange(batch(example=4)) * 1.0), 'factor', @F@)"}
+        'attribute set outside the fields': "_set(Model(math.arange(batch(example=4)) * 1.0), 'factor', @F@)",
+        'nested dataclass in a data field': 'Model(math.arange(batch(example=4)) * 1.0, '
+                                            'Part(math.arange(batch(example=4)) * 1.0))'}
 VALUES = {2.0: [0.0, 2.0, 4.0, 6.0], 3.0: [0.0, 3.0, 6.0, 9.0]}
 
 
@@ -143,7 +148,7 @@ def test_programs_reading_other_values_do_not_share_results(tmp_path, name):
 
 
 SUBPROCESS_VARIANTS = ['module dict', 'frozen dataclass config', 'lambda in a dict', 'closure cell',
-                       'config field holding a helper']
+                       'config field holding a helper', 'nested dataclass in a data field']
 
 
 @pytest.mark.slow

@@ -96,11 +96,37 @@ def code_token(cls: type) -> tuple:
     return survey_code(cls).token
 
 
-def survey_code(cls: type) -> CodeSurvey:
-    """The code token of `cls` (see the module) and the reads it cannot cover."""
+def survey_code(cls: type, data=()) -> CodeSurvey:
+    """The code token of `cls` (see the module) and the reads it cannot cover.
+
+    Args:
+        cls: the class whose properties are computed.
+        data: values of the instance's fields: the user's classes of objects inside them (a nested dataclass whose
+            methods a property calls) are covered like `cls`; their contents are not (the key hashes the fields).
+    """
     walk = _Walk(cls.__module__.split('.')[0])
-    token = walk.value(cls)
+    found: dict = {}
+    _user_classes(walk, data, found, set())
+    token = walk.value(cls), tuple(walk.value(c) for c in found if c is not cls)
     return CodeSurvey(token, tuple(walk.unseen))
+
+
+def _user_classes(walk: _Walk, value, found: dict, seen: set) -> None:
+    """Collect, in the order met, the user's classes of the objects inside `value` (containers and object state)."""
+    if id(value) in seen or isinstance(value, (*_SCALARS, str, bytes, np.ndarray, Tensor)):
+        return
+    seen.add(id(value))
+    if isinstance(value, dict):
+        items = value.values()
+    elif isinstance(value, (tuple, list, set, frozenset)):
+        items = value
+    elif walk.mine_class(type(value)):
+        found[type(value)] = None
+        items = getattr(value, '__dict__', {}).values()
+    else:
+        return
+    for item in items:
+        _user_classes(walk, item, found, seen)
 
 
 def value_token(value, package: str = '') -> tuple | str:
@@ -160,6 +186,11 @@ class _Walk:
             try:
                 return value.__dask_tokenize__()
             except Exception as error:  # e.g. a tracer that a traced property left in a global
+                return self.opaque(value, error)
+        if hasattr(type(value), '__dask_tokenize__'):  # a Dask collection, an xarray object: by the token they give
+            try:
+                return 'dask', self.value(type(value)), self.value(value.__dask_tokenize__())
+            except Exception as error:  # a token the object cannot give is no content either
                 return self.opaque(value, error)
         if isinstance(value, (tuple, list)):
             return _type_name(type(value)), tuple(self.value(v) for v in value)

@@ -361,8 +361,11 @@ def cache_key(p) -> str:
     # config fields and any attribute set outside the fields (in __post_init__, say), which the tasks' copies keep
     config = tuple((n, value_token(v, package)) for n, v in sorted(instance.__dict__.items())
                    if n not in data and n not in cached)
-    return tokenize(FORMAT_VERSION, cls.__module__, cls.__qualname__, p.code, p.cache_key_token,
-                    {n: getattr(instance, n) for n in p.field_names}, {n: instance.__dict__[n] for n in p.done},
+    # fields and cached inputs by content, like config: Dask's own tokens of an object of a class made in __main__ or
+    # by exec() differ from process to process
+    fields = tuple((n, value_token(getattr(instance, n), package)) for n in p.field_names)
+    done = tuple((n, value_token(instance.__dict__[n], package)) for n in p.done)
+    return tokenize(FORMAT_VERSION, cls.__module__, cls.__qualname__, p.code, p.cache_key_token, fields, done,
                     config, layout, get_precision(), default_backend().name)
 
 

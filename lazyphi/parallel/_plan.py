@@ -322,7 +322,7 @@ def plan(instance, properties: Sequence, parallel_dims=batch, max_workers: int |
                      f'(its shape is {instance_shape}): everything runs on the host')
     field_names = tuple(f.name for f in data_fields(instance))
     reads = _dependency_order(cls, names, frozenset(field_names))
-    survey = survey_code(cls)
+    survey = survey_code(cls, [getattr(instance, n) for n in field_names])
     code = survey.token
     if cache_dir is not None:
         notes.extend(f'{unseen}, which the disk cache key cannot see: a result computed with other values would be '
