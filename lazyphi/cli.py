@@ -247,6 +247,8 @@ def run(args: argparse.Namespace) -> int:
                    compressor=args.compressor)
     if args.chunk_bytes is not None:
         options['chunk_bytes'] = _bytes(args.chunk_bytes, '--chunk-bytes')
+    if args.cache_key is not None:
+        options['cache_key'] = args.cache_key
     scheduler, client = _scheduler(args.scheduler)
     try:
         with _stopped_by_sigterm():
@@ -479,6 +481,9 @@ def _parser() -> argparse.ArgumentParser:
                    help='bytes of results to hold in memory, like 4e9 or 4GiB; the rest goes to --cache-dir')
     p.add_argument('--chunk-bytes', metavar='BYTES', help='size of one disk-cache chunk, like 32MiB (default 16MiB)')
     p.add_argument('--compressor', choices=['zstd'], help='compress new disk-cache results (default: uncompressed)')
+    p.add_argument('--cache-key', metavar='TEXT',
+                   help='made part of the results\' key: what they depend on that the key cannot see, like an '
+                        'environment variable or a data file\'s version')
     p.add_argument('--no-progress', action='store_true', help='show no progress bar')
     p.set_defaults(command=run, name='run')
     return parser

@@ -200,6 +200,23 @@ def test_run_in_process_without_a_cache_keeps_results_in_memory(workdir, monkeyp
     assert 'doubled: (exampleᵇ=5), float32, in memory' in out
 
 
+def test_run_with_a_cache_key_keeps_results_apart(workdir, monkeypatch, capsys):
+    monkeypatch.chdir(workdir)
+    monkeypatch.syspath_prepend(str(workdir))
+    sys.modules.pop('ramp_model', None)
+    cache_dir = str(workdir / 'results')
+    outputs = []
+    try:
+        for key in ('v1', 'v2', 'v1'):
+            assert main(['run', 'ramp_model:make', '--properties', 'doubled', '--scheduler', 'sync', '--cache-dir',
+                         cache_dir, '--cache-key', key, '--no-progress']) == 0
+            outputs.append(capsys.readouterr().out)
+    finally:
+        sys.modules.pop('ramp_model', None)
+    assert len(list_results(cache_dir)) == 2
+    assert 'computed 4' in outputs[1] and 'reused 4 of 4 blocks' in outputs[2]
+
+
 def test_a_failing_property_exits_1_with_a_one_line_reason(workdir):
     result = lazyphi_cli('run', 'ramp_model:make', '--properties', 'broken', '--scheduler', 'sync', cwd=workdir)
     assert result.returncode == 1

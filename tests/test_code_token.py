@@ -1,15 +1,19 @@
 """Cache keys follow the code: the class's functions and the user code they reach, not comments or libraries."""
 
+import copy
 import importlib.util
+import os
 import subprocess
 import sys
 import textwrap
 
 import pytest
 from dask.base import tokenize
+from hypothesis import given
+from hypothesis import strategies as st
 
 from lazyphi import cache
-from lazyphi.parallel._code import _Walk, code_token
+from lazyphi.parallel._code import _Walk, code_token, survey_code, value_token
 
 MODEL = '''
 from dataclasses import dataclass
@@ -86,10 +90,22 @@ def test_the_property_body_changes_the_token(tmp_path):
     assert _token(_module(tmp_path, source=edited)) != _token(_module(tmp_path))
 
 
+def _functions(token) -> dict:
+    """{module.qualname: token} of every function token nested in `token`."""
+    found = {}
+    if isinstance(token, tuple):
+        if token[:1] == ('function',):
+            found[f'{token[1]}.{token[2]}'] = token
+        for part in token:
+            found.update(_functions(part))
+    return found
+
+
 def test_library_code_is_not_followed(tmp_path):
-    labels = [part[1] for part in code_token(_module(tmp_path).Model) if part[0] == 'function']
-    assert 'user_model.helper' in labels and 'user_model.inner' in labels
-    assert not [label for label in labels if label.startswith(('numpy', 'lazyphi'))]
+    functions = _functions(code_token(_module(tmp_path).Model))
+    followed = {label for label, token in functions.items() if len(token) > 3}
+    assert {'user_model.helper', 'user_model.inner', 'user_model.Model.result'} <= followed
+    assert not [label for label in followed if label.startswith(('numpy', 'lazyphi'))]
     walk = _Walk('user_model')
     assert walk.mine('user_model.sub') and walk.mine('__main__')
     assert not walk.mine('numpy') and not walk.mine('json') and not walk.mine('lazyphi.math') and not walk.mine(None)
@@ -209,13 +225,15 @@ class Model:
 '''
 
 
-def test_module_level_state_is_not_part_of_the_token(tmp_path):
+def test_state_the_code_changes_is_not_part_of_the_token(tmp_path):
     module = _module(tmp_path, 'stateful', STATEFUL)
     before = _token(module)
     module.Model(1.0).result()
-    assert module.LOG == [1.0] and _token(module) == before  # a log grows; the code is the same
+    assert module.LOG == [1.0] and _token(module) == before  # a log the code appends to grows; the code is the same
     module.SETTINGS = (1, 3.0, 'fast')
     assert _token(module) != before  # a tuple of settings is a value the code reads
+    module.LOG = ()
+    assert _token(module) != before  # by its type, though
 
 
 NOTEBOOK = '''
@@ -257,3 +275,108 @@ def test_a_helper_redefined_in_a_session_is_traced_again(tmp_path):
     assert total() == 56.0
     exec('def weight(x):\n    return x * 3', module.__dict__)  # the user runs an edited cell again
     assert total() == 84.0
+
+
+VALUES_MODEL = '''
+import threading
+import types
+from dataclasses import dataclass
+
+NAMES = set(['alpha', 'beta', 'gamma', 'delta'])  # no braces: _module formats the source
+TABLE = dict(b=[1, 2.5, None], a=(b'x', frozenset(['p', 'q'])))
+CONFIG = types.SimpleNamespace(mode='fast', sizes=[3, 4])
+OPS = dict(double=lambda x: x * 2)
+LOCK = threading.Lock()
+
+
+@dataclass(frozen=True)
+class Model:
+    values: float
+
+    def result(self):
+        with LOCK:
+            return OPS['double'](self.values) * len(NAMES) + TABLE['b'][1] + CONFIG.sizes[0]
+'''
+
+
+def test_the_token_of_values_is_the_same_in_every_process(tmp_path):
+    """Sets of strings iterate in another order under another PYTHONHASHSEED; the token does not change."""
+    (tmp_path / 'values_model.py').write_text(VALUES_MODEL)
+    code = ('import sys; sys.path.insert(0, sys.argv[1]); import values_model\n'
+            'from dask.base import tokenize\nfrom lazyphi.parallel._code import code_token\n'
+            'print(tokenize(code_token(values_model.Model)))')
+    tokens = {subprocess.run([sys.executable, '-c', code, str(tmp_path)], capture_output=True, text=True, check=True,
+                             env={**os.environ, 'PYTHONHASHSEED': seed}).stdout for seed in ('1', '2', '3')}
+    assert len(tokens) == 1 and len(next(iter(tokens))) > 10
+
+
+def test_functions_and_classes_made_by_exec_without_a_module_are_followed():
+    def helper(factor):
+        namespace = {}
+        exec(f'def scale(x):\n    return x * {factor}', namespace)  # no __name__: scale.__module__ is None
+        return namespace['scale']
+
+    assert helper(2).__module__ is None
+    assert value_token(helper(2)) == value_token(helper(2)) != value_token(helper(3))
+
+    def config(factor):
+        namespace = {}
+        exec(f'class Config:\n    factor = {factor}', namespace)  # its module: builtins
+        return namespace['Config']()
+
+    assert value_token(config(2)) == value_token(config(2)) != value_token(config(3))
+
+
+def test_cycles_and_repeats_are_tokenized(tmp_path):
+    module = _module(tmp_path, 'values_model', VALUES_MODEL)
+    ring = {'value': 1}
+    ring['self'] = ring
+    shared = [1.5]
+    first, again = value_token([ring, shared, shared]), value_token([ring, shared, shared])
+    assert first == again and ('cycle', 1) in first[1][0][1][1] and first[1][2] == ('repeat', 1)
+    ring['value'] = 2
+    assert value_token([ring, shared, shared]) != first
+    survey = survey_code(module.Model)
+    assert survey.unseen == ()  # a lock holds no value: no note
+    module.NAMES.add('epsilon')
+    assert survey_code(module.Model).token != survey.token
+
+
+def test_objects_without_readable_state_are_reported(tmp_path):
+    module = _module(tmp_path, 'values_model', VALUES_MODEL)
+    with open(module.__file__) as handle:
+        module.CONFIG.source = handle
+        unseen = survey_code(module.Model).unseen
+    assert len(unseen) == 1 and unseen[0].startswith('Model.result reads a _io.TextIOWrapper, which has no state')
+    nested = None
+    for _ in range(200):
+        nested = [nested]
+    module.CONFIG.source = nested
+    assert survey_code(module.Model).unseen == ('Model.result reads a builtins.list nested over 150 levels deep, '
+                                                'beyond which no key covers it',)
+
+
+def test_environment_and_file_reads_are_reported(tmp_path):
+    source = VALUES_MODEL.replace('with LOCK:', "with open(os.environ['TABLE']) as f:").replace(
+        'import threading', 'import os\nimport threading')
+    unseen = survey_code(_module(tmp_path, 'values_model', source).Model).unseen
+    assert unseen == ('Model.result reads environment variables (environ)', 'Model.result may read files (open)')
+    source = VALUES_MODEL.replace("OPS['double']", "globals()['OPS']['double']")
+    assert survey_code(_module(tmp_path, 'values_model', source).Model).unseen == (
+        'Model.result looks up names at run time (globals)',)
+
+
+def _containers(inner):
+    return st.lists(inner, max_size=4) | st.tuples(inner, inner) | st.dictionaries(st.text(max_size=3), inner,
+                                                                                    max_size=4)
+
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text() | st.binary(),
+                    _containers, max_leaves=12)
+
+
+@given(JSON, JSON)
+def test_equal_tokens_mean_equal_values(a, b):
+    assert value_token(a) == value_token(copy.deepcopy(a))
+    if value_token(a) == value_token(b):
+        assert repr(a) == repr(b)

@@ -19,7 +19,7 @@ from ._schedulers import run_graph
 def parallel_compute(instance, properties: Sequence, parallel_dims=batch, max_workers: int | None = None,
                      memory_limit: float | None = None, cache_dir: str | None = None, keep_intermediate: bool = False,
                      *, scheduler=None, block_size: int | None = None, progress: bool | None = None,
-                     chunk_bytes: int | None = None, compressor: str | None = None) -> Plan:
+                     chunk_bytes: int | None = None, compressor: str | None = None, cache_key=None) -> Plan:
     """Compute cached and parallel properties of `instance` in parallel, with Dask.
 
     The computation is planned (`lazyphi.parallel.plan`), compiled into one Dask graph and run
@@ -51,6 +51,10 @@ def parallel_compute(instance, properties: Sequence, parallel_dims=batch, max_wo
             the dim blocks are cut along (one element each on a shorter one). It is part of a result's key.
         compressor: None (uncompressed, the default: measured fastest) or 'zstd', for the arrays of a
             result created by this run; an existing result keeps its codec and is reused.
+        cache_key: any value the results depend on that the disk cache key cannot see, made part of it by content
+            (like a global the code reads): an environment variable's value, a data file's name and modification
+            time or hash. The key already covers the inputs, config fields, the class's code and the user code and
+            values it reads; the plan notes reads it cannot see.
 
     Returns:
         The plan that ran (print it to see what ran where, how long it took and, with `cache_dir`, how many
@@ -64,7 +68,8 @@ def parallel_compute(instance, properties: Sequence, parallel_dims=batch, max_wo
     if type(max_workers) is int and max_workers == 0:
         scheduler = 'sync'
     p = plan(instance, properties, parallel_dims, max_workers, memory_limit, cache_dir, keep_intermediate,
-             scheduler=scheduler, block_size=block_size, chunk_bytes=chunk_bytes, compressor=compressor)
+             scheduler=scheduler, block_size=block_size, chunk_bytes=chunk_bytes, compressor=compressor,
+             cache_key=cache_key)
     started = time.perf_counter()
     client = client_of(scheduler)
     if cache_dir is not None and client is not None:

@@ -26,6 +26,7 @@ from ..math import Tensor, config_fields
 from ..math import shape as tree_shape
 from ..math.kinds import class_attribute, memory_bytes
 from ..storage import ArraySpec, prepare_result, worker_load_backend
+from ._code import value_token
 from ._engine import (
     BlockRange,
     PropertyTask,
@@ -348,16 +349,23 @@ def _prepare_disk(p, key: str) -> str | None:
 def cache_key(p) -> str:
     """A deterministic key of everything that determines the results, and so names their group on disk.
 
-    It covers the inputs' contents, the class's code and the user code it reaches (`code_token`), config values, the
-    properties computed and how, the chunk grid, precision, default backend and the format version —
-    not the worker count or block grid, so a run with other workers finds the same results.
+    It covers the inputs' contents, the class's code and the user code and values it reaches (`code_token`), config
+    values and other attributes of the instance by content (`value_token`), the `cache_key` value given, the
+    properties computed and how, the chunk grid, precision, default backend and the format version — not the
+    worker count or block grid, so a run with other workers finds the same results.
     """
     instance, cls = p.instance, p.cls
     layout = [(s.split_dims.names, s.block_dim, s.chunk_size,
                [(q.name, q.mode, sorted(q.requires), q.disk) for q in s.properties]) for s in p.stages]
-    config = tuple((f.name, repr(getattr(instance, f.name))) for f in config_fields(instance))
-    return tokenize(FORMAT_VERSION, cls.__module__, cls.__qualname__, p.code,
-                    {n: getattr(instance, n) for n in p.field_names}, {n: instance.__dict__[n] for n in p.done},
+    package, cached, data = cls.__module__.split('.')[0], cached_property_names(cls), set(p.field_names)
+    # config fields and any attribute set outside the fields (in __post_init__, say), which the tasks' copies keep
+    config = tuple((n, value_token(v, package)) for n, v in sorted(instance.__dict__.items())
+                   if n not in data and n not in cached)
+    # fields and cached inputs by content, like config: Dask's own tokens of an object of a class made in __main__ or
+    # by exec() differ from process to process
+    fields = tuple((n, value_token(getattr(instance, n), package)) for n in p.field_names)
+    done = tuple((n, value_token(instance.__dict__[n], package)) for n in p.done)
+    return tokenize(FORMAT_VERSION, cls.__module__, cls.__qualname__, p.code, p.cache_key_token, fields, done,
                     config, layout, get_precision(), default_backend().name)
 
 

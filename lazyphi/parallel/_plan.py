@@ -35,7 +35,7 @@ from ..math.kinds import (
 )
 from ..storage import COMPRESSORS, check_cache_dir, parse_bytes
 from ._clients import worker_count
-from ._code import code_token
+from ._code import survey_code, value_token
 from ._property import INFER, MIXED
 
 # target size of one storage chunk: 16 and 32 MiB measured alike for whole reads and writes (bench_cache.py);
@@ -130,6 +130,7 @@ class Plan:
     instance: object = field(default=None, repr=False)
     field_names: tuple = ()  # the instance's data fields, found once per plan
     code: tuple = ()  # code_token of the class when planned
+    cache_key_token: object = None  # token of the `cache_key` value given, part of the disk cache key
     compressor: str | None = None  # codec of the arrays a new disk-cache result is created with
     elapsed: float | None = None  # seconds the run took, once it ran
     reused: int = 0  # blocks found complete in the disk cache when the run started, read instead of computed
@@ -268,8 +269,12 @@ def property_name(prop) -> str:
 def plan(instance, properties: Sequence, parallel_dims=batch, max_workers: int | None = None,
          memory_limit: float | None = None, cache_dir: str | None = None, keep_intermediate: bool = False, *,
          scheduler=None, block_size: int | None = None, chunk_bytes: int | None = None,
-         compressor: str | None = None) -> Plan:
+         compressor: str | None = None, cache_key=None) -> Plan:
     """Decide how `parallel_compute` with the same arguments would compute `properties`; runs nothing.
+
+    With `cache_dir`, the plan notes each function of the class's code that reads what the disk cache key
+    cannot see (environment variables, files, objects without readable state): see `parallel_compute`'s
+    `cache_key`.
 
     Raises:
         TypeError: `instance` has no `__dict__`, or a property is not a cached or parallel property.
@@ -314,7 +319,11 @@ def plan(instance, properties: Sequence, parallel_dims=batch, max_workers: int |
                      f'(its shape is {instance_shape}): everything runs on the host')
     field_names = tuple(f.name for f in data_fields(instance))
     reads = _dependency_order(cls, names, frozenset(field_names))
-    code = code_token(cls)
+    survey = survey_code(cls, [getattr(instance, n) for n in field_names])
+    code = survey.token
+    if cache_dir is not None:
+        notes.extend(f'{unseen}, which the disk cache key cannot see: a result computed with other values would be '
+                     f'reused; pass such a value as a config field or as cache_key=...' for unseen in survey.unseen)
     done = tuple(n for n in reads if n in instance.__dict__)
     plans: dict[str, PropertyPlan] = {}
     for name, read in reads.items():
@@ -332,7 +341,8 @@ def plan(instance, properties: Sequence, parallel_dims=batch, max_workers: int |
             stages, bound = _fit_memory_limit(instance, props, storable, dims, workers, block_size, memory_limit,
                                               chunk_bytes, notes)
     return Plan(cls, names, dims, stages, done, notes, workers, block_size, memory_limit, cache_dir,
-                keep_intermediate, bound, instance, field_names, code=code, compressor=compressor)
+                keep_intermediate, bound, instance, field_names, code=code, compressor=compressor,
+                cache_key_token=None if cache_key is None else value_token(cache_key, cls.__module__.split('.')[0]))
 
 
 def _storable_outputs(plans: dict, requested: tuple, memory_limit, notes: list) -> dict:
