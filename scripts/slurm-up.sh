@@ -147,6 +147,8 @@ TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 SchedulerType=sched/backfill
+# a pending job waits at most 2 s for a freed node (the default passes come every 30 and 60 s)
+SchedulerParameters=sched_interval=2,bf_interval=2
 SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU_Memory
 ReturnToService=2

@@ -1,9 +1,9 @@
 """parallel_compute on a real SLURM cluster: dask-jobqueue workers in SLURM jobs, and `lazyphi run` inside sbatch.
 
-Runs only where `sbatch` is on PATH and `sinfo` answers (start a one-node cluster with
-`scripts/slurm-up.sh`, stop it with `scripts/slurm-down.sh`); skipped elsewhere. The cluster must offer a
-partition `debug` with room for two 1-CPU, 1 GB jobs, and tmp_path must be visible to its nodes under the
-same path (true for the one-node cluster of slurm-up.sh).
+Runs only where `sbatch` is on PATH and `sinfo` answers (start a test cluster with `scripts/slurm-up.sh`: 3
+simulated nodes, or one where it cannot make them; stop it with `scripts/slurm-down.sh`); skipped elsewhere. The
+cluster must offer a partition `debug` with room for two 1-CPU, 1 GB jobs, and tmp_path must be visible to its nodes
+under the same path (true for the test clusters of slurm-up.sh). `tests/slurm_cluster.py` finds the test cluster.
 """
 
 import importlib
@@ -18,7 +18,6 @@ import slurm_cluster
 
 from lazyphi import cache
 from lazyphi.storage import DiskTensor
-
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 

@@ -18,6 +18,7 @@ import threading
 import time
 from pathlib import Path
 
+import dask
 import numpy as np
 import pytest
 import slurm_cluster
@@ -212,17 +213,19 @@ def test_jobs_shorter_than_the_run(tmp_path, sim):
     from distributed import Client
 
     cache_dir, name = tmp_path / 'cache', 'lazyphi-test-walltime'
-    cluster = slurm_cluster.cluster(tmp_path, name, walltime='00:01:00',
-                                    worker_extra_args=['--lifetime', '25s', '--lifetime-stagger', '10s'])
-    try:
-        cluster.adapt(minimum_jobs=NODES, maximum_jobs=NODES)
-        with Client(cluster) as client:
-            client.wait_for_workers(1, timeout=120)
-            instance = sim.make(480, str(tmp_path / 'marks'), seconds=2.0)
-            done = _compute(instance, sim, cache_dir, client, chunk_bytes=64)  # 60 blocks of 8, 2 s each
-            running = _jobs(name)
-    finally:
-        cluster.close()
+    # a job whose worker left is replaced once the cluster forgets it: after 15 s by default, 2 s here
+    with dask.config.set({'distributed.deploy.lost-worker-timeout': '2s'}):
+        cluster = slurm_cluster.cluster(tmp_path, name, walltime='00:01:00',
+                                        worker_extra_args=['--lifetime', '25s', '--lifetime-stagger', '10s'])
+        try:
+            cluster.adapt(minimum_jobs=NODES, maximum_jobs=NODES)
+            with Client(cluster) as client:
+                client.wait_for_workers(1, timeout=120)
+                instance = sim.make(480, str(tmp_path / 'marks'), seconds=2.0)
+                done = _compute(instance, sim, cache_dir, client, chunk_bytes=64)  # 60 blocks of 8, 2 s each
+                running = _jobs(name)
+        finally:
+            cluster.close()
     np.testing.assert_array_equal(instance.energy.numpy('sample'), sim.expected(480))
     assert done.reused == 0 and done.resumable == len(_records(cache_dir)) == 60, done
     marks = _marks(tmp_path)
