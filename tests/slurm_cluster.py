@@ -54,8 +54,10 @@ def why_not_nodes(count: int) -> str | None:
         return why
     found = settings()
     if found.get('LAZYPHI_SLURM_MODE') != 'namespaces':
-        reason = found.get('LAZYPHI_SLURM_WHY_ONE_NODE') or f'{ENV_FILE} does not exist'
-        return f'needs the simulated nodes of scripts/slurm-up.sh, and there are none: {reason}'
+        if not found:
+            return f'needs the simulated nodes of scripts/slurm-up.sh; {ENV_FILE} does not exist'
+        return (f'needs the simulated nodes of scripts/slurm-up.sh, which started one node on the host instead: '
+                f'{found.get("LAZYPHI_SLURM_WHY_ONE_NODE")}')
     if len(node_names()) < count:
         return f'needs {count} simulated nodes, the test cluster has {len(node_names())} ({ENV_FILE})'
     return None
