@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 import slurm_cluster
 
-from lazyphi.parallel import parallel_compute
+from lazyphi.parallel import NoWorkers, parallel_compute
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 NODES = 3
@@ -152,7 +152,7 @@ def test_one_worker_per_node_computes_1000_elements(tmp_path, sim):
 
 def test_a_node_dies_mid_run(tmp_path, sim):
     """SIGKILL every process of one node at once while it computes a block: the run goes on on the other nodes."""
-    from distributed import Client
+    from distributed import Client, KilledWorker
 
     cache_dir = tmp_path / 'cache'
     killed = {}
@@ -204,8 +204,8 @@ def test_a_node_dies_mid_run(tmp_path, sim):
         np.testing.assert_array_equal(instance.energy.numpy('sample'), sim.expected(96))
         assert done.reused == 0 and rerun.reused == 16, done
         assert recomputed, _marks(tmp_path)  # the block the node was computing ran again on another node
-    else:
-        assert 'lost' in str(failed).lower() or 'worker' in str(failed).lower(), failed
+    else:  # Dask gave up on a block whose workers kept dying (naming it), or lazyphi on a cluster left with none
+        assert isinstance(failed, KilledWorker | NoWorkers), failed
 
 
 def test_jobs_shorter_than_the_run(tmp_path, sim):
@@ -241,7 +241,7 @@ CLIENT = textwrap.dedent(f'''
     from distributed import Client
 
     import slurm_cluster
-    from lazyphi.parallel import parallel_compute
+    from lazyphi.parallel import NoWorkers, parallel_compute
     from {MODULE} import Field, make
 
     if __name__ == '__main__':
@@ -278,10 +278,10 @@ def test_the_client_dies(tmp_path, sim):
     try:
         _wait_for(lambda: len(_records(cache_dir)) >= NODES or client.poll() is not None, 180, 'blocks on disk')
         os.kill(client.pid, signal.SIGKILL)
-        client.communicate(timeout=30)
+        _, err = client.communicate(timeout=30)
     finally:
         _end_session(client)
-    assert client.returncode == -signal.SIGKILL
+    assert client.returncode == -signal.SIGKILL, err[-3000:]  # killed, not ended on its own
     # its workers lose their scheduler and exit, which ends their jobs
     _wait_for(lambda: not _jobs(name), 60, 'the killed run\'s jobs to end')
     on_disk = _records(cache_dir)
