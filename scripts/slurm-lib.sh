@@ -49,6 +49,7 @@ node_start() {
     setsid nsenter --net="/run/netns/$name" unshare --uts --pid --fork --mount-proc --kill-child \
         sh -c "hostname $name && mount --bind $BASE/hosts /etc/hosts && { slurmd -D -f $CONF & wait; }" \
         </dev/null >>"$BASE/log/$name.out" 2>&1 &
+    disown  # the node outlives this shell, which then does not report its end
     for _ in $(seq 50); do
         init=$(node_init "$1") && break
         sleep 0.1

@@ -31,7 +31,7 @@ BRIDGE=lzbr0
 die() { echo "slurm-up: $*" >&2; exit 1; }
 fail() {  # after something was made: say why, show the logs' ends, remove it all
     echo "slurm-up: $*" >&2
-    for log in "$BASE"/log/*; do [ -s "$log" ] && { echo "--- $log" >&2; tail -n 5 "$log" >&2; }; done
+    for log in "$BASE"/log/*; do [ -s "$log" ] && { echo "--- $log" >&2; tail -n 3 "$log" >&2; }; done
     bash "$HERE/slurm-down.sh" >/dev/null
     exit 1
 }
@@ -108,6 +108,7 @@ SOCKET=$BASE/munge/munge.socket.2
 setsid munged -F --force --socket="$SOCKET" --key-file="$BASE/munge/munge.key" --pid-file="$BASE/run/munged.pid" \
     --log-file="$BASE/log/munged.log" --seed-file="$BASE/munge/seed" </dev/null >>"$BASE/log/munged.out" 2>&1 &
 made pid munged $!
+disown
 for _ in $(seq 50); do munge -S "$SOCKET" -n 2>/dev/null | unmunge -S "$SOCKET" >/dev/null 2>&1 && break; sleep 0.1; done
 munge -S "$SOCKET" -n 2>/dev/null | unmunge -S "$SOCKET" >/dev/null 2>&1 || fail "munged does not answer"
 
@@ -198,6 +199,7 @@ if [ "$mode" = namespaces ]; then
     setsid unshare --uts sh -c "hostname $ctl_host && exec slurmctld -D -c -f $CONF" \
         </dev/null >>"$BASE/log/slurmctld.out" 2>&1 &
     made pid slurmctld $!
+    disown
     for k in $(seq "$NODES"); do
         node_start "$k" || fail "node $NODE_PREFIX$k did not start"
     done
@@ -205,8 +207,10 @@ else
     mkdir -p "$BASE/spool/slurmd.${names[0]}"
     setsid slurmctld -D -c -f "$CONF" </dev/null >>"$BASE/log/slurmctld.out" 2>&1 &
     made pid slurmctld $!
+    disown
     setsid slurmd -D -f "$CONF" </dev/null >>"$BASE/log/slurmd.out" 2>&1 &
     made pid slurmd $!
+    disown
 fi
 
 idle=0
