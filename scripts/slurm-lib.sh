@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034  # sourced: the scripts that source it use these names
 # Shared by scripts/slurm-up.sh, slurm-node.sh and slurm-down.sh (sourced, not run): where the test cluster keeps
 # its state and how one simulated node is started, listed and killed.
 #

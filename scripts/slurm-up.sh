@@ -10,7 +10,7 @@
 # forwarding, no NAT, IPv6 off on these links. Where namespaces cannot be made (no privileges for them, the /24 in
 # use, LAZYPHI_SLURM_NODES=1), one node on the host at 127.0.0.1 instead; cluster.env says why.
 #
-# Installs Debian's slurm-wlm and munge if missing (apt-get). Everything else it makes is under $BASE
+# Installs Debian's slurm-wlm, munge and iproute2 if missing (apt-get). Everything else it makes is under $BASE
 # (LAZYPHI_SLURM_BASE, default /run/lazyphi-slurm, see scripts/slurm-lib.sh): its own munge key and munged, its
 # own slurm.conf (non-default ports 16817/16818), spool and logs; /etc/slurm and /etc/munge are neither read nor
 # written. Clients use it through `source $BASE/cluster.env` (sets SLURM_CONF), written once all nodes are idle.
@@ -80,13 +80,17 @@ if command -v sinfo >/dev/null && env -u SLURM_CONF timeout 5 sinfo -h -o '%n %T
     exit 0
 fi
 
-if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null || ! command -v munged >/dev/null; then
-    command -v apt-get >/dev/null || die "slurm-wlm/munge missing and apt-get unavailable"
-    echo "slurm-up: installing slurm-wlm and munge with apt-get"
+missing=()
+command -v slurmctld >/dev/null && command -v slurmd >/dev/null || missing+=(slurm-wlm)
+command -v munged >/dev/null || missing+=(munge)
+command -v ip >/dev/null || [ "$NODES" = 1 ] || missing+=(iproute2)
+if [ ${#missing[@]} -gt 0 ]; then
+    command -v apt-get >/dev/null || die "${missing[*]} missing and apt-get unavailable"
+    echo "slurm-up: installing ${missing[*]} with apt-get"
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq >/dev/null 2>&1 || die "apt-get update failed"
-    apt-get install -y -qq --no-install-recommends slurm-wlm munge >/tmp/lazyphi-slurm-apt.log 2>&1 \
-        || die "apt-get install slurm-wlm munge failed (see /tmp/lazyphi-slurm-apt.log)"
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/tmp/lazyphi-slurm-apt.log 2>&1 \
+        || die "apt-get install ${missing[*]} failed (see /tmp/lazyphi-slurm-apt.log)"
 fi
 
 why_one=''

@@ -221,13 +221,14 @@ def test_jobs_shorter_than_the_run(tmp_path, sim):
             cluster.adapt(minimum_jobs=NODES, maximum_jobs=NODES)
             with Client(cluster) as client:
                 client.wait_for_workers(1, timeout=120)
-                instance = sim.make(480, str(tmp_path / 'marks'), seconds=2.0)
-                done = _compute(instance, sim, cache_dir, client, chunk_bytes=64)  # 60 blocks of 8, 2 s each
+                # 72 blocks of 8 elements, 2.5 s each: 3 workers at once need 60 s, a job's walltime, and more
+                instance = sim.make(576, str(tmp_path / 'marks'), seconds=2.5)
+                done = _compute(instance, sim, cache_dir, client, chunk_bytes=64)
                 running = _jobs(name)
         finally:
             cluster.close()
-    np.testing.assert_array_equal(instance.energy.numpy('sample'), sim.expected(480))
-    assert done.reused == 0 and done.resumable == len(_records(cache_dir)) == 60, done
+    np.testing.assert_array_equal(instance.energy.numpy('sample'), sim.expected(576))
+    assert done.reused == 0 and done.resumable == len(_records(cache_dir)) == 72, done
     marks = _marks(tmp_path)
     ran = {job for _, _, job in marks}
     first = {job for _, _, job in marks[:NODES]}
