@@ -74,9 +74,13 @@ if [ -s "$ENV_FILE" ] && SLURM_CONF=$CONF timeout 5 sinfo -h -o '%n' 2>/dev/null
     exit 0
 fi
 [ -e "$MADE" ] && { echo "slurm-up: removing what an earlier run left"; bash "$HERE/slurm-down.sh" >/dev/null; }
-if command -v sinfo >/dev/null && env -u SLURM_CONF timeout 5 sinfo -h -o '%n %T' 2>/dev/null | grep -q .; then
-    echo "slurm-up: SLURM already answers; starting nothing:"
-    env -u SLURM_CONF sinfo
+# another SLURM configured here (not asked for through DNS, which SLURM tries without a configuration file)
+other=${SLURM_CONF:-/etc/slurm/slurm.conf}
+[ "$other" = "$CONF" ] && other=/etc/slurm/slurm.conf
+if [ -e "$other" ] && command -v sinfo >/dev/null \
+        && SLURM_CONF=$other timeout 5 sinfo -h -o '%n %T' 2>/dev/null | grep -q .; then
+    echo "slurm-up: the SLURM of $other answers; starting nothing:"
+    SLURM_CONF=$other sinfo
     exit 0
 fi
 

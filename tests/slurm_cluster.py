@@ -38,6 +38,9 @@ def why_no_slurm() -> str | None:
     settings()
     if shutil.which('sbatch') is None:
         return 'sbatch is not on PATH (start a test cluster with scripts/slurm-up.sh)'
+    conf = os.environ.get('SLURM_CONF', '/etc/slurm/slurm.conf')
+    if not os.path.exists(conf):  # without one, SLURM's commands ask DNS for a controller
+        return f'no SLURM configuration at {conf} (start a test cluster with scripts/slurm-up.sh)'
     try:  # sinfo retries an absent controller for ~10 s; 5 s is plenty for one that runs
         result = subprocess.run(['sinfo', '-h', '-o', '%P %T'], capture_output=True, text=True, timeout=5)
     except (OSError, subprocess.TimeoutExpired) as err:
