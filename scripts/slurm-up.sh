@@ -67,7 +67,8 @@ no_ipv6() {  # interface, optionally a network namespace
 
 [ "$(id -u)" = 0 ] || die "must run as root"
 [[ $NODES =~ ^[1-9][0-9]?$ ]] || die "LAZYPHI_SLURM_NODES=$NODES: expected a number of nodes from 1 to 99"
-[[ $NET =~ ^[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$ ]] || die "LAZYPHI_SLURM_NET=$NET: expected the first three numbers of a /24, like 10.231.0"
+[[ $NET =~ ^[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$ ]] \
+    || die "LAZYPHI_SLURM_NET=$NET: expected the first three numbers of a /24, like 10.231.0"
 
 if [ -s "$ENV_FILE" ] && SLURM_CONF=$CONF timeout 5 sinfo -h -o '%n' 2>/dev/null | grep -q .; then
     echo "slurm-up: the test cluster is up already ($ENV_FILE); starting nothing"
@@ -117,8 +118,9 @@ setsid munged -F --force --socket="$SOCKET" --key-file="$BASE/munge/munge.key" -
     --log-file="$BASE/log/munged.log" --seed-file="$BASE/munge/seed" </dev/null >>"$BASE/log/munged.out" 2>&1 &
 made pid munged $!
 disown
-for _ in $(seq 50); do munge -S "$SOCKET" -n 2>/dev/null | unmunge -S "$SOCKET" >/dev/null 2>&1 && break; sleep 0.1; done
-munge -S "$SOCKET" -n 2>/dev/null | unmunge -S "$SOCKET" >/dev/null 2>&1 || fail "munged does not answer"
+munge_answers() { munge -S "$SOCKET" -n 2>/dev/null | unmunge -S "$SOCKET" >/dev/null 2>&1; }
+for _ in $(seq 50); do munge_answers && break; sleep 0.1; done
+munge_answers || fail "munged does not answer"
 
 if [ -z "$why_one" ]; then
     mode=namespaces
@@ -175,7 +177,8 @@ KillWait=5
 Waittime=0
 EOF
     for i in "${!names[@]}"; do
-        echo "NodeName=${names[$i]} NodeAddr=${addrs[$i]} NodeHostname=${names[$i]} CPUs=$cpus RealMemory=$real_mem State=UNKNOWN"
+        echo "NodeName=${names[$i]} NodeAddr=${addrs[$i]} NodeHostname=${names[$i]} CPUs=$cpus" \
+            "RealMemory=$real_mem State=UNKNOWN"
     done
     echo "PartitionName=debug Nodes=$(IFS=,; echo "${names[*]}") Default=YES MaxTime=INFINITE State=UP"
 } >"$CONF"
