@@ -1,46 +1,30 @@
 """parallel_compute on a real SLURM cluster: dask-jobqueue workers in SLURM jobs, and `lazyphi run` inside sbatch.
 
-Runs only where `sbatch` is on PATH and `sinfo` answers (start a one-node cluster with
-`scripts/slurm-up.sh`, stop it with `scripts/slurm-down.sh`); skipped elsewhere. The cluster must offer a
-partition `debug` with room for two 1-CPU, 1 GB jobs, and tmp_path must be visible to its nodes under the
-same path (true for the one-node cluster of slurm-up.sh).
+Runs only where `sbatch` is on PATH and `sinfo` answers (start a test cluster with `scripts/slurm-up.sh`: 3
+simulated nodes, or one where it cannot make them; stop it with `scripts/slurm-down.sh`); skipped elsewhere. The
+cluster must offer a partition `debug` with room for two 1-CPU, 1 GB jobs, and tmp_path must be visible to its nodes
+under the same path (true for the test clusters of slurm-up.sh). `tests/slurm_cluster.py` finds the test cluster.
 """
 
-import functools
 import importlib
 import re
-import shutil
 import subprocess
 import sys
 import textwrap
 
 import numpy as np
 import pytest
+import slurm_cluster
 
 from lazyphi import cache
 from lazyphi.storage import DiskTensor
-
-
-@functools.cache
-def _why_no_slurm() -> str | None:
-    """None when SLURM is usable, else why not. Checked once, when the first test of this file runs."""
-    if shutil.which('sbatch') is None:
-        return 'sbatch is not on PATH (start a test cluster with scripts/slurm-up.sh)'
-    try:  # sinfo retries an absent controller for ~10 s; 5 s is plenty for one that runs
-        result = subprocess.run(['sinfo', '-h', '-o', '%P %T'], capture_output=True, text=True, timeout=5)
-    except (OSError, subprocess.TimeoutExpired) as err:
-        return f'sinfo does not answer ({type(err).__name__}: {err}); is slurmctld running? see scripts/slurm-up.sh'
-    if result.returncode != 0 or not result.stdout.strip():
-        return f'sinfo does not answer (exit {result.returncode}): {result.stderr.strip()[:200]}'
-    return None
-
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 
 @pytest.fixture(autouse=True)
 def _needs_slurm():
-    why = _why_no_slurm()
+    why = slurm_cluster.why_no_slurm()
     if why is not None:
         pytest.skip(why)
 
@@ -96,23 +80,15 @@ def sim(tmp_path, monkeypatch):
 
 
 def _queued_job_ids() -> set[str]:
-    out = subprocess.run(['squeue', '-h', '-o', '%i'], capture_output=True, text=True, timeout=15, check=True).stdout
-    return set(out.split())
+    return set(slurm_cluster.slurm('squeue', '-h', '-o', '%i').split())
 
 
 def test_parallel_compute_on_slurm_workers(tmp_path, sim):
-    dask_jobqueue = pytest.importorskip('dask_jobqueue')
+    pytest.importorskip('dask_jobqueue')
     from distributed import Client
 
     logs, cache_dir = tmp_path / 'logs', tmp_path / 'cache'
-    logs.mkdir()
-    cluster = dask_jobqueue.SLURMCluster(
-        cores=1, memory='1GB', processes=1, queue='debug', walltime='00:10:00',
-        job_extra_directives=[f'--chdir={tmp_path}', '--job-name=lazyphi-test-worker'],
-        job_script_prologue=[f'export PYTHONPATH={tmp_path}'],
-        python=sys.executable, log_directory=str(logs), interface='lo',
-        scheduler_options={'dashboard_address': ':0'},  # None still binds 8787; a taken port warns
-    )
+    cluster = slurm_cluster.cluster(tmp_path, 'lazyphi-test-worker')
     try:
         cluster.scale(jobs=2)
         with Client(cluster) as client:
@@ -153,7 +129,7 @@ def test_lazyphi_run_inside_sbatch(tmp_path, sim):
         #SBATCH --time=00:05:00
         #SBATCH --chdir={tmp_path}
         #SBATCH --output={tmp_path}/run-%j.out
-        export PYTHONPATH={tmp_path}
+        export PYTHONPATH={tmp_path}${{PYTHONPATH:+:$PYTHONPATH}}
         srun {sys.executable} -m lazyphi run {MODULE}:make --set n=6 --set seed=3 --properties energy \\
             --dims batch --scheduler sync --cache-dir {cache_dir} --no-progress
         '''))
@@ -209,7 +185,7 @@ def test_batch_script_with_dask_jobqueue_runner_under_srun(tmp_path, sim):
         #SBATCH --time=00:05:00
         #SBATCH --chdir={tmp_path}
         #SBATCH --output={tmp_path}/runner-%j.out
-        export PYTHONPATH={tmp_path}
+        export PYTHONPATH={tmp_path}${{PYTHONPATH:+:$PYTHONPATH}}
         srun --overcommit -n 3 {sys.executable} runner_job.py {tmp_path}/scheduler.json {tmp_path}/results
         '''))
     submitted = subprocess.run(['sbatch', '--wait', '--parsable', str(script)], capture_output=True, text=True,
