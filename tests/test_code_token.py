@@ -236,6 +236,37 @@ def test_state_the_code_changes_is_not_part_of_the_token(tmp_path):
     assert _token(module) != before  # by its type, though
 
 
+COUNTED = '''
+import collections
+from dataclasses import dataclass
+
+COUNTS = collections.Counter()
+CALLS = collections.Counter()
+
+
+def count(counter, name):
+    counter[name] += 1
+
+
+@dataclass(frozen=True)
+class Model:
+    values: float
+
+    def result(self):
+        COUNTS['result'] += 1
+        count(CALLS, 'result')
+        return self.values * 2
+'''
+
+
+def test_counters_incremented_in_place_or_by_a_helper_are_state(tmp_path):
+    module = _module(tmp_path, 'counted', COUNTED)
+    before = _token(module)
+    module.Model(1.0).result()
+    assert module.COUNTS['result'] == 1 and module.CALLS['result'] == 1
+    assert _token(module) == before  # `X[k] += 1`, and a helper doing it to its parameter, change state
+
+
 NOTEBOOK = '''
 from dataclasses import dataclass
 

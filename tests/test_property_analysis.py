@@ -21,7 +21,9 @@ from lazyphi.parallel import Tracer, parallel_compute, plan
 
 
 def counted(calls: collections.Counter, name: str) -> None:
-    calls[('traced' if math.is_tracing() else 'real', name)] += 1
+    """Count a run of `name` in `calls`, which the cache key then takes for state (a counter), not a value."""
+    key = ('traced' if math.is_tracing() else 'real', name)
+    calls[key] += 1
 
 
 def runs(calls: collections.Counter, kind: str) -> dict:

@@ -61,6 +61,7 @@ _SCALARS = (type(None), bool, int, float, complex, enum.Enum, np.generic, type(E
 _EXACT_SCALARS = frozenset({type(None), bool, int, float})  # the most common, checked first
 _DESCRIPTORS = (staticmethod, classmethod, property, *CACHED_PROPERTY_TYPES)
 _CODE_TYPES = (ModuleType, type, FunctionType, MethodType, *_DESCRIPTORS)  # never state, whatever is called on them
+_NOTHING = object()  # never a cell's contents
 _LONG_TEXT = 1024  # str / bytes longer than this enter a token as a digest
 _MAX_DEPTH = 150  # levels of nesting tokenized (each takes about three frames of the interpreter's stack)
 # method names that change the container or object they are called on: the value is state the code keeps
@@ -68,7 +69,7 @@ _MUTATORS = frozenset({'append', 'extend', 'insert', 'remove', 'pop', 'popitem',
                        'add', 'discard', 'sort', 'reverse', 'appendleft', 'extendleft', 'popleft', 'rotate',
                        '__setitem__', '__delitem__', 'put', 'put_nowait', 'fill', 'resize'})
 _LOADS = {'LOAD_GLOBAL': 'global', 'LOAD_NAME': 'global', 'LOAD_DEREF': 'cell', 'LOAD_CLASSDEREF': 'cell',
-          'LOAD_ATTR': 'attribute', 'LOAD_METHOD': 'attribute'}
+          'LOAD_ATTR': 'attribute', 'LOAD_METHOD': 'attribute', 'LOAD_FAST': 'local'}
 # names in a function's code that read what no token sees (the environment, files, names looked up at run time);
 # the planner notes them
 _ENVIRONMENT = frozenset({'environ', 'environb', 'getenv', 'getenvb'})
@@ -227,8 +228,9 @@ class _Walk:
         self.where.append(name)
         try:
             self.note_reads(code)
-            names, changed = _global_names(code), _changed_names(code)
+            names = _global_names(code)
             namespace = function.__globals__
+            changed = _changed_names(code) | _passed_to_changers(code, namespace, function.__closure__)
             reads = [(n, self.read(('global', n), namespace[n], names, changed)) for n in _sorted(names)
                      if n in namespace]
             for n, cell in zip(code.co_freevars, function.__closure__ or (), strict=True):
@@ -375,13 +377,16 @@ def _changed_names(code: CodeType) -> frozenset:
     """What `code` (and the code nested in it) changes in place, as ('global' | 'cell' | 'attribute', name).
 
     A value is changed where a mutating method is called on it (`LOG.append(x)`, `self.memo.update(d)`), or an
-    attribute or item is stored into it (`STATS.n = v`, `MEMO[key] = v`, `self.memo[f(x)] = v`). Local variables
-    are not tracked. A pattern not recognised leaves the value in the key: a needless new key, never a wrong one.
+    attribute or item is stored into it (`STATS.n = v`, `MEMO[key] = v`, `COUNTS[key] += 1`, `self.memo[f(x)] = v`).
+    Local variables count as ('local', name), for the parameters a helper changes (see `_passed_to_changers`).
+    A pattern not recognised leaves the value in the key: a needless new key, never a wrong one.
     """
     found = set()
     instructions = [i for i in dis.get_instructions(code) if i.opname != 'CACHE']
     for k, i in enumerate(instructions):
-        if i.opname in ('STORE_SUBSCR', 'DELETE_SUBSCR'):
+        augmented = i.opname == 'COPY' and i.arg == 2 and instructions[k + 1:k + 3] and \
+            [(n.opname, n.arg) for n in instructions[k + 1:k + 3]] == [('COPY', 2), ('BINARY_SUBSCR', None)]
+        if i.opname in ('STORE_SUBSCR', 'DELETE_SUBSCR') or augmented:  # `X[k] = v`, `X[k] += v`
             container = _container(instructions, k)
             if container is not None:
                 found.add(container)
@@ -396,6 +401,53 @@ def _changed_names(code: CodeType) -> frozenset:
         if isinstance(const, CodeType):
             found |= _changed_names(const)
     return frozenset(found)
+
+
+def _passed_to_changers(code: CodeType, namespace: dict, closure) -> frozenset:
+    """The globals and cells `code` passes to a function of the user's that changes that parameter in place
+    (`counted(CALLS, name)` where `counted` does `calls[name] += 1`): state, as if `code` changed them itself."""
+    cells = dict(zip(code.co_freevars, closure or (), strict=True))
+    found = set()
+    for (kind, name), index, argument in _passed(code):
+        holder = namespace if kind == 'global' else {n: c.cell_contents for n, c in cells.items()
+                                                     if n == name and _filled(c)}
+        callee = holder.get(name)
+        if isinstance(callee, FunctionType) and index < callee.__code__.co_argcount:
+            parameter = callee.__code__.co_varnames[index]
+            if ('local', parameter) in _changed_names(callee.__code__):
+                found.add(argument)
+    return frozenset(found)
+
+
+def _filled(cell) -> bool:
+    try:
+        return cell.cell_contents is not _NOTHING
+    except ValueError:  # a cell not yet filled
+        return False
+
+
+@functools.lru_cache(maxsize=4096)
+def _passed(code: CodeType) -> tuple:
+    """(callee, argument index, argument) for each global or cell passed by name to a function named by a global or
+    cell, in calls whose callee and arguments are each one load (`f(A, 'x')`); nested code included."""
+    found = []
+    instructions = [i for i in dis.get_instructions(code) if i.opname != 'CACHE']
+    for k, i in enumerate(instructions):
+        if i.opname != 'CALL' or k < i.arg + 1:
+            continue
+        start = k - i.arg - (1 if instructions[k - 1].opname == 'PRECALL' else 0)
+        callee, arguments = instructions[start - 1], instructions[start:start + i.arg]
+        if callee.opname not in ('LOAD_GLOBAL', 'LOAD_DEREF') or not all(
+                a.opname.startswith('LOAD_') and a.opname not in ('LOAD_ATTR', 'LOAD_METHOD') for a in arguments):
+            continue
+        for index, argument in enumerate(arguments):
+            kind = _LOADS.get(argument.opname)
+            if kind in ('global', 'cell'):
+                found.append(((_LOADS[callee.opname], callee.argval), index, (kind, argument.argval)))
+    for const in code.co_consts:
+        if isinstance(const, CodeType):
+            found.extend(_passed(const))
+    return tuple(found)
 
 
 @functools.lru_cache(maxsize=1024)
