@@ -186,7 +186,7 @@ def test_run_computes_and_summarises(workdir):
                          '--dims', 'batch', '--scheduler', 'sync', '--cache-dir', cache_dir, '--memory-limit', '1GiB',
                          cwd=workdir)
     assert result.returncode == 0, result.stderr
-    assert 'Plan for Ramp: doubled' in result.stdout and '(1 workers)' in result.stdout  # sync: one at a time
+    assert 'Plan for Ramp: doubled' in result.stdout and '(1 worker)' in result.stdout  # sync: one at a time
     assert 'doubled: (exampleᵇ=8), float32, in memory' in result.stdout  # written, and within the memory limit
     [stored] = list_results(cache_dir)
     assert stored.complete and stored.properties == ('doubled',)
