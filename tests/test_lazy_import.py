@@ -18,6 +18,12 @@ def test_import_lazyphi_loads_no_heavy_library():
     assert not {m.split('.')[0] for m in loaded} & set(HEAVY)
 
 
+def test_import_lazyphi_leaves_numpy_random_unloaded():
+    """numpy.random took about a sixth of `import lazyphi`: its generator is made on the first random tensor."""
+    assert 'numpy.random' not in _modules_after('import lazyphi')
+    assert 'numpy.random' in _modules_after('from lazyphi import math\nmath.random_normal(math.batch(b=2))')
+
+
 def test_tensor_work_on_numpy_loads_no_heavy_library():
     loaded = _modules_after('from lazyphi import math\n'
                             't = math.random_normal(math.batch(b=3), math.spatial(x=8))\n'
