@@ -21,7 +21,10 @@ from dask.task_spec import Alias, DataNode
 
 LOG = logging.getLogger('lazyphi')
 PROGRESS_AFTER = 1.0  # seconds before the progress bar appears
-SCATTER_BYTES = 2 ** 20  # graph data larger than this is scattered to the workers first
+SCATTER_BYTES = 2 ** 20  # graph data of this size or more is scattered to the workers first
+# data left in the graph at most: distributed warns of graphs over 10 MB ('Sending large graph'); beyond, the
+# largest pieces are scattered too (16 blocks of just under 1 MiB each made a 16 MiB graph)
+GRAPH_DATA_BYTES = 8 * 2 ** 20
 NO_WORKERS_TIMEOUT = 120.0  # seconds a run waits for a worker where nothing says one is coming
 RELEASE_AFTER = 0.1  # seconds a finished run's futures are held where the client submits nothing else
 RESUBMISSIONS = 3  # how often a run sends lost inputs again before it gives up
@@ -40,7 +43,8 @@ def run_on_client(client, graph: dict, keys: list, progress: bool | None, local:
     worker first and then here. Each submission goes under keys of its own (the graph's keys with a
     suffix): the same plan run again, or after a failure, never meets the states the scheduler and
     client keep of an earlier run's keys (a failed run's cancelled futures, held by its traceback, made
-    the next run of the same computation fail or hang). Graph data over `SCATTER_BYTES` is scattered to the
+    the next run of the same computation fail or hang). Graph data of `SCATTER_BYTES` or more (and, where
+    the rest would pass `GRAPH_DATA_BYTES`, the largest of it) is scattered to the
     workers, not sent in the graph; it and the results travel straight between here and the workers where
     `direct_transfers` says so. The scattered data's only copy on the cluster dies with its worker, so when
     a worker is lost, the lost data is sent again from here and the graph submitted again, reusing the
@@ -61,8 +65,8 @@ def run_on_client(client, graph: dict, keys: list, progress: bool | None, local:
     remote = {key: node for key, node in graph.items() if key not in local}
     fetch = list(dict.fromkeys(d for key in local for d in graph[key].dependencies if d not in local)) if local \
         else keys
-    large = {key: node.value for key, node in remote.items()
-             if isinstance(node, DataNode) and sizeof(node.value) > SCATTER_BYTES}
+    sizes = {key: sizeof(node.value) for key, node in remote.items() if isinstance(node, DataNode)}
+    large = {key: remote[key].value for key in _to_scatter(sizes)}
     remote = _inlined(remote, large.keys() | set(fetch))
     done = {}  # fetched key -> its future in an earlier submission, finished or running
     direct = direct_transfers(client)
@@ -129,6 +133,19 @@ def direct_transfers(client) -> bool:
         return False
 
 
+def _to_scatter(sizes: dict) -> set:
+    """The data nodes (key -> bytes) to scatter: those of `SCATTER_BYTES` or more, then the largest others until
+    the data left in the graph takes at most `GRAPH_DATA_BYTES`."""
+    chosen = {key for key, n in sizes.items() if n >= SCATTER_BYTES}
+    rest = sorted(((n, key) for key, n in sizes.items() if key not in chosen), key=lambda item: item[0])
+    left = sum(n for n, _ in rest)
+    while rest and left > GRAPH_DATA_BYTES:
+        n, key = rest.pop()
+        chosen.add(key)
+        left -= n
+    return chosen
+
+
 def _inlined(graph: dict, kept: set) -> dict:
     """`graph` with the data nodes not in `kept` written into the tasks that read them, where all those copies
     together take at most `SCATTER_BYTES` (a block's slice of an input; the instance's template).
@@ -139,7 +156,7 @@ def _inlined(graph: dict, kept: set) -> dict:
     """
     readers = collections.Counter(d for node in graph.values() for d in node.dependencies)
     small = {key: node for key, node in graph.items() if isinstance(node, DataNode) and key not in kept
-             and sizeof(node.value) * readers[key] <= SCATTER_BYTES}
+             and sizeof(node.value) * readers[key] < SCATTER_BYTES}
     if not small:
         return graph
     return {key: node.substitute(small) if node.dependencies & small.keys() else node
