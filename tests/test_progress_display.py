@@ -2,6 +2,7 @@
 ipywidgets is installed (issue #19: it was never displayed), else its text bar."""
 
 import json
+import re
 import sys
 import textwrap
 
@@ -68,3 +69,6 @@ def test_a_notebook_without_ipywidgets_shows_the_text_bar(tmp_path, monkeypatch)
     text = ''.join(output.get('text', '') for output in outputs[2] if output.output_type == 'stream')
     assert '% Completed' in text, outputs[2]
     assert not any(WIDGET in output.get('data', {}) for output in outputs[2])
+    # its clock counts from the run's start, not from when the bar appears (a second later): the block slept 1.5 s
+    number, unit = re.findall(r'Completed \|\s*([0-9.]+) ?(m?s)', text)[-1]
+    assert float(number) * (1e-3 if unit == 'ms' else 1) >= 1.5, text

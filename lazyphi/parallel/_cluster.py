@@ -56,6 +56,7 @@ def run_on_client(client, graph: dict, keys: list, progress: bool | None, local:
     """
     import distributed  # loaded: a client exists
 
+    started = time.perf_counter()  # the progress bar's clock, which appears only later, counts from here
     if id(client) not in _announced and progress is not False:
         _announced.add(id(client))
         print(f'lazyphi: running on {client.scheduler.address if client.scheduler else client}; '
@@ -77,7 +78,7 @@ def run_on_client(client, graph: dict, keys: list, progress: bool | None, local:
             futures = client.get(_named(_renamed(remote, names, inputs.aliases(), done), f'lazyphi-{suffix}'),
                                  [names[k] for k in fetch], sync=False)
             LATE_RELEASE.release(client)
-            wait = _Wait(client, progress)
+            wait = _Wait(client, progress, started)
             try:
                 values = wait.gather(futures, direct)
                 LATE_RELEASE.hold(client, futures)
@@ -303,9 +304,10 @@ class _Wait:
     still going after `PROGRESS_AFTER` seconds shows distributed's progress display (`_bar`); nothing before.
     """
 
-    def __init__(self, client, progress: bool | None):
+    def __init__(self, client, progress: bool | None, started: float):
         self.client = client
         self.progress = progress
+        self.started = started
         self.gave_up: str | None = None
 
     def gather(self, futures: list, direct: bool) -> list:
@@ -321,7 +323,7 @@ class _Wait:
                 done, _ = await asyncio.wait({gathering}, timeout=PROGRESS_AFTER)
                 # not for a run already cancelled: distributed's bar would wait for its tasks on the scheduler for ever
                 if not done and all(f.status in ('pending', 'finished') for f in futures):
-                    bar = asyncio.ensure_future(_bar(self.client, futures).listen())
+                    bar = asyncio.ensure_future(_bar(self.client, futures, self.started).listen())
             return await gathering
         finally:
             watch.cancel()
@@ -375,13 +377,14 @@ def _status(worker) -> str:
     return getattr(status, 'name', str(status))
 
 
-def _bar(client, futures: list):
+def _bar(client, futures: list, started: float):
     """Distributed's progress display of `futures`, made on the client's event loop, listening there.
 
     In a Jupyter kernel with ipywidgets, a widget with a bar per task group, displayed here; elsewhere a text bar.
     Never in the calling thread: `distributed.progress` blocks in its text bar (and waits for ever where the run's
     tasks were cancelled before it started), and leaves its widget undisplayed, to be updated by the notebook's
-    event loop, which a running cell blocks.
+    event loop, which a running cell blocks. Its clock counts from `started` (`time.perf_counter()`, the run's
+    start), not from when it appears: distributed's own clock starts with the bar, a second or more late.
     """
     from distributed.diagnostics.progressbar import MultiProgressWidget, TextProgressBar
     from distributed.utils import is_kernel
@@ -392,8 +395,10 @@ def _bar(client, futures: list):
 
         bar = MultiProgressWidget(futures, scheduler=address, complete=True, group_by='prefix')
         display(bar.widget)
-        return bar
-    return TextProgressBar(futures, scheduler=address, complete=True, start=False, loop=client.loop)
+    else:
+        bar = TextProgressBar(futures, scheduler=address, complete=True, start=False, loop=client.loop)
+    bar._start_time = started  # the start `elapsed` counts from: distributed's bars use time.perf_counter too
+    return bar
 
 
 def _has_widgets() -> bool:
