@@ -19,6 +19,8 @@ import dask.local
 from dask.sizeof import sizeof
 from dask.task_spec import Alias, DataNode
 
+from ._progress import KernelLine, bar_text, in_kernel
+
 LOG = logging.getLogger('lazyphi')
 PROGRESS_AFTER = 1.0  # seconds before the progress bar appears
 SCATTER_BYTES = 2 ** 20  # graph data of this size or more is scattered to the workers first
@@ -380,23 +382,28 @@ def _status(worker) -> str:
 def _bar(client, futures: list, started: float):
     """Distributed's progress display of `futures`, made on the client's event loop, listening there.
 
-    In a Jupyter kernel with ipywidgets, a widget with a bar per task group, displayed here; elsewhere a text bar.
+    In a Jupyter kernel with ipywidgets, a widget with a bar per task group, displayed here; elsewhere a text bar
+    (in a kernel, one output redrawn in place).
     Never in the calling thread: `distributed.progress` blocks in its text bar (and waits for ever where the run's
     tasks were cancelled before it started), and leaves its widget undisplayed, to be updated by the notebook's
     event loop, which a running cell blocks. Its clock counts from `started` (`time.perf_counter()`, the run's
     start), not from when it appears: distributed's own clock starts with the bar, a second or more late.
     """
     from distributed.diagnostics.progressbar import MultiProgressWidget, TextProgressBar
-    from distributed.utils import is_kernel
 
     address = client.scheduler.address
-    if is_kernel() and _has_widgets():
+    if in_kernel() and _has_widgets():
         from IPython.display import display
 
         bar = MultiProgressWidget(futures, scheduler=address, complete=True, group_by='prefix')
         display(bar.widget)
     else:
         bar = TextProgressBar(futures, scheduler=address, complete=True, start=False, loop=client.loop)
+        if in_kernel():  # one output redrawn in place, not a line per update in a saved notebook
+            line = KernelLine()
+            bar._draw_bar = lambda remaining, all, **_: line.show(bar_text(1 - remaining / all if all else 1.0,
+                                                                              bar.elapsed))
+            bar._draw_stop = lambda **_: None
     bar._start_time = started  # the start `elapsed` counts from: distributed's bars use time.perf_counter too
     return bar
 
