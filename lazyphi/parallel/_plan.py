@@ -227,13 +227,13 @@ class Plan:
                             f'<td>{html.escape(_describe_output(p.output))}</td><td>{notes}</td></tr>')
         head = ''.join(f'<th>{h}</th>' for h in ('stage', 'split along', 'blocks', 'property', 'mode', 'requires',
                                                   'output', 'fallbacks / notes'))
-        notes = [html.escape(n) for n in self.notes]
+        items = [html.escape(n) for n in self.notes]
         if self.done:
-            notes.append(f'already cached: {html.escape(", ".join(self.done))}')
+            items.append(f'already cached: {html.escape(", ".join(self.done))}')
         if self.memory_bound is not None:
-            notes.append(f'outputs in memory: at most {_bytes_text(self.memory_bound)} (memory_limit '
+            items.append(f'outputs in memory: at most {_bytes_text(self.memory_bound)} (memory_limit '
                          f'{_bytes_text(self.memory_limit)})')
-        notes = f'<ul>{"".join(f"<li>{n}</li>" for n in notes)}</ul>' if notes else ''
+        notes = f'<ul>{"".join(f"<li>{n}</li>" for n in items)}</ul>' if items else ''
         ran = '' if self.elapsed is None else (f'<p>ran in {self.elapsed:.2f} s'
                                                f'{f"; {html.escape(self.reuse)}" if self.reuse else ""}</p>')
         return (f'<div><b>Plan for {html.escape(self.cls.__name__)}</b> over '
@@ -526,13 +526,13 @@ def _plan_property(instance, cls: type, name: str, read: _Reads, dims: Shape, in
         reason += '; what an element gives is known once computed'
     elif trace.fallback is not None:
         fallbacks.append(Fallback(*trace.fallback))
+    named = frozenset() if declared is INFER or declared is MIXED else frozenset(resolve_dims(declared, instance_shape))
     if declared is INFER or declared is MIXED:
         if trace.fallback is not None:
             requires = parallel - free
         else:
             requires = trace.requires
     else:
-        named = frozenset(resolve_dims(declared, instance_shape))
         requires = named & parallel
         if trace.fallback is None:
             requires |= trace.requires & (parallel - free)
@@ -560,7 +560,7 @@ def _plan_property(instance, cls: type, name: str, read: _Reads, dims: Shape, in
     stand_in = output if output is not None else traced if traced is not None else ShapeDtype(dims, float)
     return PropertyPlan(name, requires, mode, output, read.fields, read.cached, tuple(fallbacks), reason, trace,
                         partials, stand_in=stand_in, assumed=output is None,
-                        declared=named if declared is not INFER and declared is not MIXED else frozenset())
+                        declared=named)
 
 
 def _trace_property(instance, name: str, parallel: frozenset, plans: dict, code: tuple) -> tuple:
