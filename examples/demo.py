@@ -2,11 +2,15 @@
 
 Run it with `bash scripts/demo.sh` (sets everything up) or, in an environment with lazyphi installed,
 `python examples/demo.py`. It starts a `distributed.LocalCluster` itself, prints the dashboard link,
-shows progress, prints the plan, and ends with a summary of what ran where and how long it took.
+shows progress, prints the plan, and ends with a summary of what ran where and how long it took. The
+cluster, and with it the dashboard, closes when the demo ends; `--keep-open` keeps both until you press
+Enter or Ctrl-C, to look around the dashboard after the run. `--help` lists the other options.
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import time
 from collections import defaultdict
 from dataclasses import dataclass
@@ -78,11 +82,17 @@ def summarise(task_stream: list, elapsed: float) -> None:
         entry[1] += duration
         entry[2].add(record['worker'])
     print(f'\nWhat ran where ({elapsed:.2f} s in all):')
+    width = max(map(len, by_kind), default=0)
     for kind, (count, seconds, workers) in sorted(by_kind.items(), key=lambda kv: -kv[1][1]):
-        print(f'  {kind:<40} {count:>3} tasks  {seconds:6.2f} s compute  on {len(workers)} worker(s)')
+        print(f'  {kind:<{width}}  {_count(count, "task"):>9}  {seconds:6.2f} s compute  on '
+              f'{_count(len(workers), "worker")}')
 
 
-def main(samples: int = 32, size: int = 256) -> None:
+def _count(n: int, noun: str) -> str:
+    return f'{n} {noun}{"" if n == 1 else "s"}'
+
+
+def main(samples: int = 32, size: int = 256, keep_open: bool = False) -> None:
     cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True)
     client = Client(cluster)
     try:
@@ -97,10 +107,27 @@ def main(samples: int = 32, size: int = 256) -> None:
         overall = float(math.mean(analysis.relative_power, lambda s: s))
         print(f'\nrelative power: {analysis.relative_power.shape}, mean over everything {overall:.3f}')
         print(f'noise level per sample: {analysis.noise_level.numpy("sample").round(3)[:8]} ...')
+        if keep_open:
+            _wait_for_enter(client.dashboard_link)
+        else:
+            print('\nThe cluster and its dashboard close now; run the demo with --keep-open to keep them open.')
     finally:
         client.close()
         cluster.close()
 
 
+def _wait_for_enter(dashboard: str) -> None:
+    print(f'\nThe cluster stays open: its dashboard is at {dashboard}. Press Enter or Ctrl-C to close it.',
+          flush=True)
+    with contextlib.suppress(EOFError, KeyboardInterrupt):  # no terminal, or Ctrl-C: close as asked
+        input()
+
+
 if __name__ == '__main__':
-    main()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--samples', type=int, default=32, help='signals in the batch (default 32)')
+    parser.add_argument('--size', type=int, default=256, help='pixels along x and y of each signal (default 256)')
+    parser.add_argument('--keep-open', action='store_true',
+                        help='keep the cluster and its dashboard open after the run, until Enter or Ctrl-C')
+    args = parser.parse_args()
+    main(args.samples, args.size, args.keep_open)

@@ -4,11 +4,11 @@
 SciPy and the optional array libraries are imported when first used.
 """
 
-import importlib
-import logging
+import logging as _logging
 
 from . import backend, dataclasses, math, parallel
 from ._errors import DimNotFound, IncompatibleShapes, NoBackendFound
+from ._lazy import lazy_names as _lazy_names
 
 # the names phiml offers at its top level, as lazyphi has them (docs/migration.md lists the others)
 from .math import (
@@ -183,14 +183,10 @@ def set_logging_level(level: str = 'debug') -> None:
     """
     if not isinstance(level, str) or level.lower() not in _LEVELS:
         raise ValueError(f'set_logging_level(): level must be one of {", ".join(_LEVELS)}, got {level!r}')
-    logging.getLogger('lazyphi').setLevel(level.upper())
+    _logging.getLogger('lazyphi').setLevel(level.upper())
 
 
-def __getattr__(name: str):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'lazyphi' has no attribute {name!r}")
-    return getattr(importlib.import_module(module, __name__), name)
+__getattr__, __dir__ = _lazy_names(__name__, _LAZY)
 
 
 __all__ = [

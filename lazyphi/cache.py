@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from ._errors import ManifestDamaged, ResultNotFound
-from .storage import completion, delete_group, read_manifest, result_groups
+from .storage import ArraySpec, completion, delete_group, read_manifest, result_groups
 
 __all__ = ['ResultInfo', 'ResultNotFound', 'delete_result', 'delete_results', 'list_results']
 
@@ -40,6 +40,8 @@ class ResultInfo:
         error: why the manifest cannot be read, or None. Such a result can only be deleted.
         config: the instance's config values (by their repr) the result was computed with: results that differ
             only in config values tell apart by these. Empty for results written before lazyphi recorded them.
+        arrays: each stored array's shape, dtype and chunking in words, like
+            `(sampleᵇ=64, xˢ=128) float32, chunks of 4 along 'sample'` (empty when the manifest is damaged).
     """
 
     key: str
@@ -53,6 +55,7 @@ class ResultInfo:
     completion: dict[str, float] = field(default_factory=dict)
     error: str | None = None
     config: dict[str, str] = field(default_factory=dict)
+    arrays: dict[str, str] = field(default_factory=dict)
 
     def __str__(self) -> str:
         if self.error:
@@ -166,9 +169,14 @@ def _info(key: str, path: str, now: datetime) -> ResultInfo:
         return ResultInfo(key, path, None, (), size, created, age, False, {}, error)
     fractions = completion(path, manifest)
     config = manifest.get('config')
+    arrays = {}
+    for name, entry in manifest['arrays'].items():
+        spec = ArraySpec.from_manifest(entry)
+        arrays[name] = f'{spec.shape} {spec.dtype}, chunks of {spec.chunk} along {spec.block_dim!r}'
     return ResultInfo(key, path, manifest['class'], tuple(manifest['arrays']), size, created, age,
                       all(f == 1.0 for f in fractions.values()), fractions,
-                      config={str(k): str(v) for k, v in config.items()} if isinstance(config, dict) else {})
+                      config={str(k): str(v) for k, v in config.items()} if isinstance(config, dict) else {},
+                      arrays=arrays)
 
 
 def _tree_bytes(path: str) -> int:

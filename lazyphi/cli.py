@@ -147,6 +147,14 @@ def cache_ls(args: argparse.Namespace) -> int:
     rows += [(r.key, r.class_name or '?', r.config_text or '-', ','.join(r.properties), _size(r.nbytes),
               _age(r.age_seconds), _state(r)) for r in results]
     _print_table(rows)
+    if args.verbose:  # each result in full: where it lies, when it was made, and each array
+        for r in results:
+            print(f'\n{r.key}\n  path     {os.path.abspath(r.path)}\n'
+                  f'  created  {r.created:%Y-%m-%d %H:%M:%S} UTC')
+            if r.error:
+                print(f'  damaged  {r.error}')
+            for name, text in r.arrays.items():
+                print(f'  {name}: {text}; {r.completion.get(name, 0.0):.0%} of its chunks written')
     return 0
 
 
@@ -218,6 +226,18 @@ def _print_table(rows: list[tuple[str, ...]]) -> None:
         print('  '.join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
 
 
+def workers(text: str) -> int:
+    """`--max-workers`: a whole number of at least 1."""
+    try:
+        count = int(text)
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise argparse.ArgumentTypeError(f'expected a whole number of workers, at least 1, got {text!r} (to run '
+                                         f'everything in this process, one block at a time: --scheduler sync)')
+    return count
+
+
 def duration(text: str) -> float:
     """Seconds in a duration like `7d`, `12h`, `30m`, `45s` or `2w`."""
     match = _DURATION.match(text)
@@ -249,6 +269,8 @@ def run(args: argparse.Namespace) -> int:
         options['chunk_bytes'] = _bytes(args.chunk_bytes, '--chunk-bytes')
     if args.cache_key is not None:
         options['cache_key'] = args.cache_key
+    if args.cache_dir is not None:
+        _make_cache_dir(args.cache_dir)
     scheduler, client = _scheduler(args.scheduler)
     try:
         with _stopped_by_sigterm():
@@ -385,6 +407,18 @@ def _check_properties(instance, properties: list) -> None:
                          f'{", ".join(known) or "none"}')
 
 
+def _make_cache_dir(path: str) -> None:
+    """Create `--cache-dir` if missing, so that a path that cannot hold results stops the run before its plan."""
+    try:
+        storage.check_cache_dir(path, "--cache-dir")
+        os.makedirs(path, exist_ok=True)
+    except (ValueError, OSError) as err:
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+        raise UsageError(f'--cache-dir {path!r} cannot hold results: {reason}') from err
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise UsageError(f'--cache-dir {path!r} cannot hold results: this user may not write there')
+
+
 def _scheduler(name: str | None):
     """(scheduler for parallel_compute, client to close afterwards); an address connects a distributed client."""
     if name is None or name in SCHEDULERS:
@@ -451,7 +485,7 @@ def _parser() -> argparse.ArgumentParser:
 
     cache = commands.add_parser('cache', help='list, measure or delete results in a cache directory')
     actions = cache.add_subparsers(title='actions', required=True, metavar='ACTION')
-    p = actions.add_parser('ls', parents=[verbose], help='list the results')
+    p = actions.add_parser('ls', parents=[verbose], help='list the results (-v: each one in full)')
     p.add_argument('path', help='the cache directory (cache_dir of parallel_compute)')
     p.set_defaults(command=cache_ls, name='cache ls')
     p = actions.add_parser('du', parents=[verbose], help='total size and size per result')
@@ -474,9 +508,10 @@ def _parser() -> argparse.ArgumentParser:
                    help=f'parallel dims: comma-separated names, or one of {", ".join(DIM_TYPES)} (default: batch)')
     p.add_argument('--scheduler', metavar='ADDRESS|' + '|'.join(SCHEDULERS),
                    help='a distributed scheduler address (tcp://host:8786) or a local scheduler '
-                        '(default: the active client, else threads)')
+                        "(default: Dask's configured scheduler, dask.config.set(scheduler=...), else threads)")
     p.add_argument('--cache-dir', metavar='DIR', help='write results to this disk cache')
-    p.add_argument('--max-workers', type=int, metavar='N', help='number of parallel workers')
+    p.add_argument('--max-workers', type=workers, metavar='N',
+                   help='number of parallel workers, at least 1 (default: one per CPU, or the cluster\'s threads)')
     p.add_argument('--memory-limit', metavar='BYTES',
                    help='bytes of results to hold in memory, like 4e9 or 4GiB; the rest goes to --cache-dir')
     p.add_argument('--chunk-bytes', metavar='BYTES', help='size of one disk-cache chunk, like 32MiB (default 16MiB)')

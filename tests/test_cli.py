@@ -92,6 +92,21 @@ def test_cache_ls_lists_every_result(filled_cache, capsys):
         assert 'B' in line  # a human-readable size
 
 
+def test_cache_ls_verbose_shows_each_result_in_full(filled_cache, capsys):
+    assert main(['cache', 'ls', filled_cache]) == 0
+    short = capsys.readouterr().out
+    assert main(['cache', 'ls', '-v', filled_cache]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(short)
+    results = list_results(filled_cache)
+    assert sorted(r.arrays['doubled'] for r in results) == [
+        f"(exampleᵇ={n}) float32, chunks of 1 along 'example'" for n in (6, 8)]
+    for r in results:
+        details = out.split(f'\n{r.key}\n', 1)[1].split('\n\n')[0].splitlines()
+        assert details == [f'  path     {os.path.abspath(r.path)}', f'  created  {r.created:%Y-%m-%d %H:%M:%S} UTC',
+                           f"  doubled: {r.arrays['doubled']}; 100% of its chunks written"]
+
+
 def test_cache_ls_tells_apart_results_that_differ_only_in_config_values(workdir, capsys):
     from lazyphi.parallel import parallel_compute
 
@@ -171,7 +186,7 @@ def test_run_computes_and_summarises(workdir):
                          '--dims', 'batch', '--scheduler', 'sync', '--cache-dir', cache_dir, '--memory-limit', '1GiB',
                          cwd=workdir)
     assert result.returncode == 0, result.stderr
-    assert 'Plan for Ramp: doubled' in result.stdout and '(1 workers)' in result.stdout  # sync: one at a time
+    assert 'Plan for Ramp: doubled' in result.stdout and '(1 worker)' in result.stdout  # sync: one at a time
     assert 'doubled: (exampleᵇ=8), float32, in memory' in result.stdout  # written, and within the memory limit
     [stored] = list_results(cache_dir)
     assert stored.complete and stored.properties == ('doubled',)
@@ -248,6 +263,32 @@ def test_bad_arguments_exit_2(tmp_path):
     assert lazyphi_cli('cache', 'rm', str(tmp_path), '--older-than', 'soon', cwd=tmp_path).returncode == 2
     result = lazyphi_cli('run', 'x:y', '--properties', 'a', '--scheduler', 'fast', cwd=tmp_path)
     assert result.returncode == 2
+
+
+@pytest.mark.parametrize('count', ['0', '-2', 'many'])
+def test_max_workers_below_one_exits_2_pointing_at_the_sync_scheduler(workdir, count, capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(['run', 'ramp_model:make', '--properties', 'doubled', '--max-workers', count])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert f"expected a whole number of workers, at least 1, got '{count}'" in err and '--scheduler sync' in err
+
+
+def test_a_cache_dir_that_cannot_be_created_exits_2_before_the_plan(workdir):
+    (workdir / 'a_file').write_text('not a directory')
+    for cache_dir, reason in [(workdir / 'a_file' / 'results', 'Not a directory'), (workdir / 'a_file', 'is a file')]:
+        result = lazyphi_cli('run', 'ramp_model:make', '--properties', 'doubled', '--scheduler', 'sync',
+                             '--cache-dir', str(cache_dir), cwd=workdir)
+        assert result.returncode == 2, result.stderr
+        assert f"--cache-dir '{cache_dir}' cannot hold results" in result.stderr and reason in result.stderr
+        assert 'Plan for' not in result.stdout
+
+
+def test_run_help_names_the_default_scheduler(capsys):
+    with pytest.raises(SystemExit):
+        main(['run', '--help'])
+    assert "default: Dask's configured scheduler, dask.config.set(scheduler=...), else threads" in ' '.join(
+        capsys.readouterr().out.split())
 
 
 @pytest.mark.parametrize(('setting', 'message'), [

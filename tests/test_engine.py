@@ -484,6 +484,16 @@ def test_large_inputs_are_scattered_to_a_cluster_not_sent_in_the_graph():
         assert not scattered & set(client.who_has())  # and released after the run
 
 
+def test_data_of_exactly_the_scatter_size_and_graphs_too_large_for_distributed_are_scattered():
+    """distributed warns 'Sending large graph' over 10 MB: 16 blocks of exactly 1 MiB were all sent in the graph."""
+    mib = 2 ** 20
+    assert _cluster._to_scatter({f'block{i}': mib for i in range(16)}) == {f'block{i}' for i in range(16)}
+    just_under = {f'block{i}': mib - 1 for i in range(16)}
+    chosen = _cluster._to_scatter(just_under)
+    assert sum(n for key, n in just_under.items() if key not in chosen) <= _cluster.GRAPH_DATA_BYTES < 16 * mib
+    assert _cluster._to_scatter({'small': 1000, ('tuple', 0): 1000}) == set()  # keys of any kind
+
+
 def test_small_inputs_travel_on_a_cluster_inside_the_tasks_that_read_them():
     distributed = pytest.importorskip('distributed')
     from dask.utils import key_split

@@ -64,6 +64,8 @@ def test_lazy_kinds_say_what_they_are():
     stacked = math.stack([math.zeros(spatial(x=2)), math.ones(spatial(x=3))], batch('b'))
     text = _text(stacked._repr_html_())
     assert 'Stacked' in text and 'non-uniform' in text and '2..3 along b' in text
+    assert 'values (part by part along b) 0 0 1 1 1' in text and '0.6 ± 0.4899 (0 … 1)' in text
+    assert 'not previewed' not in text
 
 
 def test_large_tensors_are_not_copied_for_a_preview(monkeypatch):

@@ -18,6 +18,12 @@ def test_import_lazyphi_loads_no_heavy_library():
     assert not {m.split('.')[0] for m in loaded} & set(HEAVY)
 
 
+def test_import_lazyphi_leaves_numpy_random_unloaded():
+    """numpy.random took about a sixth of `import lazyphi`: its generator is made on the first random tensor."""
+    assert 'numpy.random' not in _modules_after('import lazyphi')
+    assert 'numpy.random' in _modules_after('from lazyphi import math\nmath.random_normal(math.batch(b=2))')
+
+
 def test_tensor_work_on_numpy_loads_no_heavy_library():
     loaded = _modules_after('from lazyphi import math\n'
                             't = math.random_normal(math.batch(b=3), math.spatial(x=8))\n'
@@ -37,3 +43,17 @@ def test_loading_a_save_and_reading_it_loads_no_heavy_library(tmp_path):
     lazyphi.save({'a': math.random_normal(math.batch(b=3), math.spatial(x=8))}, tmp_path / 'saved')
     loaded = _modules_after(f'import lazyphi\nlazyphi.load({str(tmp_path / "saved")!r})["a"].numpy("b,x")')
     assert not {m.split('.')[0] for m in loaded} & set(HEAVY)  # uncompressed chunk files need no Zarr
+
+
+def test_dir_lists_the_lazily_loaded_names_and_no_imported_helper_module():
+    """Tab completion (`lazyphi.parallel.<TAB>`) offers every public name, before any of them was used."""
+    script = ('import json, types, lazyphi, lazyphi.storage\n'
+              'packages = [lazyphi, lazyphi.math, lazyphi.backend, lazyphi.dataclasses, lazyphi.parallel, '
+              'lazyphi.storage]\n'
+              'print(json.dumps({p.__name__: [sorted(set(p.__all__) - set(dir(p))), '
+              'sorted(n for n in dir(p) if not n.startswith("_") and isinstance(getattr(p, n), types.ModuleType) '
+              'and not getattr(p, n).__name__.startswith("lazyphi"))] for p in packages}))')
+    out = subprocess.run([sys.executable, '-c', script], check=True, capture_output=True, text=True).stdout
+    listed = json.loads(out.splitlines()[-1])
+    assert listed == {name: [[], []] for name in listed}, listed
+    assert len(listed) == 6

@@ -650,3 +650,49 @@ def test_per_element_evaluation_slices_inputs_of_several_dims_in_any_order():
     assert done.properties['value'].mode == 'element'
     expected = a.numpy('example,run') * 100 + b.numpy('example,run') * 10 + c.numpy('run')[None, :]
     np.testing.assert_allclose(g.value.numpy('example,run'), expected, rtol=1e-5)
+
+
+@dataclass(frozen=True)
+class Spectra:
+    data: Tensor
+
+    @parallel_property(requires=spatial)
+    def spectrum(self) -> Tensor:
+        return math.fft(self.data)
+
+    @parallel_property(requires='example,x')
+    def whole(self) -> Tensor:
+        return self.data * 2
+
+    @cached_property
+    def total(self) -> Tensor:  # one value: no dims to cut chunks along
+        return math.sum(self.data, 'example,x')
+
+
+def test_the_plan_shows_declared_requirements_also_of_dims_that_are_not_split():
+    p = plan(Spectra(math.random_normal(batch(example=4), spatial(x=8))), [Spectra.spectrum, Spectra.whole],
+             max_workers=1)
+    text = str(p)
+    assert 'spectrum: block, requires x (not parallel dims), out' in text
+    assert "whole: block, requires ['example'] and x (not parallel dims), out" in text
+    assert '(1 worker)' in text
+    page = p._repr_html_()
+    assert '<td>x (not parallel dims)</td>' in page and ', 1 worker<' in page
+
+
+def test_an_output_of_no_dims_stays_in_memory_for_that_reason():
+    p = plan(Spectra(math.random_normal(batch(example=4), spatial(x=8))), [Spectra.total], cache_dir='unused')
+    assert p.notes == ['total stays in memory: its output has no dims (one value); the disk cache stores tensors in '
+                       'chunks along a dim']
+
+
+def test_the_html_of_a_plan_that_ran_says_how_long_and_what_it_reused(tmp_path):
+    instance = Spectra(math.random_normal(batch(example=4), spatial(x=8)))
+    parallel_compute(instance, [Spectra.spectrum], scheduler='sync', cache_dir=str(tmp_path), progress=False)
+    again = Spectra(instance.data)
+    done = parallel_compute(again, [Spectra.spectrum], scheduler='sync', cache_dir=str(tmp_path), memory_limit=1,
+                            progress=False)
+    page = done._repr_html_()
+    assert f'<p>ran in {done.elapsed:.2f} s; reused 4 of 4 blocks from the cache; computed 0</p>' in page
+    assert f'ran in {done.elapsed:.2f} s; reused 4 of 4 blocks from the cache; computed 0' in str(done)
+    assert '<li>outputs in memory: at most' in page

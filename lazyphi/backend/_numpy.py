@@ -25,7 +25,7 @@ from ._precision import get_precision
 _NATIVE = (np.ndarray, np.generic)
 _PYTHON_NUMBERS = (int, float, complex)  # bool is an int
 _INT32 = DType(int, 32)
-_rng = np.random.default_rng()
+_rng = None  # NumPy's Generator, made on first use: numpy.random took a sixth of `import lazyphi`
 
 
 def _is_tensor(x: Any, only_native: bool = False) -> bool:
@@ -109,21 +109,29 @@ def _seed(seed: int | None) -> None:
     _rng = np.random.default_rng(seed)
 
 
+def _generator():
+    global _rng
+    if _rng is None:
+        _rng = np.random.default_rng()
+    return _rng
+
+
 def _random_uniform(shape: Sequence[int], low: Any, high: Any, dtype: DType | None = None) -> np.ndarray:
     """Values drawn uniformly from `[low, high)`; for complex types the real parts from `[low.real, high.real)`
     and the imaginary parts from `[low.imag, high.imag)`, so real bounds give real values."""
     dtype = DType(float, get_precision()) if dtype is None else DType.as_dtype(dtype)
     np_dtype = to_numpy_dtype(dtype)
+    rng = _generator()
     if dtype.kind is float:
-        return _rng.uniform(low, high, shape).astype(np_dtype, copy=False)
+        return rng.uniform(low, high, shape).astype(np_dtype, copy=False)
     if dtype.kind is complex:
         low, high = np.asarray(low, complex), np.asarray(high, complex)
-        real, imag = (_rng.uniform(a, b, shape) for a, b in ((low.real, high.real), (low.imag, high.imag)))
+        real, imag = (rng.uniform(a, b, shape) for a, b in ((low.real, high.real), (low.imag, high.imag)))
         return (real + 1j * imag).astype(np_dtype, copy=False)
     if dtype.kind is int:
-        return _rng.integers(low, high, shape, dtype=np_dtype)
+        return rng.integers(low, high, shape, dtype=np_dtype)
     if dtype.kind is bool:
-        return _rng.integers(0, 2, shape).astype(bool)
+        return rng.integers(0, 2, shape).astype(bool)
     raise ValueError(f"random_uniform supports bool, int, float and complex types, not {dtype}")
 
 
@@ -131,10 +139,11 @@ def _random_normal(shape: Sequence[int], dtype: DType | None = None) -> np.ndarr
     """Standard-normal values; real and imaginary parts each standard-normal for complex types."""
     dtype = DType(float, get_precision()) if dtype is None else DType.as_dtype(dtype)
     np_dtype = to_numpy_dtype(dtype)
+    rng = _generator()
     if dtype.kind is float:
-        return _rng.standard_normal(shape).astype(np_dtype, copy=False)
+        return rng.standard_normal(shape).astype(np_dtype, copy=False)
     if dtype.kind is complex:
-        return (_rng.standard_normal(shape) + 1j * _rng.standard_normal(shape)).astype(np_dtype, copy=False)
+        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(np_dtype, copy=False)
     raise ValueError(f"random_normal supports float and complex types, not {dtype}")
 
 

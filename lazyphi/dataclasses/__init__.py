@@ -6,9 +6,9 @@ did not change (found by analysing the property's code), the tree functions of `
 (`stack`, `slice`, ...) carry cached Tensors along, and `sliceable` adds tensor-like slicing.
 """
 
-import importlib
 from dataclasses import asdict, astuple, field, is_dataclass  # noqa: F401  the standard library's, as jax_dataclasses offers them
 
+from .._lazy import lazy_names as _lazy_names
 from ..math import config_fields, data_fields, non_data_fields, special_fields
 from ..math.kinds import (
     ALL,
@@ -36,10 +36,7 @@ _PARALLEL_NAMES = ('parallel_compute', 'parallel_property', 'get_cache_files', '
                    'set_cache_ttl', 'load_cache_as', 'INFER', 'MIXED')
 
 
-def __getattr__(name: str):
-    if name in _PARALLEL_NAMES:
-        return getattr(importlib.import_module('lazyphi.parallel'), name)
-    raise AttributeError(f"module 'lazyphi.dataclasses' has no attribute {name!r}")
+__getattr__, __dir__ = _lazy_names(__name__, dict.fromkeys(_PARALLEL_NAMES, 'lazyphi.parallel'))
 
 
 __all__ = [

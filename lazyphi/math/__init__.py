@@ -5,7 +5,7 @@ through one dispatch path (see `_tensor.py`), so lazily expanded, stacked and (i
 layers) traced or disk-backed tensors take part in all of them.
 """
 
-import sys
+import sys as _sys
 
 from .._errors import DimNotFound, IncompatibleShapes, NotConvertible
 from ..backend import NUMPY, get_precision, precision, set_global_precision
@@ -425,7 +425,7 @@ length = vec_length
 nan = NAN
 pi = PI
 print = print_
-math = sys.modules[__name__]  # `from lazyphi.math import math, Tensor` works as in phiml
+math = _sys.modules[__name__]  # `from lazyphi.math import math, Tensor` works as in phiml
 
 __all__ = [
     'BATCH',

@@ -46,7 +46,8 @@ def tensor_html(t, rows: Sequence[tuple[str, str]] = ()) -> str:
     info = [(title, f'<code>{html.escape(text)}</code>') for title, text in rows]
     values = _values_in_memory(t)
     if values is not None:
-        info.append(('values', f'<code>{html.escape(_preview(values))}</code>'))
+        parts = '' if shape.is_uniform else f' (part by part along {", ".join(shape.non_uniform_shape.names)})'
+        info.append(('values' + parts, f'<code>{html.escape(_preview(values))}</code>'))
         stats = summary_text(values)
         if stats:
             info.append(('summary', html.escape(stats)))
@@ -103,11 +104,18 @@ def _backend_text(t) -> str:
 
 
 def _values_in_memory(t) -> np.ndarray | None:
-    """The values as NumPy if they are in memory and not too many to look at, else None."""
+    """The values as NumPy if they are in memory and not too many to look at, else None.
+
+    A non-uniform tensor gives the values of its uniform parts one after the other, each flattened.
+    """
     volume = t.shape.volume
-    if not t.available or not t.shape.is_uniform or volume is None or volume > PREVIEW_LIMIT:
+    if not t.available or volume is None or volume > PREVIEW_LIMIT:
         return None
-    return np.asarray(t.numpy())
+    if t.shape.is_uniform:
+        return np.asarray(t.numpy())
+    dim = t.shape.non_uniform_shape.names[0]
+    parts = [_values_in_memory(t[{dim: i}]) for i in range(t.shape.get_size(dim))]
+    return np.concatenate([p.reshape(-1) for p in parts])
 
 
 def _preview(values: np.ndarray) -> str:

@@ -4,8 +4,7 @@ Planning needs no Dask; `parallel_compute` and the engine load it on first use (
 `import lazyphi` stays free of Dask.
 """
 
-import importlib
-
+from .._lazy import lazy_names as _lazy_names
 from ..math.kinds import PerElement, Trace, TraceAborted, Tracer, register_tensor_source
 from ..storage import load_cache_as, on_load_into_memory, set_cache_ttl
 from ._plan import Block, Fallback, Plan, PropertyPlan, Stage, missing_dims, plan
@@ -19,10 +18,7 @@ _LAZY = {'parallel_compute': 'lazyphi.parallel._compute', 'PropertyFailed': 'laz
 register_tensor_source('dask', 'lazyphi.parallel._dask_tensor:from_dask')
 
 
-def __getattr__(name: str):
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'lazyphi.parallel' has no attribute {name!r}")
+__getattr__, __dir__ = _lazy_names(__name__, _LAZY)
 
 
 __all__ = [

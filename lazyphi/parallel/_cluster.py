@@ -19,9 +19,14 @@ import dask.local
 from dask.sizeof import sizeof
 from dask.task_spec import Alias, DataNode
 
+from ._progress import KernelLine, bar_text, in_kernel
+
 LOG = logging.getLogger('lazyphi')
 PROGRESS_AFTER = 1.0  # seconds before the progress bar appears
-SCATTER_BYTES = 2 ** 20  # graph data larger than this is scattered to the workers first
+SCATTER_BYTES = 2 ** 20  # graph data of this size or more is scattered to the workers first
+# data left in the graph at most: distributed warns of graphs over 10 MB ('Sending large graph'); beyond, the
+# largest pieces are scattered too (16 blocks of just under 1 MiB each made a 16 MiB graph)
+GRAPH_DATA_BYTES = 8 * 2 ** 20
 NO_WORKERS_TIMEOUT = 120.0  # seconds a run waits for a worker where nothing says one is coming
 RELEASE_AFTER = 0.1  # seconds a finished run's futures are held where the client submits nothing else
 RESUBMISSIONS = 3  # how often a run sends lost inputs again before it gives up
@@ -40,7 +45,8 @@ def run_on_client(client, graph: dict, keys: list, progress: bool | None, local:
     worker first and then here. Each submission goes under keys of its own (the graph's keys with a
     suffix): the same plan run again, or after a failure, never meets the states the scheduler and
     client keep of an earlier run's keys (a failed run's cancelled futures, held by its traceback, made
-    the next run of the same computation fail or hang). Graph data over `SCATTER_BYTES` is scattered to the
+    the next run of the same computation fail or hang). Graph data of `SCATTER_BYTES` or more (and, where
+    the rest would pass `GRAPH_DATA_BYTES`, the largest of it) is scattered to the
     workers, not sent in the graph; it and the results travel straight between here and the workers where
     `direct_transfers` says so. The scattered data's only copy on the cluster dies with its worker, so when
     a worker is lost, the lost data is sent again from here and the graph submitted again, reusing the
@@ -52,6 +58,7 @@ def run_on_client(client, graph: dict, keys: list, progress: bool | None, local:
     """
     import distributed  # loaded: a client exists
 
+    started = time.perf_counter()  # the progress bar's clock, which appears only later, counts from here
     if id(client) not in _announced and progress is not False:
         _announced.add(id(client))
         print(f'lazyphi: running on {client.scheduler.address if client.scheduler else client}; '
@@ -61,8 +68,8 @@ def run_on_client(client, graph: dict, keys: list, progress: bool | None, local:
     remote = {key: node for key, node in graph.items() if key not in local}
     fetch = list(dict.fromkeys(d for key in local for d in graph[key].dependencies if d not in local)) if local \
         else keys
-    large = {key: node.value for key, node in remote.items()
-             if isinstance(node, DataNode) and sizeof(node.value) > SCATTER_BYTES}
+    sizes = {key: sizeof(node.value) for key, node in remote.items() if isinstance(node, DataNode)}
+    large = {key: remote[key].value for key in _to_scatter(sizes)}
     remote = _inlined(remote, large.keys() | set(fetch))
     done = {}  # fetched key -> its future in an earlier submission, finished or running
     direct = direct_transfers(client)
@@ -73,7 +80,7 @@ def run_on_client(client, graph: dict, keys: list, progress: bool | None, local:
             futures = client.get(_named(_renamed(remote, names, inputs.aliases(), done), f'lazyphi-{suffix}'),
                                  [names[k] for k in fetch], sync=False)
             LATE_RELEASE.release(client)
-            wait = _Wait(client, progress)
+            wait = _Wait(client, progress, started)
             try:
                 values = wait.gather(futures, direct)
                 LATE_RELEASE.hold(client, futures)
@@ -129,6 +136,19 @@ def direct_transfers(client) -> bool:
         return False
 
 
+def _to_scatter(sizes: dict) -> set:
+    """The data nodes (key -> bytes) to scatter: those of `SCATTER_BYTES` or more, then the largest others until
+    the data left in the graph takes at most `GRAPH_DATA_BYTES`."""
+    chosen = {key for key, n in sizes.items() if n >= SCATTER_BYTES}
+    rest = sorted(((n, key) for key, n in sizes.items() if key not in chosen), key=lambda item: item[0])
+    left = sum(n for n, _ in rest)
+    while rest and left > GRAPH_DATA_BYTES:
+        n, key = rest.pop()
+        chosen.add(key)
+        left -= n
+    return chosen
+
+
 def _inlined(graph: dict, kept: set) -> dict:
     """`graph` with the data nodes not in `kept` written into the tasks that read them, where all those copies
     together take at most `SCATTER_BYTES` (a block's slice of an input; the instance's template).
@@ -139,7 +159,7 @@ def _inlined(graph: dict, kept: set) -> dict:
     """
     readers = collections.Counter(d for node in graph.values() for d in node.dependencies)
     small = {key: node for key, node in graph.items() if isinstance(node, DataNode) and key not in kept
-             and sizeof(node.value) * readers[key] <= SCATTER_BYTES}
+             and sizeof(node.value) * readers[key] < SCATTER_BYTES}
     if not small:
         return graph
     return {key: node.substitute(small) if node.dependencies & small.keys() else node
@@ -286,9 +306,10 @@ class _Wait:
     still going after `PROGRESS_AFTER` seconds shows distributed's progress display (`_bar`); nothing before.
     """
 
-    def __init__(self, client, progress: bool | None):
+    def __init__(self, client, progress: bool | None, started: float):
         self.client = client
         self.progress = progress
+        self.started = started
         self.gave_up: str | None = None
 
     def gather(self, futures: list, direct: bool) -> list:
@@ -304,7 +325,7 @@ class _Wait:
                 done, _ = await asyncio.wait({gathering}, timeout=PROGRESS_AFTER)
                 # not for a run already cancelled: distributed's bar would wait for its tasks on the scheduler for ever
                 if not done and all(f.status in ('pending', 'finished') for f in futures):
-                    bar = asyncio.ensure_future(_bar(self.client, futures).listen())
+                    bar = asyncio.ensure_future(_bar(self.client, futures, self.started).listen())
             return await gathering
         finally:
             watch.cancel()
@@ -358,25 +379,33 @@ def _status(worker) -> str:
     return getattr(status, 'name', str(status))
 
 
-def _bar(client, futures: list):
+def _bar(client, futures: list, started: float):
     """Distributed's progress display of `futures`, made on the client's event loop, listening there.
 
-    In a Jupyter kernel with ipywidgets, a widget with a bar per task group, displayed here; elsewhere a text bar.
+    In a Jupyter kernel with ipywidgets, a widget with a bar per task group, displayed here; elsewhere a text bar
+    (in a kernel, one output redrawn in place).
     Never in the calling thread: `distributed.progress` blocks in its text bar (and waits for ever where the run's
     tasks were cancelled before it started), and leaves its widget undisplayed, to be updated by the notebook's
-    event loop, which a running cell blocks.
+    event loop, which a running cell blocks. Its clock counts from `started` (`time.perf_counter()`, the run's
+    start), not from when it appears: distributed's own clock starts with the bar, a second or more late.
     """
     from distributed.diagnostics.progressbar import MultiProgressWidget, TextProgressBar
-    from distributed.utils import is_kernel
 
     address = client.scheduler.address
-    if is_kernel() and _has_widgets():
+    if in_kernel() and _has_widgets():
         from IPython.display import display
 
         bar = MultiProgressWidget(futures, scheduler=address, complete=True, group_by='prefix')
         display(bar.widget)
-        return bar
-    return TextProgressBar(futures, scheduler=address, complete=True, start=False, loop=client.loop)
+    else:
+        bar = TextProgressBar(futures, scheduler=address, complete=True, start=False, loop=client.loop)
+        if in_kernel():  # one output redrawn in place, not a line per update in a saved notebook
+            line = KernelLine()
+            bar._draw_bar = lambda remaining, all, **_: line.show(bar_text(1 - remaining / all if all else 1.0,
+                                                                              bar.elapsed))
+            bar._draw_stop = lambda **_: None
+    bar._start_time = started  # the start `elapsed` counts from: distributed's bars use time.perf_counter too
+    return bar
 
 
 def _has_widgets() -> bool:

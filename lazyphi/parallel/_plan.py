@@ -73,6 +73,7 @@ class PropertyPlan:
     partials: tuple = ()  # MIXED: (node index, combine op) of the reductions split across blocks
     disk: bool = False  # the output is written to the Zarr cache
     in_memory: bool = True  # the output comes back in memory (written to disk or not), else disk-backed
+    declared: frozenset = frozenset()  # the dims `@parallel_property(requires=...)` names, parallel or not
 
 
 @dataclass
@@ -173,7 +174,7 @@ class Plan:
 
     def __str__(self) -> str:
         lines = [f'Plan for {self.cls.__name__}: {", ".join(self.requested)} over {self.parallel_dims or "no dims"} '
-                 f'({self.max_workers} workers)']
+                 f'({_count(self.max_workers, "worker")})']
         lines += [f'  note: {n}' for n in self.notes]
         if self.done:
             lines.append(f'  already cached: {", ".join(self.done)}')
@@ -192,7 +193,7 @@ class Plan:
                 out = _describe_output(p.output)
                 where = '' if not p.disk else (f', to disk{f" ({self.compressor})" if self.compressor else ""}'
                                                f'{" and kept in memory" if p.in_memory else ""}')
-                lines.append(f'    {p.name}: {p.mode}, requires {sorted(p.requires) or "nothing"}, out {out}{where}')
+                lines.append(f'    {p.name}: {p.mode}, requires {_requirement(p, "nothing")}, out {out}{where}')
                 lines += [f'      fallback: {f}' for f in p.fallbacks]
                 if p.per_element_reason:
                     lines.append(f'      per element: {p.per_element_reason}')
@@ -220,14 +221,22 @@ class Plan:
                 stage_cells = (f'<td rowspan="{len(s.properties)}">{s.index}</td><td rowspan="{len(s.properties)}">'
                                f'{where}</td><td rowspan="{len(s.properties)}">{blocks}</td>') if i == 0 else ''
                 rows.append(f'<tr>{stage_cells}<td><b>{html.escape(p.name)}</b></td><td>{p.mode}</td>'
-                            f'<td>{html.escape(", ".join(sorted(p.requires)) or "—")}</td>'
+                            f'<td>{html.escape(_requirement(p, "—"))}</td>'
                             f'<td>{html.escape(_describe_output(p.output))}</td><td>{notes}</td></tr>')
         head = ''.join(f'<th>{h}</th>' for h in ('stage', 'split along', 'blocks', 'property', 'mode', 'requires',
                                                   'output', 'fallbacks / notes'))
-        notes = ''.join(f'<li>{html.escape(n)}</li>' for n in self.notes)
+        items = [html.escape(n) for n in self.notes]
+        if self.done:
+            items.append(f'already cached: {html.escape(", ".join(self.done))}')
+        if self.memory_bound is not None:
+            items.append(f'outputs in memory: at most {_bytes_text(self.memory_bound)} (memory_limit '
+                         f'{_bytes_text(self.memory_limit)})')
+        notes = f'<ul>{"".join(f"<li>{n}</li>" for n in items)}</ul>' if items else ''
+        ran = '' if self.elapsed is None else (f'<p>ran in {self.elapsed:.2f} s'
+                                               f'{f"; {html.escape(self.reuse)}" if self.reuse else ""}</p>')
         return (f'<div><b>Plan for {html.escape(self.cls.__name__)}</b> over '
-                f'{html.escape(str(self.parallel_dims))}, {self.max_workers} workers<ul>{notes}</ul>'
-                f'<table><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>')
+                f'{html.escape(str(self.parallel_dims))}, {_count(self.max_workers, "worker")}{notes}'
+                f'<table><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>{ran}</div>')
 
 
 def _graph():
@@ -237,6 +246,20 @@ def _graph():
     Dask needs its graph. `_graph.py` never imports this module, so this is no import cycle.
     """
     return importlib.import_module('lazyphi.parallel._graph')
+
+
+def _count(n: int, noun: str) -> str:
+    return f'{n} {noun}{"" if n == 1 else "s"}'
+
+
+def _requirement(p: PropertyPlan, none: str) -> str:
+    """The dims a property keeps whole: parallel dims as a list, declared dims that are not parallel (never split
+    anyway) by name, like `['run'] and x, y (not parallel dims)`; `none` when it keeps none."""
+    parts = [str(sorted(p.requires))] if p.requires else []
+    whole = sorted(p.declared - p.requires)
+    if whole:
+        parts.append(f'{", ".join(whole)} (not parallel dims)')
+    return ' and '.join(parts) or none
 
 
 def _block_sizes(blocks: Sequence[Block]) -> str:
@@ -348,17 +371,26 @@ def plan(instance, properties: Sequence, parallel_dims=batch, max_workers: int |
 def _storable_outputs(plans: dict, requested: tuple, memory_limit, notes: list) -> dict:
     """Mark every requested output that can go to disk as written to Zarr (so that running again resumes).
 
-    Only single-Tensor outputs of known shape can go to disk; the others stay in memory (noted).
-    Returns {name: PropertyPlan} of the outputs that can.
+    Only single-Tensor outputs of known shape with at least one dim can go to disk (chunks are cut along a
+    dim); the others stay in memory (noted, with the reason). Returns {name: PropertyPlan} of the outputs that can.
     """
     storable = {n: p for n, p in plans.items() if isinstance(p.output, ShapeDtype) and p.output.shape.rank}
-    for n in plans:
+    for n, p in plans.items():
         if n not in storable and (n in requested or memory_limit is not None):
-            notes.append(f'{n} stays in memory: only tensor outputs of known shape go to the disk cache')
+            notes.append(f'{n} stays in memory: {_not_storable(p.output)}')
     for n in requested:
         if n in storable:
             storable[n].disk = True
     return storable
+
+
+def _not_storable(output) -> str:
+    """Why an output cannot go to the disk cache, in words."""
+    if output is None:
+        return 'its output is known only once computed, and only tensors of known shape go to the disk cache'
+    if isinstance(output, ShapeDtype):
+        return 'its output has no dims (one value); the disk cache stores tensors in chunks along a dim'
+    return f'its output is {_describe_output(output)}; only single tensors go to the disk cache'
 
 
 def _fit_memory_limit(instance, props: list, storable: dict, dims: Shape, workers: int, block_size, memory_limit,
@@ -369,7 +401,9 @@ def _fit_memory_limit(instance, props: list, storable: dict, dims: Shape, worker
     computed, before they are written or handed over. Outputs sent to disk are written and come back
     disk-backed (intermediate ones included); the others stay in memory, written or not. Blocks depend
     on which outputs go to disk, so the stages are cut again for each choice. Where even all outputs on
-    disk leave the blocks alone beyond the limit, a note says so. Returns (stages, bytes held at most).
+    disk leave the blocks running at once beyond the limit while one of them fits, a note says how many
+    workers would fit; a limit below one block (`memory_limit=1`: everything to disk) gets no note, the
+    plan's `outputs in memory` line shows what the run holds. Returns (stages, bytes held at most).
     """
     order = sorted(storable, key=lambda n: -memory_bytes(storable[n].output))
     written = {n for n in storable if storable[n].disk}
@@ -378,17 +412,21 @@ def _fit_memory_limit(instance, props: list, storable: dict, dims: Shape, worker
             storable[n].in_memory = i >= sent
             storable[n].disk = n in written or i < sent
         stages = _stages(instance, props, dims, workers, block_size, memory_limit, chunk_bytes)
-        bound, running = _memory_bound(stages, workers)
+        bound, running, largest = _memory_bound(stages, workers)
         if bound <= memory_limit:
             return stages, bound
-    notes.append(f'memory_limit={_bytes_text(memory_limit)} is less than the blocks being computed hold: '
-                 f'{running}; a block of a stage writing to disk is one chunk at least (chunk_bytes= makes them '
-                 f'smaller)')
+    kept = bound - running * largest
+    fitting = int((memory_limit - kept) // largest) if largest else running
+    if fitting >= 1:
+        notes.append(f'memory_limit={_bytes_text(memory_limit)} is less than the {running} blocks being computed at '
+                     f'once hold ({running} x {_bytes_text(largest)}): max_workers={fitting} would fit it, or smaller '
+                     f'chunks (chunk_bytes=), as a block of a stage writing to disk is one chunk at least')
     return stages, bound
 
 
-def _memory_bound(stages: list, workers: int) -> tuple:
-    """Bytes of outputs a run of `stages` holds in memory at most, and what the running blocks hold, in words.
+def _memory_bound(stages: list, workers: int) -> tuple[int, int, int]:
+    """Bytes of outputs a run of `stages` holds in memory at most, the number of blocks running at once, and the
+    bytes of outputs of the largest block.
 
     Those kept in memory (outputs of unknown size are not counted), plus, for each of at most `workers`
     tasks running at once, the outputs of the largest block (of a host stage: all its outputs).
@@ -404,7 +442,7 @@ def _memory_bound(stages: list, workers: int) -> tuple:
             per_block = sum(_output_bytes(p.output, s.block_dim, block / n) for p in s.properties)
             largest, tasks = max(largest, int(per_block)), tasks + len(s.blocks)
     running = min(workers, tasks)
-    return kept + running * largest, f'{running} task{"s" if running != 1 else ""} x {_bytes_text(largest)}'
+    return kept + running * largest, running, largest
 
 
 def _output_bytes(output, dim: str | None = None, fraction: float = 1.0) -> float:
@@ -495,13 +533,14 @@ def _plan_property(instance, cls: type, name: str, read: _Reads, dims: Shape, in
         reason += '; what an element gives is known once computed'
     elif trace.fallback is not None:
         fallbacks.append(Fallback(*trace.fallback))
+    named = frozenset() if declared is INFER or declared is MIXED else frozenset(resolve_dims(declared, instance_shape))
     if declared is INFER or declared is MIXED:
         if trace.fallback is not None:
             requires = parallel - free
         else:
             requires = trace.requires
     else:
-        requires = frozenset(resolve_dims(declared, instance_shape)) & parallel
+        requires = named & parallel
         if trace.fallback is None:
             requires |= trace.requires & (parallel - free)
     split = parallel - requires
@@ -525,7 +564,7 @@ def _plan_property(instance, cls: type, name: str, read: _Reads, dims: Shape, in
         trace.output, dims.only(tuple(free)) if free else EMPTY_SHAPE)
     output = out if out is not INFER else traced
     return PropertyPlan(name, requires, mode, output, read.fields, read.cached, tuple(fallbacks), reason, trace,
-                        partials)
+                        partials, declared=named)
 
 
 def _trace_property(instance, name: str, parallel: frozenset, code: tuple) -> tuple:

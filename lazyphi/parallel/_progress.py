@@ -3,7 +3,8 @@
 Dask's `ProgressBar(minimum=...)` polls on a timer thread that sleeps 0.1 s at a time, and its exit
 joins that thread: every run, however short, waits up to 0.1 s more. This bar's thread waits on an
 event instead, so the end of a run wakes it at once; it draws only once the run has taken
-`after` seconds.
+`after` seconds. In a Jupyter kernel a bar is one output redrawn in place (`KernelLine`), so that a notebook
+saved or rendered to static HTML holds its last state, not one line per update as carriage returns leave.
 """
 
 from __future__ import annotations
@@ -13,6 +14,33 @@ import threading
 import time
 
 from dask.callbacks import Callback
+
+
+def bar_text(fraction: float, elapsed: float, width: int = 40) -> str:
+    """`[####    ] | 50% Completed | 1.3 s`."""
+    return f'[{"#" * int(width * fraction):<{width}}] | {fraction:4.0%} Completed | {elapsed:.1f} s'
+
+
+def in_kernel() -> bool:
+    """Whether this code runs in a Jupyter kernel (IPython with a kernel; never imports IPython)."""
+    ipython = sys.modules.get('IPython')
+    shell = ipython.get_ipython() if ipython is not None and hasattr(ipython, 'get_ipython') else None
+    return getattr(shell, 'kernel', None) is not None
+
+
+class KernelLine:
+    """One line of text in a Jupyter kernel's output, redrawn in place: a display updated by its id."""
+
+    def __init__(self):
+        self._handle = None
+
+    def show(self, text: str) -> None:
+        from IPython.display import display  # loaded: this runs in a kernel
+
+        if self._handle is None:
+            self._handle = display({'text/plain': text}, raw=True, display_id=True)
+        else:
+            self._handle.update({'text/plain': text}, raw=True)
 
 
 class LateProgressBar(Callback):
@@ -29,6 +57,7 @@ class LateProgressBar(Callback):
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._started = 0.0
+        self._line = KernelLine() if out is None and in_kernel() else None
 
     def _start(self, dsk) -> None:
         self._started = time.perf_counter()
@@ -48,7 +77,8 @@ class LateProgressBar(Callback):
             self._thread = None
         if self._drawn:
             self._draw(final=not errored)
-            self._write('\n')
+            if self._line is None:
+                self._write('\n')
 
     def _watch(self) -> None:
         if self._stop.wait(self._after):
@@ -65,9 +95,11 @@ class LateProgressBar(Callback):
         done = len(state['finished'])
         total = done + sum(len(state[k]) for k in ('ready', 'waiting', 'running'))
         fraction = 1.0 if final or not total else done / total
-        bar = '#' * int(self._width * fraction)
-        elapsed = time.perf_counter() - self._started
-        self._write(f'\r[{bar:<{self._width}}] | {fraction:4.0%} Completed | {elapsed:.1f} s')
+        text = bar_text(fraction, time.perf_counter() - self._started, self._width)
+        if self._line is not None:
+            self._line.show(text)
+        else:
+            self._write(f'\r{text}')
         self._drawn = True
 
     def _write(self, text: str) -> None:

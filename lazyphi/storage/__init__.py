@@ -8,9 +8,8 @@ lazyphi` does not import this package. Dask and xarray are imported only by `Dis
 `to_xarray()`.
 """
 
-import importlib
-
 from .._errors import CacheDirNotShared, ChunkDamaged, ChunkMissing, ManifestDamaged, UnknownClassWarning
+from .._lazy import lazy_names as _lazy_names
 from ._arguments import check_cache_dir, parse_bytes
 from ._memory import (  # MEMORY: the time-to-live cache of loaded values, shared with parallel's dask-backed kind
     MEMORY,
@@ -41,11 +40,7 @@ _LAZY = {'DiskTensor': '._disk', 'disk_tensor': '._disk', 'get_cache_files': '._
          'save': '._save', 'load': '._save'}
 
 
-def __getattr__(name: str):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'lazyphi.storage' has no attribute {name!r}")
-    return getattr(importlib.import_module(module, __name__), name)
+__getattr__, __dir__ = _lazy_names(__name__, _LAZY)
 
 
 __all__ = [

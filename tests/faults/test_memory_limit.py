@@ -81,9 +81,18 @@ def test_outputs_within_the_limit_beside_the_running_blocks_stay_in_memory(tmp_p
     math.assert_close(layers.large, DATA * 2)
 
 
-def test_a_limit_below_what_the_running_blocks_hold_sends_everything_to_disk_and_says_so():
+def test_memory_limit_1_sends_everything_to_disk_without_a_note():
+    """The documented way to put every output on disk: the plan shows what the run holds, and notes nothing."""
     p = plan(Layers(DATA), [Layers.large, Layers.medium], max_workers=2, cache_dir='unused', memory_limit=1)
     assert not any(q.in_memory for q in p.properties.values())
     assert p.memory_bound == 2 * 48 * KIB
-    assert any('memory_limit=1 B is less than the blocks being computed hold: 2 tasks x 48.0 KiB' in n
-               for n in p.notes)
+    assert p.notes == []
+    assert 'outputs in memory: at most 96.0 KiB (memory_limit 1 B)' in str(p)
+
+
+def test_a_limit_that_one_running_block_fits_but_not_all_says_how_many_workers_would():
+    p = plan(Layers(DATA), [Layers.large, Layers.medium], max_workers=4, cache_dir='unused', memory_limit=100 * KIB)
+    assert not any(q.in_memory for q in p.properties.values())
+    assert p.notes == ['memory_limit=100.0 KiB is less than the 4 blocks being computed at once hold (4 x 48.0 KiB): '
+                       'max_workers=2 would fit it, or smaller chunks (chunk_bytes=), as a block of a stage writing '
+                       'to disk is one chunk at least']
