@@ -19,6 +19,7 @@ from lazyphi import math
 from lazyphi.backend import DType
 from lazyphi.dataclasses import cached_property
 from lazyphi.math import Tensor, batch, channel, spatial
+from lazyphi.math.kinds import Joined
 from lazyphi.parallel import parallel_compute, parallel_property, plan
 
 DTYPES = ('bool', 'int8', 'int16', 'int32', 'int64', 'uint8', 'uint16', 'uint32', 'uint64',
@@ -172,3 +173,26 @@ def test_sums_of_integers_have_numpys_type_on_every_backend(backend, dtype):
     for result in (math.sum(t, 'x'), math.sum(t), math.prod(t, 'x')):
         assert result.dtype == wide
         assert lib.dtype(result.native(result.shape)) == wide
+
+
+@pytest.mark.parametrize('backend', BACKEND_NAMES)
+@pytest.mark.parametrize('kind', ['dense', 'expanded', 'joined'])
+@pytest.mark.parametrize('operation', [lambda t: t + 300, lambda t: 300 + t, lambda t: t - (-1), lambda t: t * 256])
+def test_a_python_int_out_of_an_integer_tensors_range_raises_on_every_path(backend, kind, operation):
+    """torch, JAX and TensorFlow wrapped `uint8 + 300` around to 44 on the fast path; NumPy raised."""
+    lib = get_backend(backend)
+    t = math.convert(math.tensor(np.arange(4, dtype=np.uint8), batch('e')), lib)
+    if kind == 'expanded':
+        t = math.expand(t, channel(c=2))
+    elif kind == 'joined':
+        t = Joined([t.e[:2], t.e[2:]], 'e')
+    with pytest.raises(OverflowError, match='out of the range of uint8'):
+        operation(t)
+    equal, below = t == 300, t < 300
+    assert equal.dtype == DType(bool) and not equal.numpy(t.shape).any() and below.numpy(t.shape).all()
+
+
+def test_the_tracer_refuses_what_the_ops_refuse():
+    Pair = _pair_class(lambda a, b: a + 300)
+    p = plan(Pair(_make('uint8'), _make('uint8')), [Pair.value]).properties['value']
+    assert p.output is None and 'OverflowError' in ' '.join(map(str, p.fallbacks))
