@@ -164,17 +164,25 @@ def test_load_never_walks_through_a_lazy_proxy(tmp_path, monkeypatch, path):
     assert touched == [] and isinstance(loaded, dict)
 
 
-def test_load_never_loads_a_lazily_imported_module(tmp_path, payload):
-    """A module registered through importlib's LazyLoader runs on first attribute access; load must not touch it."""
-    spec = importlib.util.find_spec('lazyphi_payload')
+def test_load_never_loads_a_lazily_imported_module(tmp_path, monkeypatch):
+    """A module registered through importlib's LazyLoader runs on first attribute access; load must not touch it.
+
+    A module name of its own: classes loaded from `lazyphi_payload` by other tests may still be alive, and load
+    finds those (they were allowed once in this process).
+    """
+    file = tmp_path / 'lazyphi_lazily_loaded.py'
+    file.write_text(PAYLOAD)
+    marker = tmp_path / 'ran'
+    monkeypatch.setenv('LAZYPHI_TEST_MARKER', str(marker))
+    spec = importlib.util.spec_from_file_location('lazyphi_lazily_loaded', file)
     spec.loader = importlib.util.LazyLoader(spec.loader)
     module = importlib.util.module_from_spec(spec)
-    sys.modules['lazyphi_payload'] = module
+    monkeypatch.setitem(sys.modules, 'lazyphi_lazily_loaded', module)
     spec.loader.exec_module(module)
-    target = _save_naming(tmp_path, 'lazyphi_payload')
+    target = _save_naming(tmp_path, 'lazyphi_lazily_loaded')
     with pytest.warns(UnknownClassWarning):
         loaded = lazyphi.load(target)
-    assert not payload.exists() and isinstance(loaded, dict)
+    assert not marker.exists() and isinstance(loaded, dict)
 
 
 def test_the_lazy_proxies_of_importlib_metadata_import_nothing(tmp_path):
