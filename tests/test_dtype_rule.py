@@ -90,6 +90,7 @@ def _assert_same(loaded: Tensor, expected: Tensor):
     np.testing.assert_array_equal(got, want, strict=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('backend', BACKEND_NAMES)
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(name=st.sampled_from(sorted(EXPRESSIONS)), first=st.sampled_from(DTYPES), second=st.sampled_from(DTYPES),
