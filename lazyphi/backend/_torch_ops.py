@@ -280,9 +280,23 @@ def _float_for_mean(x: torch.Tensor) -> torch.Tensor:
     return x if x.is_floating_point() or x.is_complex() else x.to(torch.float64)
 
 
+_UNSIGNED = (torch.uint8, torch.uint16, torch.uint32, torch.uint64)
+
+
 def _promote_for_sum(x: torch.Tensor) -> torch.Tensor:
-    """The type a sum or product has in NumPy and torch alike: bools and integers become int64."""
-    return x if x.is_floating_point() or x.is_complex() else x.to(torch.int64)
+    """The type a sum or product has in NumPy: bools and signed integers become int64, unsigned ones uint64."""
+    if x.is_floating_point() or x.is_complex():
+        return x
+    return x.to(torch.uint64 if x.dtype in _UNSIGNED else torch.int64)
+
+
+def _accumulated(reduction: Callable) -> Callable:
+    """A sum or product with NumPy's result type: torch gives int64 for unsigned integers too."""
+    def run(x: torch.Tensor, *args, **kwargs) -> torch.Tensor:
+        result = reduction(x, *args, **kwargs)
+        return result.to(torch.uint64) if x.dtype in _UNSIGNED and result.dtype != torch.uint64 else result
+    run.__name__ = run.__qualname__ = reduction.__name__
+    return run
 
 
 def _reduction(name: str, function: Callable, prepare: Callable = lambda x: x,
@@ -623,8 +637,8 @@ OPS: dict[str, Callable] = {
     'expand_dims': _expand_dims,
     'pad': _pad,
     # --- reductions ---
-    'sum': _reduction('sum', torch.sum, on_no_axes=_promote_for_sum),
-    'prod': _prod,
+    'sum': _accumulated(_reduction('sum', torch.sum, on_no_axes=_promote_for_sum)),
+    'prod': _accumulated(_prod),
     'mean': _reduction('mean', torch.mean, _float_for_mean),
     'std': _reduction('std', functools.partial(torch.std, correction=0), _float_for_mean, torch.zeros_like),
     'max': _reduction('max', torch.amax),

@@ -65,9 +65,22 @@ def apply(op: Op, *values, params: tuple = ()) -> Tensor:
 
 
 SIGN = elementwise_op('sign')
-ROUND = elementwise_op('round')
-CEIL = elementwise_op('ceil')
-FLOOR = elementwise_op('floor')
+
+
+def _rounding(name: str) -> Op:
+    """An element-wise rounding `Op`: bools and integers are whole already and come back unchanged on every
+    backend (NumPy rounds a bool to float16, TensorFlow keeps it, torch and JAX refuse it)."""
+    def run(ts: Sequence[Dense]) -> Dense:
+        t = ts[0]
+        if t._backend.dtype(t._native).kind in (bool, int):
+            return t
+        return Dense(getattr(t._backend, name)(t._native), t._shape, t._backend)
+    return Op(name, ELEMENTWISE, run)
+
+
+ROUND = _rounding('round')
+CEIL = _rounding('ceil')
+FLOOR = _rounding('floor')
 IS_NAN = elementwise_op('isnan')
 IS_FINITE = elementwise_op('isfinite')
 IS_INF = elementwise_op('isinf')

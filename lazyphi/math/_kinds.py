@@ -7,6 +7,7 @@ then runs on `_dense()`.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Callable, Sequence
 
@@ -309,8 +310,9 @@ class Joined(PartsKind):
     """Tensors laid end to end along their dim `dim` but kept apart: a concatenation without a copy.
 
     `parallel_compute` returns its blocks' outputs this way, so assembling them costs no memory.
-    Element-wise operations, slicing, renaming and most reductions work part by part while there
-    are at most `PART_LIMIT` parts; everything else (and `numpy()`) materialises the concatenation.
+    Slicing touches only the parts it selects and renaming works part by part, for any number of parts;
+    element-wise operations and most reductions work part by part while there are at most `PART_LIMIT`
+    parts; everything else (and `numpy()`) materialises the concatenation.
     """
 
     __slots__ = ('_dim', '_offsets', '_parts', '_shape')
@@ -339,11 +341,49 @@ class Joined(PartsKind):
     def _range(self, i: int) -> slice:
         return slice(self._offsets[i], self._offsets[i + 1])
 
+    def _part_of(self, index: int) -> int:
+        """The number of the part holding item `index` (0 <= index < size) along the joined dim."""
+        return bisect.bisect_right(self._offsets, index) - 1
+
+    def _gather(self, selection: dict):
+        """A selection touching only the parts it needs (each part sliced lazily); NotImplemented if none."""
+        dim = self._dim
+        rest = {d: s for d, s in selection.items() if d != dim}
+        sel = selection.get(dim, slice(None))
+        size = self._offsets[-1]
+        if isinstance(sel, int):
+            i = self._part_of(sel)
+            part = self._parts[i][{dim: sel - self._offsets[i]}]
+            return part[rest] if rest else part
+        if isinstance(sel, slice) and sel.step in (None, 1):
+            start, stop, _ = sel.indices(size)
+            if start >= stop:
+                return NotImplemented
+            runs = [(i, slice(max(start, self._offsets[i]) - self._offsets[i],
+                              min(stop, self._offsets[i + 1]) - self._offsets[i]))
+                    for i in range(self._part_of(start), self._part_of(stop - 1) + 1)]
+        else:  # items in any order: consecutive items of one part are taken from it together
+            items = tuple(range(size)[sel]) if isinstance(sel, slice) else sel
+            if not items:
+                return NotImplemented
+            runs = []
+            for index in items:
+                i = self._part_of(index)
+                if runs and runs[-1][0] == i:
+                    runs[-1][1].append(index - self._offsets[i])
+                else:
+                    runs.append((i, [index - self._offsets[i]]))
+            runs = [(i, tuple(local)) for i, local in runs]
+        picked = [self._parts[i][{dim: local, **rest}] for i, local in runs]
+        return picked[0] if len(picked) == 1 else Joined(picked, dim)
+
     @classmethod
     def __handle__(cls, op: Op, tensors: Sequence[Tensor], params: tuple):
         first = next(t for t in tensors if type(t) is Joined)
         dim = first._dim
-        if len(first._parts) > cls.PART_LIMIT:
+        if op.category == GATHER:  # any number of parts: slicing touches only the parts it needs
+            return first._gather(params[0])
+        if op.category in (ELEMENTWISE, REDUCE) and len(first._parts) > cls.PART_LIMIT:
             return NotImplemented
         if op.category == ELEMENTWISE:
             if any(type(t) is Joined and t is not first and t._offsets != first._offsets for t in tensors):
@@ -352,23 +392,6 @@ class Joined(PartsKind):
                                    t[{dim: first._range(i)}] if dim in t.shape.names else t for t in tensors], params)
                      for i in range(len(first._parts))]
             return Joined(parts, dim)
-        if op.category == GATHER:
-            (selection,) = params
-            rest = {d: s for d, s in selection.items() if d != dim}
-            sel = selection.get(dim, slice(None))
-            if isinstance(sel, int):
-                i = max(j for j in range(len(first._parts)) if first._offsets[j] <= sel)
-                part = first._parts[i][{dim: sel - first._offsets[i]}]
-                return part[rest] if rest else part
-            if not isinstance(sel, slice) or sel.step not in (None, 1):
-                return NotImplemented
-            start, stop, _ = sel.indices(first._offsets[-1])
-            picked = [p[{dim: slice(max(start, lo) - lo, min(stop, hi) - lo), **rest}]
-                      for p, lo, hi in zip(first._parts, first._offsets[:-1], first._offsets[1:], strict=True)
-                      if max(start, lo) < min(stop, hi)]
-            if not picked:
-                return NotImplemented
-            return picked[0] if len(picked) == 1 else Joined(picked, dim)
         if op.category == RENAME:
             old, new = params
             if dim in old:  # each part keeps its own size (and labels) along the joined dim

@@ -74,9 +74,8 @@ def auto_cast(backend: Backend, natives: list) -> list:
     if all(dtype(n) == first for n in natives[1:]):
         return natives
     dtypes = [dtype(n) for n in natives]
-    kinds = {d.kind for d in dtypes}
-    if len(kinds) == 1 and first.kind in (int, bool):
-        return natives  # the library's own integer promotion is exact (and what `promoted_dtype` says)
+    # integers too: the libraries disagree (uint64 with int64 is float64 in NumPy and JAX, unsupported in torch;
+    # TensorFlow promotes nothing), and the tracer predicts `promoted_dtype`
     target = promoted_dtype(dtypes)
     return [n if d == target else backend.cast(n, target) for n, d in zip(natives, dtypes, strict=True)]
 

@@ -737,6 +737,7 @@ _MIRRORED = {'eq': 'eq', 'ne': 'ne', 'gt': 'lt', 'ge': 'le', 'lt': 'gt', 'le': '
 
 
 _INTEGRAL = (int, bool)
+_COMPARISONS = (EQUAL, NOT_EQUAL, GREATER, GREATER_EQUAL)
 
 
 def _scalar_keeps_dtype(a: Tensor, b, op: Op) -> bool:
@@ -747,7 +748,17 @@ def _scalar_keeps_dtype(a: Tensor, b, op: Op) -> bool:
     """
     if type(b) not in (int, float):
         return False
-    kind = a.dtype.kind
+    dtype = a.dtype
+    kind = dtype.kind
+    if kind is int and type(b) is int and op is not DIV:
+        low, high = (0, 2 ** dtype.bits - 1) if dtype.unsigned else (-2 ** (dtype.bits - 1), 2 ** (dtype.bits - 1) - 1)
+        if not low <= b <= high:
+            if op in _COMPARISONS:  # compared as a wider integer: 300 is no uint8, so `t == 300` is false
+                return False
+            # NumPy raises so; torch, JAX and TensorFlow would wrap it around silently
+            raise OverflowError(f'Python integer {b} is out of the range of {dtype} ({low} to {high}), the dtype of '
+                                f'the tensor it is combined with; cast the tensor first (math.to_int64(t))')
+        return True
     return kind in (int, float, complex) and not ((type(b) is float or op is DIV) and kind is int)
 
 

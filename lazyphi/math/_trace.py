@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..backend import NUMPY, Backend, DType
+from ..backend import NUMPY, Backend, DType, to_numpy_dtype
 from ._kinds import stacked_shape
 from ._natives import promoted_dtype
 from ._shape import Shape, merge_shapes
@@ -340,14 +340,10 @@ def _result_dtype(op: Op, tensors: Sequence[Tensor], params: tuple) -> DType:
 
 def _probe(t: Tensor) -> Dense:
     """A tensor of ones with the dims of `t`, each of size 1, and `t`'s dtype."""
-    dtype = np.dtype(_numpy_name(t.dtype))
+    dtype = to_numpy_dtype(t.dtype)
     names = t.shape.names
     sizes = (1,) * len(names)
     return Dense(np.ones(sizes, dtype), Shape(sizes, names, t.shape.types, (None,) * len(names)), NUMPY)
-
-
-def _numpy_name(dtype: DType) -> str:
-    return 'bool' if dtype.kind is bool else f'{dtype.kind.__name__}{dtype.bits}'
 
 
 def tracer_for(trace: Trace, shape: Shape, dtype: DType, source=None) -> Tracer:

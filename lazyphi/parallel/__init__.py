@@ -12,7 +12,8 @@ from ._property import INFER, MIXED, ParallelProperty, ParallelPropertyNotComput
 
 # names whose modules import Dask or Zarr
 _LAZY = {'parallel_compute': 'lazyphi.parallel._compute', 'PropertyFailed': 'lazyphi.parallel._engine',
-         'NoWorkers': 'lazyphi.parallel._cluster', 'get_cache_files': 'lazyphi.storage'}
+         'NoWorkers': 'lazyphi.parallel._cluster', 'WorkersLost': 'lazyphi.parallel._cluster',
+         'get_cache_files': 'lazyphi.storage'}
 
 # math.tensor(dask_array) makes a DaskTensor, which needs Dask: this layer's module, imported on the first one
 register_tensor_source('dask', 'lazyphi.parallel._dask_tensor:from_dask')
@@ -24,6 +25,6 @@ __getattr__, __dir__ = _lazy_names(__name__, _LAZY)
 __all__ = [
     'INFER', 'MIXED', 'Block', 'Fallback', 'NoWorkers', 'ParallelProperty', 'ParallelPropertyNotComputed',
     'PerElement', 'Plan', 'PropertyFailed', 'PropertyPlan', 'Stage', 'Trace', 'TraceAborted', 'Tracer',
-    'get_cache_files', 'load_cache_as', 'missing_dims', 'on_load_into_memory', 'parallel_compute',
+    'WorkersLost', 'get_cache_files', 'load_cache_as', 'missing_dims', 'on_load_into_memory', 'parallel_compute',
     'parallel_property', 'plan', 'set_cache_ttl',
 ]

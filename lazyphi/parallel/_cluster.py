@@ -38,6 +38,11 @@ class NoWorkers(RuntimeError):
     """The cluster has had no workers for too long while a run waited on it (none started, or all were lost)."""
 
 
+class WorkersLost(RuntimeError):
+    """The cluster cancelled a run's tasks because workers died: with inputs sent from here more often than a run
+    sends them again, or without any such input lost (then distributed gave up on its own)."""
+
+
 def run_on_client(client, graph: dict, keys: list, progress: bool | None, local: frozenset) -> list:
     """Run `graph` on a `distributed` client; the tasks in `local` run here on what the cluster computed for them.
 
@@ -74,7 +79,9 @@ def run_on_client(client, graph: dict, keys: list, progress: bool | None, local:
     done = {}  # fetched key -> its future in an earlier submission, finished or running
     direct = direct_transfers(client)
     with _Scattered(client, large, direct) as inputs:
+        departed, losses = set(), []  # workers that left during the run; the inputs lost at each loss
         for submission in range(RESUBMISSIONS + 1):
+            workers = _workers(client)
             suffix = uuid.uuid4().hex[:12]
             names = {key: _suffixed(key, suffix) for key in remote}
             futures = client.get(_named(_renamed(remote, names, inputs.aliases(), done), f'lazyphi-{suffix}'),
@@ -85,18 +92,24 @@ def run_on_client(client, graph: dict, keys: list, progress: bool | None, local:
                 values = wait.gather(futures, direct)
                 LATE_RELEASE.hold(client, futures)
                 break
-            except distributed.CancelledError:  # cancelled by the watch, or by the scheduler when inputs were lost
+            except distributed.CancelledError as cancelled:  # by the watch, or by the scheduler: inputs were lost
                 if wait.gave_up is not None:
                     raise NoWorkers(wait.gave_up) from None
                 lost = inputs.lost()
-                if not lost or submission == RESUBMISSIONS:
+                departed |= workers - _workers(client)
+                losses.append(lost)
+                if submission == RESUBMISSIONS or not (lost or done):
                     client.cancel(futures)
-                    raise
-                done = _kept(client, dict(zip(fetch, futures, strict=True)))
-                LOG.warning('A worker was lost with %d of the inputs sent to the cluster: sending them again and '
-                            'computing again the %d of %d outputs that depended on them', len(lost),
-                            len(fetch) - len(done), len(fetch))
-                inputs.send(lost)
+                    raise WorkersLost(_lost_message(cancelled, losses, departed)) from cancelled
+                done = _kept(client, dict(zip(fetch, futures, strict=True)), remote, set(lost))
+                if lost:
+                    LOG.warning('A worker was lost with %d of the inputs sent to the cluster: sending them again and '
+                                'computing again the %d of %d outputs that depended on them', len(lost),
+                                len(fetch) - len(done), len(fetch))
+                    inputs.send(lost)
+                else:  # outputs of the last submission it reused were lost with their worker
+                    LOG.warning('A worker was lost with outputs computed before: computing again the %d of %d '
+                                'outputs not at hand', len(fetch) - len(done), len(fetch))
             except BaseException:  # Ctrl-C or a failed task: stop the rest (blocks already written stay on disk)
                 client.cancel(futures)
                 raise
@@ -106,6 +119,33 @@ def run_on_client(client, graph: dict, keys: list, progress: bool | None, local:
     here = {key: DataNode(key, value) for key, value in zip(fetch, values, strict=True)}
     here.update({key: graph[key] for key in local})
     return dask.local.get_sync(here, keys)
+
+
+def _workers(client) -> set:
+    """The addresses of the cluster's workers now (empty where the scheduler cannot be asked)."""
+    try:
+        return set(client.nthreads())
+    except Exception as err:  # a closing client: the run fails on its own
+        LOG.debug('Cannot ask the scheduler for its workers: %s', err)
+        return set()
+
+
+def _lost_message(cancelled: Exception, losses: list, departed: set) -> str:
+    """What `WorkersLost` says: what was cancelled, which inputs and workers were lost, and what to do."""
+    left = (f'workers that left during the run: {", ".join(sorted(departed))}' if departed else
+            'no worker left the cluster during the run as far as its scheduler tells')
+    if not losses[-1]:
+        return (f'The Dask cluster cancelled the run ({cancelled}) while none of the inputs sent from here was lost; '
+                f'{left}. Distributed gives up on tasks whose data it cannot recompute, e.g. after workers died '
+                f'repeatedly running them (see the workers\' logs: often they ran out of memory). Run again: outputs '
+                f'already written to cache_dir are not computed again')
+    counts = ', '.join(str(len(lost)) for lost in losses)
+    inputs = ', '.join(map(str, sorted({str(k) for lost in losses for k in lost})[:8]))
+    return (f'Workers of the Dask cluster died {len(losses)} times during the run, each time with inputs sent from '
+            f'here ({counts} of them: {inputs}); they were sent again {len(losses) - 1} times, the most a run does '
+            f'(RESUBMISSIONS), and the cluster then cancelled what depended on them ({cancelled}); {left}. See the '
+            f"workers' logs for why they died (often memory: give them more, or use smaller blocks, block_size=). "
+            f'Run again: outputs already written to cache_dir are not computed again')
 
 
 def direct_transfers(client) -> bool:
@@ -185,12 +225,30 @@ def _named(graph: dict, token: str):
         return graph
 
 
-def _kept(client, futures: dict) -> dict:
+def _kept(client, futures: dict, graph: dict, lost: set) -> dict:
     """Of a failed submission's `futures` (by the graph's keys), those the next one reuses: outputs still being
-    computed from inputs that survived, and outputs computed that a worker still holds."""
+    computed from inputs that survived, and outputs computed that a worker still holds.
+
+    A pending output that depends on a `lost` input is not kept: the scheduler cancels it once it learns of the
+    loss, and a submission aliasing it would fail with its key 'already forgotten'.
+    """
     finished = [f for f in futures.values() if f.status == 'finished']
     held = client.who_has(finished) if finished else {}
-    return {key: f for key, f in futures.items() if f.status == 'pending' or held.get(f.key)}
+    return {key: f for key, f in futures.items()
+            if (f.status == 'pending' and not _depends_on(graph, key, lost)) or held.get(f.key)}
+
+
+def _depends_on(graph: dict, key, keys: set) -> bool:
+    """Whether the node `key` of `graph` depends on any of `keys`, directly or through other nodes."""
+    seen, todo = set(), [key]
+    while todo:
+        k = todo.pop()
+        if k in keys:
+            return True
+        if k not in seen and k in graph:
+            seen.add(k)
+            todo.extend(graph[k].dependencies)
+    return False
 
 
 def _suffixed(key, suffix: str):
@@ -283,8 +341,18 @@ class _Scattered:
         return {key: future.key for key, future in self.futures.items()}
 
     def lost(self) -> list:
-        """The keys whose data the cluster no longer has (its worker died)."""
-        return [key for key, future in self.futures.items() if future.status != 'finished']
+        """The keys whose data the cluster no longer has (its worker died).
+
+        The scheduler is asked too: the futures' states reach the client on another message than the cancelled
+        tasks', and may not say so yet.
+        """
+        try:
+            holders = self.client.who_has(list(self.futures.values()))
+        except Exception as err:  # a closing client: the futures' states are all there is
+            LOG.debug('Cannot ask the scheduler who holds the inputs: %s', err)
+            holders = None
+        return [key for key, future in self.futures.items()
+                if future.status != 'finished' or (holders is not None and not holders.get(future.key))]
 
     def __enter__(self):
         return self

@@ -39,7 +39,8 @@ def parallel_compute(instance, properties: Sequence, parallel_dims=batch, max_wo
             or handed over); outputs beyond it, largest first, go to `cache_dir` and come back
             disk-backed (`Plan.memory_bound` says what the run holds at most). Not counted: inputs,
             temporaries inside a property, outputs of unknown shape. Needs `cache_dir`; 1 sends
-            everything to disk.
+            everything to disk. Without it, requested outputs of up to 1 GiB in all come back in memory,
+            larger ones disk-backed (largest first), so that a run's peak does not grow with its results.
         cache_dir: directory of the disk cache (a shared file system for a cluster). With it every
             requested output is written there, and running again resumes from what is written.
         keep_intermediate: keep the values of properties computed only as inputs of `properties`.

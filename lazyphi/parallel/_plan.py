@@ -44,6 +44,8 @@ CHUNK_BYTES = 16 * 2 ** 20
 MIN_CHUNKS = 16  # a parallel dim with at least this many elements is cut into at least this many chunks
 BLOCKS_PER_WORKER = 2  # of a stage that writes nothing to disk; one that does gets a block per chunk
 BLOCK_BYTES = 256 * 2 ** 20  # largest output of one block, so that workers' memory stays bounded
+# with cache_dir but no memory_limit: requested outputs of at most this many bytes in all come back in memory
+KEPT_BYTES = 2 ** 30
 
 
 @dataclass(frozen=True)
@@ -126,7 +128,7 @@ class Plan:
     memory_limit: float | None = None
     cache_dir: str | None = None
     keep_intermediate: bool = False
-    # with memory_limit: bytes of outputs held in memory at most, those kept plus those of the blocks running
+    # with cache_dir: bytes of outputs held in memory at most, those kept plus those of the blocks running
     memory_bound: int | None = None
     instance: object = field(default=None, repr=False)
     field_names: tuple = ()  # the instance's data fields, found once per plan
@@ -179,8 +181,9 @@ class Plan:
         if self.done:
             lines.append(f'  already cached: {", ".join(self.done)}')
         if self.memory_bound is not None:
-            lines.append(f'  outputs in memory: at most {_bytes_text(self.memory_bound)} (memory_limit '
-                         f'{_bytes_text(self.memory_limit)})')
+            limit = (f'memory_limit {_bytes_text(self.memory_limit)}' if self.memory_limit is not None else
+                     f'no memory_limit: results kept up to {_bytes_text(KEPT_BYTES)}')
+            lines.append(f'  outputs in memory: at most {_bytes_text(self.memory_bound)} ({limit})')
         for s in self.stages:
             where = 'host' if s.host else f'split along {s.split_dims}'
             chunks = f' (chunks of {s.chunk_size})' if any(p.disk for p in s.properties) else ''
@@ -360,6 +363,7 @@ def plan(instance, properties: Sequence, parallel_dims=batch, max_workers: int |
         storable = _storable_outputs(plans, names, memory_limit, notes)
         if memory_limit is None:
             stages = _stages(instance, props, dims, workers, block_size, memory_limit, chunk_bytes)
+            bound = _keep_within(storable, stages, workers, notes)
         else:
             stages, bound = _fit_memory_limit(instance, props, storable, dims, workers, block_size, memory_limit,
                                               chunk_bytes, notes)
@@ -391,6 +395,21 @@ def _not_storable(output) -> str:
     if isinstance(output, ShapeDtype):
         return 'its output has no dims (one value); the disk cache stores tensors in chunks along a dim'
     return f'its output is {_describe_output(output)}; only single tensors go to the disk cache'
+
+
+def _keep_within(storable: dict, stages: list, workers: int, notes: list) -> int:
+    """Without `memory_limit`: written outputs come back in memory up to `KEPT_BYTES` in all, the largest others
+    disk-backed, so that a run's peak does not grow with its results. Returns the bytes held at most."""
+    kept = {n: _output_bytes(p.output) for n, p in storable.items() if p.disk}
+    total = sum(kept.values())
+    for n in sorted(kept, key=lambda k: -kept[k]):
+        if total <= KEPT_BYTES:
+            break
+        storable[n].in_memory = False
+        total -= kept[n]
+        notes.append(f'{n} comes back disk-backed: the results kept in memory without memory_limit are at most '
+                     f'{_bytes_text(KEPT_BYTES)} (memory_limit= chooses)')
+    return _memory_bound(stages, workers)[0]
 
 
 def _fit_memory_limit(instance, props: list, storable: dict, dims: Shape, workers: int, block_size, memory_limit,

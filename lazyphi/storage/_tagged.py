@@ -15,6 +15,7 @@ import sys
 import warnings
 import weakref
 from collections.abc import Iterable
+from types import MappingProxyType, ModuleType
 
 import numpy as np
 
@@ -184,9 +185,9 @@ def _shape(value: dict) -> Shape:
 def find_class(path: str, allow: tuple = ()) -> type | None:
     """The class at `module:QualName` without importing anything the caller did not allow, or None.
 
-    Found: in a module already imported (looked up in module and class namespaces, so no module
-    `__getattr__` runs), in a module `allow` names (a module or a package holding it), which is imported,
-    or among the classes saved or loaded in this process.
+    Found: in a module already imported, walking only real modules and classes through their own namespaces
+    (so no module `__getattr__` or lazy proxy runs and nothing is imported on the way), in a module `allow` names
+    (a module or a package holding it), which is imported, or among the classes saved or loaded in this process.
     """
     module_name, _, qualname = path.partition(':')
     module = sys.modules.get(module_name)
@@ -198,15 +199,30 @@ def find_class(path: str, allow: tuple = ()) -> type | None:
             module = None
     cls = module
     for part in qualname.split('.') if module is not None else ():
-        namespace = getattr(cls, '__dict__', None)
-        cls = namespace.get(part) if isinstance(namespace, dict) or hasattr(namespace, 'get') else None
+        cls = _own_attribute(cls, part)
         if cls is None:
             break
-    if not isinstance(cls, type):
+    if not issubclass(type(cls), type):
         cls = _CLASSES.get(path)
     if cls is not None:
         _CLASSES[path] = cls
     return cls
+
+
+def _own_attribute(owner, name: str):
+    """`owner.name` where `owner` is a real module or class and `name` is in its own namespace, else None.
+
+    Only the types of objects are asked, never the objects, and namespaces are read as the interpreter stores
+    them: an object that imports on attribute access (a lazy proxy in a module's namespace, a lazily loaded
+    module, a module `__getattr__`) runs nothing.
+    """
+    if issubclass(type(owner), ModuleType):
+        namespace = ModuleType.__dict__['__dict__'].__get__(owner)  # past a lazy module's own __getattribute__
+    elif issubclass(type(owner), type):
+        namespace = type.__dict__['__dict__'].__get__(owner)  # the class's own, past its metaclass
+    else:
+        return None
+    return namespace.get(name) if type(namespace) in (dict, MappingProxyType) else None
 
 
 def unknown_class(path, where: str, instead: str) -> None:

@@ -6,7 +6,10 @@ Item 4 of issue #18: a `payload.py` in the working directory ran on load, and th
 
 import dataclasses
 import enum
+import importlib.util
 import json
+import os
+import subprocess
 import sys
 import types
 
@@ -127,3 +130,80 @@ def test_allow_modules_takes_module_names(tmp_path, bad):
     lazyphi.save({'a': 1}, tmp_path / 'save')
     with pytest.raises((TypeError, ValueError), match='allow_modules'):
         lazyphi.load(tmp_path / 'save', allow_modules=bad)
+
+
+class _LazyProxy:
+    """Stands in a module's namespace for a module imported on first attribute access, as lazy importers do."""
+
+    def __init__(self, record: list):
+        object.__setattr__(self, '_record', record)
+
+    def __getattribute__(self, name):
+        object.__getattribute__(self, '_record').append(name)  # here a real proxy would import its module
+        return Holder
+
+    def __getattr__(self, name):
+        return self.__getattribute__(name)
+
+
+@pytest.mark.parametrize('path', ['lazyphi_proxy_module:proxy.Thing', 'lazyphi_proxy_module:proxy',
+                                  'lazyphi_proxy_module:proxy.__dict__.Thing'])
+def test_load_never_walks_through_a_lazy_proxy(tmp_path, monkeypatch, path):
+    touched = []
+    module = types.ModuleType('lazyphi_proxy_module')
+    module.proxy = _LazyProxy(touched)
+    monkeypatch.setitem(sys.modules, 'lazyphi_proxy_module', module)
+    target = _save_naming(tmp_path, 'lazyphi_proxy_module')
+    manifest_file = tmp_path / 'save' / 'lazyphi.json'
+    manifest = json.loads(manifest_file.read_text())
+    manifest['root']['class'] = path
+    manifest['checksum'] = manifest_checksum(manifest)
+    manifest_file.write_text(json.dumps(manifest))
+    with pytest.warns(UnknownClassWarning, match='proxy'):
+        loaded = lazyphi.load(target)
+    assert touched == [] and isinstance(loaded, dict)
+
+
+def test_load_never_loads_a_lazily_imported_module(tmp_path, monkeypatch):
+    """A module registered through importlib's LazyLoader runs on first attribute access; load must not touch it.
+
+    A module name of its own: classes loaded from `lazyphi_payload` by other tests may still be alive, and load
+    finds those (they were allowed once in this process).
+    """
+    file = tmp_path / 'lazyphi_lazily_loaded.py'
+    file.write_text(PAYLOAD)
+    marker = tmp_path / 'ran'
+    monkeypatch.setenv('LAZYPHI_TEST_MARKER', str(marker))
+    spec = importlib.util.spec_from_file_location('lazyphi_lazily_loaded', file)
+    spec.loader = importlib.util.LazyLoader(spec.loader)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, 'lazyphi_lazily_loaded', module)
+    spec.loader.exec_module(module)
+    target = _save_naming(tmp_path, 'lazyphi_lazily_loaded')
+    with pytest.warns(UnknownClassWarning):
+        loaded = lazyphi.load(target)
+    assert not marker.exists() and isinstance(loaded, dict)
+
+
+def test_the_lazy_proxies_of_importlib_metadata_import_nothing(tmp_path):
+    """`importlib_metadata` holds `csv` as a lazy proxy: resolving `importlib_metadata:csv.X` imported csv."""
+    pytest.importorskip('importlib_metadata')
+    target = _save_naming(tmp_path, 'importlib_metadata')
+    manifest_file = tmp_path / 'save' / 'lazyphi.json'
+    manifest = json.loads(manifest_file.read_text())
+    manifest['root']['class'] = 'importlib_metadata:csv.Dialect'
+    manifest['root']['config']['label']['class'] = 'importlib_metadata:csv.QuoteStyle'
+    manifest['checksum'] = manifest_checksum(manifest)
+    manifest_file.write_text(json.dumps(manifest))
+    script = ('import sys, warnings, importlib_metadata, lazyphi\n'
+              'before = set(sys.modules)\n'
+              'with warnings.catch_warnings(record=True):\n'
+              '    warnings.simplefilter("always")\n'
+              f'    loaded = lazyphi.load({str(target)!r})\n'
+              'assert isinstance(loaded, dict), loaded\n'
+              'print(sorted(set(sys.modules) - before))\n')
+    result = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True, timeout=120,
+                            env={**os.environ, 'PYTHONPATH': os.pathsep.join(sys.path)})
+    assert result.returncode == 0, result.stderr
+    imported = eval(result.stdout.strip().splitlines()[-1])
+    assert not [m for m in imported if m == 'csv' or m.startswith('email')], imported

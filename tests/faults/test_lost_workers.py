@@ -232,3 +232,60 @@ def test_an_adaptive_cluster_without_workers_yet_is_waited_for(monkeypatch):
         tiny = _tiny()
         parallel_compute(tiny, ['doubled'], scheduler=client, max_workers=2, progress=False)
         math.assert_close(tiny.doubled, tiny.data * 2)
+
+
+GIVE_UP_AFTER_A_LOSS = '''
+    if __name__ == '__main__':
+        from distributed import Client, LocalCluster
+        from lazyphi.parallel import WorkersLost, _cluster
+
+        _cluster.RESUBMISSIONS = 0  # the first loss is already one too many: as the 4th loss is by default
+        client = Client(LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=':0'))
+        try:
+            parallel_compute(make(300), [Slow.total], scheduler=client, max_workers=2, block_size=2, progress=False)
+        except WorkersLost as err:
+            print('lost:', err, flush=True)
+'''
+
+
+@pytest.mark.slow
+def test_a_run_that_loses_its_inputs_too_often_says_which_and_what_to_do(tmp_path):
+    """3 of 5 runs losing 4 workers ended with distributed's `FutureCancelledError ... already forgotten`."""
+    pytest.importorskip('distributed')
+    script, marks = _write(tmp_path, GIVE_UP_AFTER_A_LOSS)
+    job = _start(script, marks, SLEEP='5')
+    try:
+        _wait_for(lambda: len(_marks(marks)) >= 2, 120, 'both workers to start a block')
+        _, pid = max(_marks(marks))
+        os.kill(pid, signal.SIGKILL)
+        out, err = job.communicate(timeout=100)
+    finally:
+        _end_session(job)
+    assert job.returncode == 0 and 'lost:' in out, err[-3000:]
+    message = out.split('lost:')[1]
+    assert 'Workers of the Dask cluster died 1 times' in message and 'sent again 0 times' in message
+    assert "field(data)" in message  # the input lost: the data field's blocks, scattered from here
+    assert 'workers that left during the run: tcp://' in message and 'Run again' in message
+
+
+class _Future:
+    def __init__(self, key, status):
+        self.key, self.status = key, status
+
+
+class _Client:
+    def who_has(self, futures):
+        return {f.key: ['tcp://worker'] for f in futures}
+
+
+def test_outputs_depending_on_a_lost_input_are_not_reused():
+    """A pending output of a lost input is cancelled by the scheduler later: aliasing it made the next submission
+    fail with its key 'already forgotten'."""
+    from dask.task_spec import DataNode, Task, TaskRef
+
+    graph = {'input': DataNode('input', 1), 'other': DataNode('other', 2),
+             'a': Task('a', abs, TaskRef('input')), 'b': Task('b', abs, TaskRef('other')),
+             'c': Task('c', abs, TaskRef('a')), 'd': Task('d', abs, TaskRef('other'))}
+    futures = {'c': _Future('c-1', 'pending'), 'b': _Future('b-1', 'pending'), 'd': _Future('d-1', 'finished')}
+    kept = _cluster._kept(_Client(), futures, graph, {'input'})
+    assert set(kept) == {'b', 'd'}
