@@ -57,6 +57,8 @@ from ._results import (
     read_manifest,
     read_records,
     record_name,
+    record_names,
+    recorded_positions,
     records_dir,
     stored_checksum,
 )
@@ -422,7 +424,7 @@ def read_selection(info: DiskArray, selection: tuple) -> np.ndarray:
                 checksum = read_into(index, inner, out, outer, checks)
             except Exception as err:
                 _raise_damaged(info, index, err)
-            if tags is not None and chunk_tag(info.key, info.array, index, checksum) not in tags.get(index, ()):
+            if tags is not None and record_name(index, chunk_tag(info.key, info.array, index, checksum)) not in tags:
                 _raise_misplaced(info, index, checksum)
     finally:
         damaged = checks.damaged()  # also where a read failed: no check is left running on `out`
@@ -487,32 +489,31 @@ def _pieces(sel: Selection, chunk: int) -> list[tuple]:
 def _complete_chunks_touched(info: DiskArray, selection: tuple) -> tuple:
     """Grid positions of the chunks `selection` touches that have their completion record."""
     ids = [[piece[0] for piece in _pieces(sel, chunk)] for sel, chunk in zip(selection, info.chunks, strict=True)]
-    present = read_records(records_dir(info.store, info.array), info.grid, info.bound)
-    return tuple(i for i in itertools.product(*ids) if i in present)
+    present = recorded_positions(record_names(records_dir(info.store, info.array)), info.bound)
+    return tuple(i for i in itertools.product(*ids) if record_name(i) in present)
 
 
-def _check_records(info: DiskArray, chunk_ids: list) -> dict | None:
+def _check_records(info: DiskArray, chunk_ids: list) -> set | None:
     """Raise ChunkMissing unless every chunk in the grid `chunk_ids` (positions per axis) has its record.
 
     Takes time proportional to the records present, not to the chunks asked for.
 
     Returns:
-        Where records carry tags: grid position -> the tags recorded for it, of at least every chunk asked
-        for that has a record; else None.
+        Where records carry tags: names of records, among them the one with tag of every chunk asked for whose
+        record is intact; else None.
     """
     records = records_dir(info.store, info.array)
     count = math.prod(len(ids) for ids in chunk_ids)
-    needed = _grid(chunk_ids)
     if count <= _RECORD_STATS_UP_TO:
-        found = _stat_records(info, list(needed))
+        found = _stat_records(info, list(_grid(chunk_ids)))
         if found is not None:
             return found if info.bound else None
-        needed = _grid(chunk_ids)
     # a listing: at most len(present) + 1 steps, as a chunk that is not present comes up by then
-    present = read_records(records, info.grid, info.bound)
-    first = next((i for i in needed if i not in present), None)
+    names = record_names(records)
+    present = recorded_positions(names, info.bound)
+    first = next((i for i in _grid(chunk_ids) if record_name(i) not in present), None)
     if first is not None:
-        missed = count - _recorded_among(present, chunk_ids)
+        missed = count - _recorded_among(read_records(records, info.grid, info.bound), chunk_ids)
         several = f' (and {missed - 1} more of the {count} chunks this read needs)' if missed > 1 else ''
         again = ('The save was not completed: save it again' if info.save else
                  'Running the computation again with the same cache_dir completes it.')
@@ -522,22 +523,23 @@ def _check_records(info: DiskArray, chunk_ids: list) -> dict | None:
             f'did not finish. {again}')
         error.store, error.array, error.chunk = info.store, info.array, first
         raise error
-    return present if info.bound else None
+    return names if info.bound else None
 
 
-def _stat_records(info: DiskArray, needed: list) -> dict | None:
-    """{position: {tag}} of the chunks `needed` where each has its record, by one stat each (with tags: after
+def _stat_records(info: DiskArray, needed: list) -> set | None:
+    """Names of the records of the chunks `needed` where each has its record, by one stat each (with tags: after
     reading the checksum the chunk's file ends with); None where some record is not found so."""
     records = records_dir(info.store, info.array)
     if not info.bound:
         present = all(os.path.exists(os.path.join(records, record_name(i))) for i in needed)
-        return {} if present else None
-    found = {}
+        return set() if present else None
+    found = set()
     for index in needed:
-        tag = chunk_tag(info.key, info.array, index, stored_checksum(os.path.join(info.path, chunk_file_name(index))))
-        if not os.path.exists(os.path.join(records, record_name(index, tag))):
+        checksum = stored_checksum(os.path.join(info.path, chunk_file_name(index)))
+        name = record_name(index, chunk_tag(info.key, info.array, index, checksum))
+        if not os.path.exists(os.path.join(records, name)):
             return None
-        found[index] = {tag}
+        found.add(name)
     return found
 
 

