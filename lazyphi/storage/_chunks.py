@@ -15,10 +15,11 @@ Writing, and reading one chunk alone, checksum 512 KiB at a time (`_PIECE`) as t
 are in the CPU's cache. Reading a selection reads its chunks back to back, 4 MiB at a time (`_READ_AHEAD`),
 while a helper thread checksums what was read (`Checksums`); the selection is returned, or the first
 damaged chunk raised, once all are checked. A missing file, a file of the wrong size or a wrong checksum
-raises. The files and metadata stay Zarr's, so any Zarr reader opens the arrays (and checks the
-checksums). Arrays with any other codec (`zstd`) are read and written through Zarr (`chunk_reader`,
-`chunk_writer`), which checks the checksum of each chunk; lazyphi checks first that the chunk's file exists
-(Zarr reads a missing chunk as the fill value).
+raises. Reads return the checksum each chunk's file ends with, and writes the one they wrote, so that the
+disk cache can tell whether a chunk belongs where it lies (`_results.chunk_tag`). The files and metadata
+stay Zarr's, so any Zarr reader opens the arrays (and checks the checksums). Arrays with any other codec
+(`zstd`) are read and written through Zarr (`chunk_reader`, `chunk_writer`), which checks the checksum of
+each chunk; lazyphi checks first that the chunk's file exists (Zarr reads a missing chunk as the fill value).
 
 Measured (`benchmarks/bench_cache.py`, AMD EPYC, Linux 6.18): the kernel copies file data into memory
 at a third of its usual speed where the destination lies 1 to 31 bytes past the source modulo a page,
@@ -47,7 +48,7 @@ import google_crc32c
 import numpy as np
 
 from ..backend import to_numpy_dtype
-from ._results import CHECKSUM_BYTES, stored_checksum, temporary_suffix
+from ._results import CHECKSUM_BYTES, NOFOLLOW, stored_checksum, temporary_suffix
 
 # Zarr v3 data types whose little-endian bytes are NumPy's dtype of the same name.
 _DATA_TYPES = frozenset({'bool', 'int8', 'int16', 'int32', 'int64', 'uint8', 'uint16', 'uint32', 'uint64',
@@ -73,7 +74,6 @@ _READ_AHEAD = 4 * 2**20
 # rows of the same file reads only those rows. Cleared when it grows past `_VERIFIED_MAX`.
 _VERIFIED: set[tuple] = set()
 _VERIFIED_MAX = 1 << 16
-_NOFOLLOW = getattr(os, 'O_NOFOLLOW', 0)
 # the codecs of arrays lazyphi writes (and wrote before chunks had checksums)
 _LAYOUTS = (['bytes', 'crc32c'], ['bytes', 'zstd', 'crc32c'], ['bytes'], ['bytes', 'zstd'])
 
@@ -573,7 +573,7 @@ os.register_at_fork(after_in_child=_helper_pool.cache_clear)
 
 def _open_chunk(path: str) -> int:
     """A read-only descriptor of a chunk's file; OSError for a symbolic link, which a store never holds."""
-    return os.open(path, os.O_RDONLY | _NOFOLLOW)
+    return os.open(path, os.O_RDONLY | NOFOLLOW)
 
 
 def _stored_sum(fd: int, nbytes: int) -> int | None:

@@ -50,7 +50,7 @@ _REPLACED = re.compile(r'\.(.+)\.[0-9a-f]{32}' + re.escape(REPLACED_SUFFIX))
 _RESERVED = ('zarr.json', MANIFEST)
 TAG_DIGITS = 16  # hex digits of a chunk's tag
 _TAG = re.compile(f'[0-9a-f]{{{TAG_DIGITS}}}')
-_NOFOLLOW = getattr(os, 'O_NOFOLLOW', 0)
+NOFOLLOW = getattr(os, 'O_NOFOLLOW', 0)  # opening a symbolic link fails: a store never holds one
 CHECKSUM_BYTES = 4  # the CRC-32C Zarr's `crc32c` codec appends to each chunk's file
 
 
@@ -374,7 +374,7 @@ def stored_checksum(file: str) -> int | None:
     Whether it matches the file's bytes is for the reader to check; this is what the file claims to hold.
     """
     try:
-        fd = os.open(file, os.O_RDONLY | _NOFOLLOW)
+        fd = os.open(file, os.O_RDONLY | NOFOLLOW)
     except OSError:
         return None
     try:
@@ -547,7 +547,7 @@ def writer_gone(name: str) -> bool:
     has ended; False where that cannot be known (another machine, Zarr's own temporary files, a live process
     or one this user may not signal)."""
     found = _TEMPORARY.search(name)
-    if not found or found.group(1)[:8] != _machine():
+    if os.name != 'posix' or not found or found.group(1)[:8] != _machine():  # os.kill ends processes elsewhere
         return False
     pid = int(found.group(1)[8:16], 16)
     if pid in (0, os.getpid()):
