@@ -359,7 +359,7 @@ def chunk_tag(identity: str, array: str, index: tuple[int, ...], checksum: int |
         index: the chunk's grid position.
         checksum: the CRC-32C at the end of the chunk's file (`stored_checksum`); None: the file has none.
     """
-    text = f'{identity}\0{array}\0{index}\0{checksum}'
+    text = f'{identity}\0{array}\0{".".join(map(str, index))}\0{checksum}'  # str: NumPy ints write as ints
     return hashlib.blake2b(text.encode(), digest_size=TAG_DIGITS // 2).hexdigest()
 
 

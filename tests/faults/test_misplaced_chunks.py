@@ -247,3 +247,28 @@ def _move(cache_dir: str, how: str, source: tuple, target: tuple) -> None:
         os.replace(source, source + '.x')
         os.replace(target, source)
         os.replace(source + '.x', target)
+
+
+def test_a_result_of_the_format_before_tags_is_listed_as_damaged_and_never_read(tmp_path):
+    """Format-1 results (records without tags) lie under keys of format 1: a run now computes under a new key,
+    and `cache ls` names the old one's format."""
+    from lazyphi import cache
+    from lazyphi.storage import _results
+
+    data = math.tensor(_values(0), SHAPE)
+    group = os.path.dirname(_run(data, 1.0, str(tmp_path), None).values.path)
+    old = os.path.join(str(tmp_path), 'f0f0f0')  # as a key of format 1 would name it
+    manifest = _results.read_manifest(group)
+    os.rename(group, old)
+    _results.write_manifest(old, {**{k: v for k, v in manifest.items() if k != 'checksum'}, 'format': 1,
+                                  'key': 'f0f0f0'})
+    for array in ('values', 'other'):
+        records = os.path.join(old, f'{array}.done')
+        for name in os.listdir(records):
+            if not name.startswith('.'):
+                os.rename(os.path.join(records, name), os.path.join(records, name.rpartition('.')[0]))
+    again = _run(data, 1.0, str(tmp_path), None)
+    np.testing.assert_array_equal(again.values.numpy('example,x,y'), _values(0) + 1)
+    listed = {r.key: r for r in cache.list_results(str(tmp_path))}
+    assert listed[os.path.basename(group)].complete
+    assert 'format 1; this lazyphi reads format 2' in listed['f0f0f0'].error
