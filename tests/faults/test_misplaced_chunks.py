@@ -199,6 +199,7 @@ MOVES = st.lists(st.tuples(st.sampled_from(('move', 'copy', 'link', 'swap')), st
                            st.sampled_from(PLACES)), min_size=1, max_size=6)
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(moves=MOVES, compressor=st.sampled_from([None, 'zstd']), repeated=st.booleans())
 def test_random_moves_of_chunk_files_never_give_wrong_values(moves, compressor, repeated):
