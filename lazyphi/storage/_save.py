@@ -2,7 +2,8 @@
 
 `save` writes a directory holding a Zarr v3 group per container node (dataclass, dict, list, tuple), one
 uncompressed Zarr array per tensor in the layout of the disk cache (`_results.py`: chunks along the
-first dim, a `<array>.done/` directory with one completion record per chunk), and one manifest
+first dim, a `<array>.done/` directory with one completion record per chunk, tagged with the chunk's
+checksum, place and the save's `id`: `_results.chunk_tag`), and one manifest
 `lazyphi.json` at the root describing the whole tree: for each node its kind, for dataclasses the class
 path and the config fields in tagged JSON, for tensors the array entry of the disk-cache manifest plus
 the array's path. The save is built in a temporary directory beside its target and renamed into place,
