@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from ._errors import ManifestDamaged, ResultNotFound
-from .storage import ArraySpec, completion, delete_group, read_manifest, result_groups
+from .storage import ArraySpec, completion, delete_group, leftovers, read_manifest, remove_entry, result_groups
 
-__all__ = ['ResultInfo', 'ResultNotFound', 'delete_result', 'delete_results', 'list_results']
+__all__ = ['Leftover', 'ResultInfo', 'ResultNotFound', 'delete_leftovers', 'delete_result', 'delete_results',
+           'list_leftovers', 'list_results']
 
 
 @dataclass(frozen=True)
@@ -133,6 +134,48 @@ def delete_results(cache_dir: str, keys: Iterable[str] | None = None,
     return chosen
 
 
+@dataclass(frozen=True)
+class Leftover:
+    """A hidden entry of a cache directory that a writer leaves while it works, and a killed one for good.
+
+    Attributes:
+        path: the entry: `.<name>.<hex>.partial`, a result or save being built or a result being deleted, or
+            `.<name>.<hex>.replaced`, an old save moved away by `save(overwrite=True)`.
+        nbytes: total size of its files.
+        removable: whether deleting it now is safe: its writer is gone (or it is untouched for a minute), and
+            an old save is replaced by the save now at its name.
+    """
+
+    path: str
+    nbytes: int
+    removable: bool
+
+
+def list_leftovers(cache_dir: str) -> list[Leftover]:
+    """What writers left in `cache_dir` besides results (see `Leftover`), by path.
+
+    Raises:
+        FileNotFoundError: `cache_dir` does not exist.
+    """
+    result_groups(cache_dir)  # the errors for a missing directory or a file
+    return [Leftover(path, _tree_bytes(path), removable) for path, removable in sorted(leftovers(cache_dir).items())]
+
+
+def delete_leftovers(cache_dir: str, paths: Iterable[str] | None = None) -> list[str]:
+    """Delete the leftovers of `cache_dir` that are safe to delete now (`Leftover.removable`); returns their paths.
+
+    Args:
+        paths: only these of them (as `list_leftovers` gives them); None: all.
+    """
+    chosen = None if paths is None else set(paths)
+    removed = []
+    for leftover in list_leftovers(cache_dir):
+        if leftover.removable and (chosen is None or leftover.path in chosen):
+            remove_entry(leftover.path)
+            removed.append(leftover.path)
+    return removed
+
+
 def _seconds(older_than) -> float:
     """`older_than` as seconds; TypeError / ValueError unless it is a number or timedelta >= 0."""
     if isinstance(older_than, timedelta):
@@ -180,6 +223,8 @@ def _info(key: str, path: str, now: datetime) -> ResultInfo:
 
 
 def _tree_bytes(path: str) -> int:
+    if os.path.islink(path) or not os.path.isdir(path):
+        return os.lstat(path).st_size
     total = 0
     for root, _, files in os.walk(path):
         for name in files:

@@ -37,7 +37,7 @@ from collections.abc import Sequence
 import lazyphi
 
 from . import parallel, storage
-from .cache import ResultInfo, _age, _size, delete_results, list_results
+from .cache import ResultInfo, _age, _size, delete_leftovers, delete_results, list_leftovers, list_results
 from .dataclasses import cached_property_names
 
 LOG = logging.getLogger('lazyphi.cli')
@@ -159,11 +159,16 @@ def cache_ls(args: argparse.Namespace) -> int:
 
 
 def cache_du(args: argparse.Namespace) -> int:
-    """Print the size of each result in a cache directory and their total."""
+    """Print the size of each result in a cache directory, of what killed writers left there, and their total."""
     results = _results(args.path)
     for r in results:
         print(f'{_size(r.nbytes):>10}  {r.key}')
-    total = sum(r.nbytes for r in results)
+    left = list_leftovers(args.path)
+    if left:
+        removable = sum(x.removable for x in left)
+        print(f'{_size(sum(x.nbytes for x in left)):>10}  {len(left)} hidden leftover{"" if len(left) == 1 else "s"} '
+              f'of interrupted writes ({removable} no longer in use, which `lazyphi cache rm` deletes)')
+    total = sum(r.nbytes for r in results) + sum(x.nbytes for x in left)
     print(f'{_size(total):>10}  total ({len(results)} result{"" if len(results) == 1 else "s"} in {args.path})')
     return 0
 
@@ -179,16 +184,24 @@ def cache_rm(args: argparse.Namespace) -> int:
     chosen = [by_key[k] for k in dict.fromkeys(args.keys)] if args.keys else results
     if args.older_than is not None:
         chosen = [r for r in chosen if r.age_seconds > args.older_than]
-    if not chosen:
+    left = [x for x in list_leftovers(args.path) if x.removable]  # of no result: every rm deletes them
+    if not chosen and not left:
         print('Nothing to delete.')
         return 0
     for r in chosen:
         print(f'  {r.key}  {r.class_name or "?"}  {_size(r.nbytes)}  {_age(r.age_seconds)} old')
-    summary = f'{len(chosen)} result{"" if len(chosen) == 1 else "s"} ({_size(sum(r.nbytes for r in chosen))})'
-    if not args.yes and not _confirm(f'Delete {summary} from {args.path}? [y/N] '):
+    for x in left:
+        print(f'  {os.path.basename(x.path)}  (left by an interrupted write)  {_size(x.nbytes)}')
+    summary = ' and '.join(
+        ([f'{len(chosen)} result{"" if len(chosen) == 1 else "s"}'] if chosen else [])
+        + ([f'{len(left)} leftover{"" if len(left) == 1 else "s"}'] if left else []))
+    size = sum(r.nbytes for r in chosen) + sum(x.nbytes for x in left)
+    if not args.yes and not _confirm(f'Delete {summary} ({_size(size)}) from {args.path}? [y/N] '):
         return FAILED
     deleted = delete_results(args.path, [r.key for r in chosen])
-    print(f'Deleted {len(deleted)} result{"" if len(deleted) == 1 else "s"}.')
+    removed = delete_leftovers(args.path, [x.path for x in left])
+    print(f'Deleted {len(deleted)} result{"" if len(deleted) == 1 else "s"}'
+          + (f' and {len(removed)} leftover{"" if len(removed) == 1 else "s"}.' if removed else '.'))
     return 0
 
 

@@ -161,4 +161,5 @@ def test_the_module_loads_no_zarr_or_dask(tmp_path):
 
 
 def test_public_names():
-    assert set(cache.__all__) == {'ResultInfo', 'ResultNotFound', 'delete_result', 'delete_results', 'list_results'}
+    assert set(cache.__all__) == {'Leftover', 'ResultInfo', 'ResultNotFound', 'delete_leftovers', 'delete_result',
+                                  'delete_results', 'list_leftovers', 'list_results'}

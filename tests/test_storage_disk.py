@@ -1,7 +1,8 @@
 """Disk-backed tensors: what they read (only the chunks touched), what they never read, and what they equal.
 
 The stores here are written by `_write_result` straight from the on-disk format (a Zarr v3 group named by
-the key, the manifest `lazyphi.json`, `<array>.done/` completion records), independently of lazyphi's writer.
+the key, the manifest `lazyphi.json`, `<array>.done/` completion records tagged as `_results.chunk_tag` says),
+independently of lazyphi's writer.
 """
 
 import dataclasses
@@ -32,6 +33,7 @@ from lazyphi.storage import (
     _chunks,
     _disk,
     _memory,
+    _results,
     clear_memory_cache,
     current_load_backend,
     disk_tensor,
@@ -62,13 +64,17 @@ def _write_result(cache_dir, key: str, arrays: dict, done=None, compressors=None
         records = os.path.join(group, name + '.done')
         os.makedirs(records)
         grid = [range(-(-s // c)) for s, c in zip(values.shape, chunks, strict=True)]
+        meta = _chunks.read_metadata(os.path.join(group, name))
+        summed = _chunks.codec_names(meta)[-1:] == ['crc32c']
         for index in (done or {}).get(name, itertools.product(*grid)):
-            open(os.path.join(records, '.'.join(map(str, index))), 'wb').close()
+            file = _chunks.chunk_file(os.path.join(group, name), meta, index)
+            tag = _results.chunk_tag(key, name, index, _results.stored_checksum(file) if summed else None)
+            open(os.path.join(records, '.'.join((*map(str, index), tag))), 'wb').close()
         entries[name] = {'dims': list(shape.names), 'types': list(shape.types),
                          'labels': [None if lab is None else list(lab) for lab in shape.labels],
                          'sizes': list(shape.sizes), 'dtype': str(np.dtype(values.dtype)), 'backend': backend,
                          'chunks': list(chunks), 'block_dim': shape.names[0]}
-    manifest = {'format': 1, 'key': key, 'class': 'tests.test_storage_disk:Result',
+    manifest = {'format': _results.FORMAT, 'key': key, 'class': 'tests.test_storage_disk:Result',
                 'created': '2025-01-01T00:00:00+00:00', 'arrays': entries}
     with open(os.path.join(group, 'lazyphi.json.tmp'), 'w') as f:
         json.dump(manifest, f)

@@ -20,6 +20,7 @@ from lazyphi.backend import DType
 from lazyphi.math import batch, channel, spatial
 from lazyphi.storage import _chunks, _results, _write
 from lazyphi.storage._results import (
+    FORMAT,
     STALE_AFTER_SECONDS,
     ArraySpec,
     array_specs,
@@ -72,7 +73,7 @@ def test_prepare_creates_group_manifest_arrays_and_record_dirs(tmp_path):
     assert sorted(os.listdir(group)) == ['field', 'field.done', 'lazyphi.json', 'mask', 'mask.done',
                                          'vector', 'zarr.json']  # vector: the labels, a coordinate for xarray
     manifest = read_manifest(group)
-    assert manifest['format'] == 1 and manifest['key'] == KEY
+    assert manifest['format'] == FORMAT and manifest['key'] == KEY
     assert manifest['class'] == f'{__name__}:Result'
     assert manifest['arrays']['field'] == {
         'dims': ['example', 'x', 'vector'], 'types': ['batch', 'spatial', 'channel'],
@@ -228,7 +229,10 @@ def test_write_blocks_record_their_chunks_including_a_partial_last_chunk(tmp_pat
     write_block(group, 'field', block(4, 8), 'example', 4, 8)
     assert block_complete(group, 'field', 'example', 0, 10)
     records = os.path.join(group, 'field.done')
-    assert sorted(os.listdir(records)) == ['.record', '0.0.0', '1.0.0', '2.0.0']  # hard links of the empty .record
+    tags = {index: _results.chunk_tag(KEY, 'field', index, _results.stored_checksum(
+        os.path.join(group, 'field', _results.chunk_file_name(index)))) for index in [(0, 0, 0), (1, 0, 0), (2, 0, 0)]}
+    # hard links of the empty .record, each named by its chunk and the tag of the checksum its file ends with
+    assert sorted(os.listdir(records)) == ['.record', *(f'{i}.0.0.{tags[(i, 0, 0)]}' for i in range(3))]
     assert {(os.stat(os.path.join(records, n)).st_ino, os.path.getsize(os.path.join(records, n)))
             for n in os.listdir(records)} == {(os.stat(os.path.join(records, '.record')).st_ino, 0)}
     expected = np.concatenate([block(0, 4).numpy('example,x,vector'), block(4, 8).numpy('example,x,vector'),
@@ -245,16 +249,26 @@ def test_records_are_files_of_their_own_where_hard_links_fail(tmp_path, monkeypa
 
     monkeypatch.setattr(os, 'link', no_links)
     write_block(group, 'field', block(0, 8), 'example', 0, 8)
-    assert sorted(os.listdir(records)) == ['0.0.0', '1.0.0']
+    assert _chunks_named(records) == ['0.0.0', '1.0.0']
     assert complete_chunks(group, 'field') == {(0, 0, 0), (1, 0, 0)}
     monkeypatch.undo()
-    os.remove(os.path.join(records, '0.0.0'))
+    os.remove(os.path.join(records, next(n for n in os.listdir(records) if n.startswith('0.0.0.'))))
     write_block(group, 'field', block(0, 10), 'example', 0, 10)  # links again; 1.0.0 exists already
-    assert sorted(os.listdir(records)) == ['.record', '0.0.0', '1.0.0', '2.0.0']
+    assert sorted(os.listdir(records))[0] == '.record' and _chunks_named(records) == ['0.0.0', '1.0.0', '2.0.0']
     assert complete_chunks(group, 'field') == {(0, 0, 0), (1, 0, 0), (2, 0, 0)}
     shutil.rmtree(records)
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(FileNotFoundError):  # deleted while writing: this block's records are not made
         write_block(group, 'field', block(0, 4), 'example', 0, 4)
+    prepare_result(str(tmp_path), KEY, Result, {'field': spec()})  # the next run makes the directory again
+    assert complete_chunks(group, 'field') == set()
+    write_block(group, 'field', block(0, 4), 'example', 0, 4)
+    assert complete_chunks(group, 'field') == {(0, 0, 0)}
+
+
+def _chunks_named(records: str) -> list[str]:
+    """The grid positions (`3.0.0`) the records in directory `records` name, sorted."""
+    parsed = [_results.parse_record(n, 3) for n in os.listdir(records)]
+    return sorted('.'.join(map(str, p[0])) for p in parsed if p is not None)
 
 
 def test_a_block_of_several_chunks_records_each(tmp_path):
@@ -340,7 +354,7 @@ def test_records_are_written_only_after_the_data(tmp_path, monkeypatch):
     seen = []
 
     def record_after_checking_the_data(records, names):
-        seen.append([os.path.isfile(os.path.join(group, 'field', 'c.' + name)) for name in names])
+        seen.append([os.path.isfile(os.path.join(group, 'field', 'c.' + name.rsplit('.', 1)[0])) for name in names])
         raise OSError('killed before the records')
     monkeypatch.setattr(_write, 'write_records', record_after_checking_the_data)
     with pytest.raises(OSError, match='killed before the records'):
@@ -367,7 +381,9 @@ def test_a_failing_data_write_leaves_no_record_and_no_chunk(tmp_path, monkeypatc
 
 def test_stray_files_among_the_records_are_ignored(tmp_path):
     group = prepare_result(str(tmp_path), KEY, Result, {'field': spec()})
-    for name in ('9.0.0', '0.0', 'a.0.0', 'notes.txt', '1.0.0'):
+    tag = '0123456789abcdef'
+    for name in (f'9.0.0.{tag}', f'0.0.{tag}', f'a.0.0.{tag}', 'notes.txt', '2.0.0', f'2.0.0.{tag[1:]}',
+                 f'2.0.0.{tag.upper()}', f'1.0.0.{tag}'):
         open(os.path.join(group, 'field.done', name), 'w').close()
     assert complete_chunks(group, 'field') == {(1, 0, 0)}
 
@@ -436,14 +452,31 @@ def test_temporary_files_of_a_killed_writer_are_cleaned(tmp_path):
     left = [p for p in files_under(group) if p.endswith('.partial')]
     assert left, 'the killed writer left no temporary file: chunks are written differently now'
     assert not block_complete(group, 'field', 'example', 0, 4)
-    prepare_result(str(tmp_path), KEY, Result, {'field': spec()})
-    assert all(os.path.exists(os.path.join(group, p)) for p in left)  # too fresh: could be a live writer's
-    for p in left:
-        _age(os.path.join(group, p), STALE_AFTER_SECONDS + 1)
-    prepare_result(str(tmp_path), KEY, Result, {'field': spec()})
+    prepare_result(str(tmp_path), KEY, Result, {'field': spec()})  # at once: their names say the writer is gone
     assert not [p for p in files_under(group) if p.endswith('.partial')]
     write_block(group, 'field', block(0, 4), 'example', 0, 4)
     assert block_complete(group, 'field', 'example', 0, 4)
+
+
+def test_fresh_temporary_files_of_a_live_or_unknown_writer_stay_until_stale(tmp_path):
+    group = prepare_result(str(tmp_path), KEY, Result, {'field': spec()})
+    live = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])
+    try:
+        names = [f'c.0.0.0.{_results._machine()}{live.pid:08x}{"0" * 16}.partial',  # a live writer here
+                 f'c.1.0.0.{"f" * 8}{1:08x}{"0" * 16}.partial',  # a writer on another machine
+                 f'c.2.0.0.{uuid.uuid4().hex}.partial']  # Zarr's own, which name no writer
+        paths = [os.path.join(group, 'field', n) for n in names]
+        for path in paths:
+            open(path, 'w').close()
+        prepare_result(str(tmp_path), KEY, Result, {'field': spec()})
+        assert all(os.path.exists(p) for p in paths)
+        for path in paths:
+            _age(path, STALE_AFTER_SECONDS + 1)
+        prepare_result(str(tmp_path), KEY, Result, {'field': spec()})
+        assert not any(os.path.exists(p) for p in paths)
+    finally:
+        live.kill()
+        live.wait()
 
 
 def test_stale_temporary_manifests_and_group_copies_are_cleaned(tmp_path):
@@ -457,7 +490,8 @@ def test_stale_temporary_manifests_and_group_copies_are_cleaned(tmp_path):
         open(path, 'w').close()
     for path in (stale_copy, other_copy):
         os.makedirs(os.path.join(path, 'field'))
-    for path in (stale_manifest, stale_copy, other_copy, user_file):
+    for path in (stale_manifest, os.path.join(stale_copy, 'field'), stale_copy, os.path.join(other_copy, 'field'),
+                 other_copy, user_file):  # a copy is stale once nothing in it changed for a while
         _age(path, STALE_AFTER_SECONDS + 1)
     prepare_result(str(tmp_path), KEY, Result, {'field': spec()})
     assert not os.path.exists(stale_manifest) and not os.path.exists(stale_copy)
@@ -478,7 +512,7 @@ def _rewrite_manifest(group: str, change) -> None:
 
 @pytest.mark.parametrize('change, problem', [
     (lambda m: m.pop('arrays'), "missing entries ['arrays']"),
-    (lambda m: m.update(format=2), 'format 2; this lazyphi reads format 1'),
+    (lambda m: m.update(format=1), 'format 1; this lazyphi reads format 2'),  # records without tags
     (lambda m: m.update(key='elsewhere'), "names key 'elsewhere'"),
     (lambda m: m.update(created='yesterday'), 'ISO-8601'),
     (lambda m: m['arrays']['field'].update(dtype='float'), "dtype 'float'"),

@@ -25,7 +25,7 @@ from ..dataclasses import cached_property_names
 from ..math import Tensor, config_fields
 from ..math import shape as tree_shape
 from ..math.kinds import class_attribute, memory_bytes
-from ..storage import ArraySpec, prepare_result, worker_load_backend
+from ..storage import FORMAT, ArraySpec, prepare_result, worker_load_backend
 from ._code import value_token
 from ._engine import (
     BlockRange,
@@ -41,7 +41,7 @@ from ._engine import (
 )
 from ._schedulers import run_graph
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = FORMAT  # of the disk cache: a result of an older format is never looked for
 PRESLICE_BYTES = 2 ** 20  # a host value larger than this reaches the block tasks as one slice per block
 
 

@@ -23,6 +23,7 @@ from ._memory import (  # MEMORY: the time-to-live cache of loaded values, share
 from ._out_of_core import reduce_in_pieces
 from ._results import (
     COMPRESSORS,
+    FORMAT,
     ArraySpec,
     array_spec,
     block_chunks,
@@ -30,7 +31,9 @@ from ._results import (
     complete_chunks,
     completion,
     delete_group,
+    leftovers,
     read_manifest,
+    remove_entry,
     result_groups,
 )
 
@@ -44,10 +47,10 @@ __getattr__, __dir__ = _lazy_names(__name__, _LAZY)
 
 
 __all__ = [
-    'COMPRESSORS', 'MEMORY', 'ArraySpec', 'CacheDirNotShared', 'ChunkDamaged', 'ChunkMissing', 'DiskTensor',
+    'COMPRESSORS', 'FORMAT', 'MEMORY', 'ArraySpec', 'CacheDirNotShared', 'ChunkDamaged', 'ChunkMissing', 'DiskTensor',
     'ManifestDamaged', 'UnknownClassWarning', 'array_spec', 'block_chunks', 'block_complete', 'check_cache_dir',
     'check_cache_dir_visible', 'clear_memory_cache', 'complete_chunks', 'completion', 'current_load_backend',
-    'delete_group', 'disk_tensor', 'get_cache_files', 'load', 'load_cache_as', 'on_load_into_memory', 'parse_bytes',
-    'prepare_result', 'read_manifest', 'reduce_in_pieces', 'result_groups', 'save', 'set_cache_ttl',
-    'worker_load_backend', 'write_block',
+    'delete_group', 'disk_tensor', 'get_cache_files', 'leftovers', 'load', 'load_cache_as', 'on_load_into_memory',
+    'parse_bytes', 'prepare_result', 'read_manifest', 'reduce_in_pieces', 'remove_entry', 'result_groups', 'save',
+    'set_cache_ttl', 'worker_load_backend', 'write_block',
 ]

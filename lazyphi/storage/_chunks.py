@@ -15,10 +15,11 @@ Writing, and reading one chunk alone, checksum 512 KiB at a time (`_PIECE`) as t
 are in the CPU's cache. Reading a selection reads its chunks back to back, 4 MiB at a time (`_READ_AHEAD`),
 while a helper thread checksums what was read (`Checksums`); the selection is returned, or the first
 damaged chunk raised, once all are checked. A missing file, a file of the wrong size or a wrong checksum
-raises. The files and metadata stay Zarr's, so any Zarr reader opens the arrays (and checks the
-checksums). Arrays with any other codec (`zstd`) are read and written through Zarr (`chunk_reader`,
-`chunk_writer`), which checks the checksum of each chunk; lazyphi checks first that the chunk's file exists
-(Zarr reads a missing chunk as the fill value).
+raises. Reads return the checksum each chunk's file ends with, and writes the one they wrote, so that the
+disk cache can tell whether a chunk belongs where it lies (`_results.chunk_tag`). The files and metadata
+stay Zarr's, so any Zarr reader opens the arrays (and checks the checksums). Arrays with any other codec
+(`zstd`) are read and written through Zarr (`chunk_reader`, `chunk_writer`), which checks the checksum of
+each chunk; lazyphi checks first that the chunk's file exists (Zarr reads a missing chunk as the fill value).
 
 Measured (`benchmarks/bench_cache.py`, AMD EPYC, Linux 6.18): the kernel copies file data into memory
 at a third of its usual speed where the destination lies 1 to 31 bytes past the source modulo a page,
@@ -33,13 +34,13 @@ from __future__ import annotations
 import concurrent.futures
 import ctypes
 import ctypes.util
+import errno
 import functools
 import json
 import math
 import os
 import queue
 import sys
-import uuid
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -47,6 +48,7 @@ import google_crc32c
 import numpy as np
 
 from ..backend import to_numpy_dtype
+from ._results import CHECKSUM_BYTES, NOFOLLOW, stored_checksum, temporary_suffix
 
 # Zarr v3 data types whose little-endian bytes are NumPy's dtype of the same name.
 _DATA_TYPES = frozenset({'bool', 'int8', 'int16', 'int32', 'int64', 'uint8', 'uint16', 'uint32', 'uint64',
@@ -62,7 +64,6 @@ ZARR_CONFIG = {'write_empty_chunks': True}
 # chunk files side by side (`c.3.0.0`), not in a directory per index (`c/3/0/0`)
 KEY_ENCODING = {'name': 'default', 'configuration': {'separator': '.'}}
 ZSTD_LEVEL = 1
-CHECKSUM_BYTES = 4  # the CRC-32C Zarr's `crc32c` codec appends to each chunk
 # Bytes checksummed at a time while writing or reading: a piece is checksummed while it is in the CPU's cache,
 # just before it is written or just after it is read (measured on 256 MiB, AMD EPYC with 1 MiB L2: 512 KiB
 # pieces cost least; 128 KiB ones 10 % more in all, from the calls).
@@ -73,7 +74,6 @@ _READ_AHEAD = 4 * 2**20
 # rows of the same file reads only those rows. Cleared when it grows past `_VERIFIED_MAX`.
 _VERIFIED: set[tuple] = set()
 _VERIFIED_MAX = 1 << 16
-_NOFOLLOW = getattr(os, 'O_NOFOLLOW', 0)
 # the codecs of arrays lazyphi writes (and wrote before chunks had checksums)
 _LAYOUTS = (['bytes', 'crc32c'], ['bytes', 'zstd', 'crc32c'], ['bytes'], ['bytes', 'zstd'])
 
@@ -101,13 +101,17 @@ class ChunkFiles(NamedTuple):
         return os.path.join(self.path, '.'.join(('c', *names)))
 
     def read_into(self, index: tuple, inner: tuple, out: np.ndarray, outer: tuple,
-                  checks: Checksums | None = None) -> None:
+                  checks: Checksums | None = None) -> int | None:
         """Copy the elements `inner` of chunk `index` into `out[outer]` (a range or int array per axis each).
 
         Reads only the chunk's rows (along its first axis) that hold them, straight into `out` where
         they fill a contiguous part of it, else into a scratch buffer first. With a checksum, the whole
         chunk is read and checked unless this process has checked the same file before: here, or by
         `checks` on its helper thread, where given (then `out` is not to be used before `checks.damaged()`).
+
+        Returns:
+            The checksum the chunk's file ends with (None: the array has none), for the caller to check
+            that the chunk belongs where it lies (`_results.chunk_tag`).
 
         Raises:
             FileNotFoundError: the chunk has no file.
@@ -134,20 +138,22 @@ class ChunkFiles(NamedTuple):
             if target is None or len(target) != len(rows) * row_bytes or _slow_copy(target, offset):
                 scratch = aligned_empty((len(rows), *self.chunks[1:]) if self.chunks else (), self.dtype, offset)
                 target = memoryview(scratch).cast('B')
+            stored = _stored_sum(fd, self.chunk_bytes) if self.checksum else None
             if not check:
                 _fill(fd, target, offset)
             elif checks is None:
-                _compare_sum(_read_summed(fd, target, offset), _stored_sum(fd, self.chunk_bytes), identity)
+                _compare_sum(_read_summed(fd, target, offset), stored, identity)
             else:
                 for start in range(0, len(target), _READ_AHEAD):
                     _fill(fd, target[start:start + _READ_AHEAD], offset + start)
                     checks.add(np.frombuffer(target[start:start + _READ_AHEAD], np.uint8))
-                checks.end(index, _stored_sum(fd, self.chunk_bytes), identity)
+                checks.end(index, stored, identity)
         finally:
             os.close(fd)
         if scratch is not None:
             shifted = (_shift(inner[0], -rows.start), *inner[1:]) if self.chunks else inner
             out[orthogonal(outer)] = scratch[orthogonal(shifted)]
+        return stored
 
     def _contiguous_target(self, inner: tuple, out: np.ndarray, outer: tuple, row_bytes: int) -> memoryview | None:
         """The bytes of `out[outer]` if they are one run that the chunk's rows `inner[0]` fill in file order."""
@@ -162,12 +168,15 @@ class ChunkFiles(NamedTuple):
         start = outer[0].start * row_bytes
         return memoryview(out).cast('B')[start:start + len(outer[0]) * row_bytes]
 
-    def write(self, index: tuple, values: np.ndarray) -> None:
+    def write(self, index: tuple, values: np.ndarray) -> int | None:
         """Write the part of the array in chunk `index` (`values`, clipped at the array's edge) as its file.
 
         Padding up to the full chunk shape is zero, Zarr's fill value here; the checksum, if the array has
         one, follows. The file appears complete or not at all: it is written under a temporary name
-        (`*.<hex>.partial`) and renamed.
+        (`*.<hex>.partial`, naming its writer: `_results.temporary_suffix`) and renamed.
+
+        Returns:
+            The checksum written at the end of the file (None: the array has none).
         """
         if values.shape != self.chunks:
             padded = np.zeros(self.chunks, self.dtype)
@@ -177,7 +186,8 @@ class ChunkFiles(NamedTuple):
         path = self.file(index)
         if self.separator == '/':  # a directory per index; keys `c.3.0.0` lie in the array's own directory
             os.makedirs(os.path.dirname(path), exist_ok=True)
-        temporary = f'{path}.{uuid.uuid4().hex}.partial'
+        temporary = path + temporary_suffix()
+        crc = None
         try:
             with open(temporary, 'xb', buffering=0) as f:
                 _reserve(f.fileno(), values.nbytes + (CHECKSUM_BYTES if self.checksum else 0))
@@ -187,10 +197,13 @@ class ChunkFiles(NamedTuple):
                 else:
                     _write_all(f.fileno(), memoryview(values).cast('B'))
             os.replace(temporary, path)
-        except BaseException:
+        except BaseException as err:
             if os.path.exists(temporary):
                 os.remove(temporary)
+            if isinstance(err, OSError):
+                raise named(err, path) from err
             raise
+        return crc
 
 
 def create_group(store: str, path: str = '') -> None:
@@ -248,13 +261,13 @@ def _write_node(store: str, path: str, meta: dict) -> None:
         f.write(json.dumps(meta, indent=2))
 
 
-def chunk_reader(path: str, meta: dict | None = None) -> Callable[..., None]:
-    """`read_into(index, inner, out, outer, checks=None)` of the array at directory `path`: see
-    `ChunkFiles.read_into`.
+def chunk_reader(path: str, meta: dict | None = None) -> Callable[..., int | None]:
+    """`read_into(index, inner, out, outer, checks=None) -> stored checksum` of the array at directory `path`:
+    see `ChunkFiles.read_into`.
 
     The array's own files where `chunk_files` can read them, else Zarr's decoding of the whole chunk, after
     checking that the chunk's file exists (Zarr would read a missing one as the fill value; it checks each
-    chunk's checksum itself, so `checks` is not used).
+    chunk's checksum itself, so `checks` is not used) and reading the checksum it ends with.
 
     Args:
         meta: the array's `zarr.json`, parsed (`read_metadata`); read from `path` if None.
@@ -264,26 +277,51 @@ def chunk_reader(path: str, meta: dict | None = None) -> Callable[..., None]:
     if files is not None:
         return files.read_into
     read_block = _zarr_array(path, 'r').get_block_selection
+    summed = codec_names(meta)[-1:] == ['crc32c']
 
-    def read_into(index: tuple, inner: tuple, out: np.ndarray, outer: tuple, checks: Checksums | None = None) -> None:
+    def read_into(index: tuple, inner: tuple, out: np.ndarray, outer: tuple,
+                  checks: Checksums | None = None) -> int | None:
         file = chunk_file(path, meta, index)
         if not os.path.isfile(file) or os.path.islink(file):
             raise FileNotFoundError(f'its file {file!r} is missing')
+        stored = stored_checksum(file) if summed else None
         out[orthogonal(outer)] = read_block(index)[orthogonal(inner)]
+        return stored
     return read_into
 
 
-def chunk_writer(path: str, meta: dict | None = None) -> Callable[[tuple, np.ndarray], None]:
-    """`write(index, values)`: store the part of the array at directory `path` in chunk `index`.
+def chunk_writer(path: str, meta: dict | None = None) -> Callable[[tuple, np.ndarray], int | None]:
+    """`write(index, values) -> stored checksum`: store the part of the array at directory `path` in chunk `index`.
 
     `values` is that part, clipped at the array's edges. Chunk files where `chunk_files` can write
-    them, else Zarr's encoding; either way a chunk's file is replaced whole.
+    them, else Zarr's encoding; either way a chunk's file is replaced whole. Returns the checksum the
+    chunk's file ends with (None: the array has none).
 
     Args:
         meta: the array's `zarr.json`, parsed; read from `path` if None.
     """
+    meta = read_metadata(path) if meta is None else meta
     files = chunk_files(path, meta)
-    return _zarr_array(path, 'r+').set_block_selection if files is None else files.write
+    if files is not None:
+        return files.write
+    write_block = _zarr_array(path, 'r+').set_block_selection
+    summed = codec_names(meta)[-1:] == ['crc32c']
+
+    def write(index: tuple, values: np.ndarray) -> int | None:
+        file = chunk_file(path, meta, index)
+        try:
+            write_block(index, values)
+        except OSError as err:
+            raise named(err, file) from err
+        return stored_checksum(file) if summed else None
+    return write
+
+
+def named(err: OSError, file: str) -> OSError:
+    """`err`, or where it names no file (a full disk: ENOSPC), the same error naming `file`."""
+    if err.filename is not None or err.errno is None:
+        return err
+    return type(err)(err.errno, err.strerror, file)
 
 
 def _zarr_array(path: str, mode: str):
@@ -535,7 +573,7 @@ os.register_at_fork(after_in_child=_helper_pool.cache_clear)
 
 def _open_chunk(path: str) -> int:
     """A read-only descriptor of a chunk's file; OSError for a symbolic link, which a store never holds."""
-    return os.open(path, os.O_RDONLY | _NOFOLLOW)
+    return os.open(path, os.O_RDONLY | NOFOLLOW)
 
 
 def _stored_sum(fd: int, nbytes: int) -> int | None:
@@ -625,5 +663,7 @@ def _reserve(fd: int, nbytes: int) -> None:
     `fallocate` keeping the size: a file system that cannot reserve says so and nothing is written
     (unlike `posix_fallocate`, which falls back to writing zeros).
     """
-    if _FALLOCATE is not None and nbytes:
-        _FALLOCATE(fd, _FALLOC_FL_KEEP_SIZE, 0, nbytes)
+    if _FALLOCATE is not None and nbytes and _FALLOCATE(fd, _FALLOC_FL_KEEP_SIZE, 0, nbytes) != 0:
+        code = ctypes.get_errno()
+        if code in (errno.ENOSPC, errno.EDQUOT):  # the write would fail too: fail before writing
+            raise OSError(code, os.strerror(code))

@@ -39,10 +39,29 @@ from ..math.kinds import (
     read_only_native,
     tensor_html,
 )
-from ._chunks import Checksums, aligned_empty, chunk_reader, metadata_differences, range_slice, read_metadata
+from ._chunks import (
+    Checksums,
+    aligned_empty,
+    chunk_file,
+    chunk_reader,
+    metadata_differences,
+    range_slice,
+    read_metadata,
+)
 from ._memory import MEMORY, current_load_backend, notify_loaded
 from ._out_of_core import reduce_in_pieces
-from ._results import ArraySpec, read_manifest, record_name, records_dir
+from ._results import (
+    ArraySpec,
+    chunk_file_name,
+    chunk_tag,
+    read_manifest,
+    read_records,
+    record_name,
+    record_names,
+    recorded_positions,
+    records_dir,
+    stored_checksum,
+)
 
 Selection = int | range | tuple  # of one stored axis: an index, a range of indices, or a tuple of indices
 REFERENCE_BYTES = 1024  # what a DiskTensor holds in memory, for memory accounting (Dask's sizeof)
@@ -61,10 +80,24 @@ class DiskArray(NamedTuple):
     backend: str  # name of the backend the values were computed with
     chunks: tuple  # the Zarr chunk shape
     format: int  # version of the disk format
+    # Each chunk's record carries its tag (`chunk_tag` of `key`, the array, its position and checksum): results,
+    # and saves from format 3 on. False: records are grid indices alone and say nothing of the files.
+    bound: bool = False
+    save: bool = False  # a `lazyphi.save`, not a result of the disk cache (for messages)
 
     @property
     def path(self) -> str:
         return os.path.join(self.store, self.array)
+
+    @property
+    def grid(self) -> tuple:
+        """The number of chunks along each axis."""
+        return tuple(-(-size // chunk) for size, chunk in zip(self.shape.sizes, self.chunks, strict=True))
+
+    @property
+    def where(self) -> str:
+        """The store as messages name it: the disk cache's result or the save."""
+        return f'the save {self.store!r}' if self.save else f'the disk cache {self.store!r}'
 
 
 class DiskTensor(Tensor):
@@ -295,7 +328,7 @@ def disk_tensor(group: str, name: str, selection: dict | None = None) -> DiskTen
     entry = arrays[name]
     spec = ArraySpec.from_manifest(entry)
     info = DiskArray(store, name, manifest['key'], manifest['created'], spec.shape, str(spec.dtype), spec.backend,
-                     tuple(entry['chunks']), manifest['format'])
+                     tuple(entry['chunks']), manifest['format'], bound=True)
     tensor = DiskTensor(info, tuple(range(size) for size in spec.shape.sizes), spec.shape)
     if selection:
         unknown = [d for d in selection if (d.name if isinstance(d, Shape) else d) not in spec.shape.names]
@@ -365,18 +398,21 @@ def read_selection(info: DiskArray, selection: tuple) -> np.ndarray:
     Reads only the chunks the selection touches, after checking that each has its completion record,
     and copies each chunk's selected part straight into its place in the result. The records are checked
     before anything else, in time proportional to the records that exist, so a crafted array of
-    billions of chunks fails at once.
+    billions of chunks fails at once. Where records carry tags (`DiskArray.bound`), each chunk's file must
+    end with the checksum its record is tagged with, so a file moved, copied or linked from another chunk,
+    array, result or save is found.
 
     Raises:
         ChunkMissing: a touched chunk has no completion record.
-        ChunkDamaged: a touched chunk's data cannot be read or decoded, or the array cannot be opened.
+        ChunkDamaged: a touched chunk's data cannot be read or decoded, its file belongs elsewhere, or the
+            array cannot be opened.
         ManifestDamaged: the manifest and the array's Zarr metadata disagree.
     """
     sizes = tuple(len(sel) for sel in selection if not isinstance(sel, int))
     read_into = _chunk_source(info)  # checks the manifest against Zarr's metadata, even for an empty selection
     if not all(isinstance(sel, int) or len(sel) for sel in selection):  # an empty selection along some axis
         return np.empty(sizes, np.dtype(info.dtype))
-    _check_records(info, [_chunk_ids(sel, chunk) for sel, chunk in zip(selection, info.chunks, strict=True)])
+    tags = _check_records(info, [_chunk_ids(sel, chunk) for sel, chunk in zip(selection, info.chunks, strict=True)])
     pieces = [_pieces(sel, chunk) for sel, chunk in zip(selection, info.chunks, strict=True)]
     out = aligned_empty(tuple(1 if isinstance(sel, int) else len(sel) for sel in selection), np.dtype(info.dtype))
     checks = Checksums()
@@ -385,9 +421,11 @@ def read_selection(info: DiskArray, selection: tuple) -> np.ndarray:
             index = tuple(piece[0] for piece in combination)
             inner, outer = tuple(piece[1] for piece in combination), tuple(piece[2] for piece in combination)
             try:
-                read_into(index, inner, out, outer, checks)
+                checksum = read_into(index, inner, out, outer, checks)
             except Exception as err:
                 _raise_damaged(info, index, err)
+            if tags is not None and record_name(index, chunk_tag(info.key, info.array, index, checksum)) not in tags:
+                _raise_misplaced(info, index, checksum)
     finally:
         damaged = checks.damaged()  # also where a read failed: no check is left running on `out`
     if damaged:
@@ -451,40 +489,58 @@ def _pieces(sel: Selection, chunk: int) -> list[tuple]:
 def _complete_chunks_touched(info: DiskArray, selection: tuple) -> tuple:
     """Grid positions of the chunks `selection` touches that have their completion record."""
     ids = [[piece[0] for piece in _pieces(sel, chunk)] for sel, chunk in zip(selection, info.chunks, strict=True)]
-    try:
-        present = set(os.listdir(records_dir(info.store, info.array)))
-    except FileNotFoundError:
-        present = set()
+    present = recorded_positions(record_names(records_dir(info.store, info.array)), info.bound)
     return tuple(i for i in itertools.product(*ids) if record_name(i) in present)
 
 
-def _check_records(info: DiskArray, chunk_ids: list) -> None:
+def _check_records(info: DiskArray, chunk_ids: list) -> set | None:
     """Raise ChunkMissing unless every chunk in the grid `chunk_ids` (positions per axis) has its record.
 
     Takes time proportional to the records present, not to the chunks asked for.
+
+    Returns:
+        Where records carry tags: names of records, among them the one with tag of every chunk asked for whose
+        record is intact; else None.
     """
     records = records_dir(info.store, info.array)
     count = math.prod(len(ids) for ids in chunk_ids)
-    needed = _grid(chunk_ids)
     if count <= _RECORD_STATS_UP_TO:
-        missing = [i for i in needed if not os.path.exists(os.path.join(records, record_name(i)))]
-        first, missed = (missing[0], len(missing)) if missing else (None, 0)
-    else:
-        try:
-            present = set(os.listdir(records))
-        except FileNotFoundError:
-            present = set()
-        # at most len(present) + 1 steps: a chunk that is not present comes up by then
-        first = next((i for i in needed if record_name(i) not in present), None)
-        missed = 0 if first is None else count - _recorded_among(present, chunk_ids)
+        found = _stat_records(info, list(_grid(chunk_ids)))
+        if found is not None:
+            return found if info.bound else None
+    # a listing: at most len(present) + 1 steps, as a chunk that is not present comes up by then
+    names = record_names(records)
+    present = recorded_positions(names, info.bound)
+    first = next((i for i in _grid(chunk_ids) if record_name(i) not in present), None)
     if first is not None:
+        missed = count - _recorded_among(read_records(records, info.grid, info.bound), chunk_ids)
         several = f' (and {missed - 1} more of the {count} chunks this read needs)' if missed > 1 else ''
+        again = ('The save was not completed: save it again' if info.save else
+                 'Running the computation again with the same cache_dir completes it.')
         error = ChunkMissing(
-            f'Chunk {record_name(first)}{several} of array {info.array!r} in the disk cache {info.store!r} is '
-            f'missing: it has no completion record in {records!r}, so the computation writing it did not finish. '
-            f'Running the computation again with the same cache_dir completes it.')
+            f'Chunk {record_name(first)}{several} of array {info.array!r} in {info.where} is missing: it has no '
+            f'completion record in {records!r}, so {"the save" if info.save else "the computation"} writing it '
+            f'did not finish. {again}')
         error.store, error.array, error.chunk = info.store, info.array, first
         raise error
+    return names if info.bound else None
+
+
+def _stat_records(info: DiskArray, needed: list) -> set | None:
+    """Names of the records of the chunks `needed` where each has its record, by one stat each (with tags: after
+    reading the checksum the chunk's file ends with); None where some record is not found so."""
+    records = records_dir(info.store, info.array)
+    if not info.bound:
+        present = all(os.path.exists(os.path.join(records, record_name(i))) for i in needed)
+        return set() if present else None
+    found = set()
+    for index in needed:
+        checksum = stored_checksum(os.path.join(info.path, chunk_file_name(index)))
+        name = record_name(index, chunk_tag(info.key, info.array, index, checksum))
+        if not os.path.exists(os.path.join(records, name)):
+            return None
+        found.add(name)
+    return found
 
 
 def _grid(chunk_ids: list):
@@ -500,27 +556,44 @@ def _grid(chunk_ids: list):
             yield (i, *rest)
 
 
-def _recorded_among(present: set, chunk_ids: list) -> int:
-    """How many of the record names `present` name a chunk of the grid `chunk_ids`."""
+def _recorded_among(present: dict, chunk_ids: list) -> int:
+    """How many of the recorded positions `present` lie in the grid `chunk_ids`."""
     axes = [ids if isinstance(ids, range) else set(ids) for ids in chunk_ids]
-    found = 0
-    for name in present:
-        parts = name.split('.')
-        if len(parts) == len(axes) and all(p.isascii() and p.isdigit() for p in parts) and all(
-                int(p) in ids for p, ids in zip(parts, axes, strict=True)):
-            found += 1
-    return found
+    return sum(all(i in ids for i, ids in zip(index, axes, strict=True)) for index in present)
 
 
 def _raise_damaged(info: DiskArray, index: tuple, err: Exception):
     """Raise ChunkDamaged naming the chunk at grid position `index`, which could not be read (`err`)."""
-    record = os.path.join(records_dir(info.store, info.array), record_name(index))
-    error = ChunkDamaged(
-        f'Chunk {record_name(index)} of array {info.array!r} in the disk cache {info.store!r} is damaged: '
-        f'its data cannot be read ({type(err).__name__}: {err}). Delete its completion record '
-        f'{record!r} and run the computation again with the same cache_dir to rewrite it.')
+    _raise_chunk(info, index, f'cannot be read ({type(err).__name__}: {err})', err)
+
+
+def _raise_misplaced(info: DiskArray, index: tuple, checksum: int | None):
+    """Raise ChunkDamaged: the file of the chunk at `index` ends with `checksum`, which its record does not tag."""
+    stored = 'no checksum' if checksum is None else f'checksum {checksum:08x}'
+    _raise_chunk(info, index, f'ends with {stored}, which is not the one recorded for this chunk: the file was '
+                              f'moved, copied or linked here from another chunk, array, result or save, or changed')
+
+
+def _raise_chunk(info: DiskArray, index: tuple, problem: str, cause: Exception | None = None):
+    """Raise ChunkDamaged: the file of the chunk at `index` has the `problem` (a phrase following 'its file')."""
+    records = records_dir(info.store, info.array)
+    names = sorted(record_name(index, tag) for tag in read_records(records, info.grid, info.bound).get(index, ()))
+    record = ', '.join(repr(os.path.join(records, n)) for n in names) or 'none'
+    again = ('Save the values again: the save cannot be repaired.' if info.save else
+             f'Delete its completion record ({record}) and run the computation again with the same cache_dir to '
+             f'rewrite it.')
+    error = ChunkDamaged(f'Chunk {record_name(index)} of array {info.array!r} in {info.where} is damaged: its file '
+                         f'{_chunk_path(info, index)!r} {problem}. {again}')
     error.store, error.array, error.chunk = info.store, info.array, index
-    raise error from err
+    raise error from cause
+
+
+def _chunk_path(info: DiskArray, index: tuple) -> str:
+    """The file of the chunk at grid position `index`, as its array's metadata names it."""
+    try:
+        return chunk_file(info.path, read_metadata(info.path), index)
+    except (OSError, ValueError):
+        return os.path.join(info.path, chunk_file_name(index))
 
 
 def _chunk_source(info: DiskArray):
@@ -535,8 +608,10 @@ def _chunk_source(info: DiskArray):
     except ManifestDamaged:
         raise
     except Exception as err:
-        error = ChunkDamaged(f'Array {info.array!r} of the disk cache {info.store!r} cannot be opened '
-                             f'({type(err).__name__}: {err}); the result is damaged. Delete it and compute it again.')
+        again = 'the save is damaged. Save the values again' if info.save else \
+            'the result is damaged. Delete it and compute it again'
+        error = ChunkDamaged(f'Array {info.array!r} of {info.where} cannot be opened ({type(err).__name__}: {err}); '
+                             f'{again}.')
         error.store, error.array, error.chunk = info.store, info.array, None
         raise error from err
 
@@ -553,9 +628,10 @@ def _open_chunks(info: DiskArray):
     differences = metadata_differences(meta, info.shape.sizes, info.chunks, DType.as_dtype(info.dtype),
                                        info.shape.names)
     if differences:
-        raise ManifestDamaged(f'The manifest of {info.store!r} disagrees with the Zarr metadata of its array '
-                              f'{info.array!r}: {"; ".join(differences)}. The result is damaged: delete it and '
-                              f'compute or save it again')
+        again = 'The save is damaged: save the values again' if info.save else \
+            'The result is damaged: delete it and compute it again'
+        raise ManifestDamaged(f'The manifest of {info.where} disagrees with the Zarr metadata of its array '
+                              f'{info.array!r}: {"; ".join(differences)}. {again}')
     return chunk_reader(path, meta)
 
 

@@ -2,7 +2,8 @@
 
 `save` writes a directory holding a Zarr v3 group per container node (dataclass, dict, list, tuple), one
 uncompressed Zarr array per tensor in the layout of the disk cache (`_results.py`: chunks along the
-first dim, a `<array>.done/` directory with one completion record per chunk), and one manifest
+first dim, a `<array>.done/` directory with one completion record per chunk, tagged with the chunk's
+checksum, place and the save's `id`: `_results.chunk_tag`), and one manifest
 `lazyphi.json` at the root describing the whole tree: for each node its kind, for dataclasses the class
 path and the config fields in tagged JSON, for tensors the array entry of the disk-cache manifest plus
 the array's path. The save is built in a temporary directory beside its target and renamed into place,
@@ -41,27 +42,32 @@ from ._disk import DiskArray, DiskTensor, read_selection
 from ._memory import current_load_backend, notify_loaded
 from ._results import (
     MANIFEST,
+    REPLACED_SUFFIX,
     STALE_AFTER_SECONDS,
     STORABLE_KINDS,
     ArraySpec,
     _entry_problem,
     check_name,
     checksum_problem,
-    chunk_indices,
+    chunk_tag,
     class_path,
     grid_index,
     record_name,
     records_dir,
+    remove_entry,
     shape_problem,
     temporary_dir,
+    touched_since,
     write_manifest,
+    writer_gone,
 )
 from ._tagged import _CLASSES, MAX_DEPTH, allowed_modules, decode, encode, enter, find_class, unknown_class
 from ._write import write_records
 from ._xarray_view import describe_save
 
-SAVE_FORMAT = 2  # 2: nodes of kind 'expanded'
-READ_FORMATS = (1, 2)
+SAVE_FORMAT = 3  # 2: nodes of kind 'expanded'; 3: completion records carry each chunk's tag (`chunk_tag`)
+READ_FORMATS = (1, 2, 3)
+BOUND_FROM = 3  # saves of this format on tag their chunks' records
 SAVE_TYPE = 'lazyphi.save'  # tells a save's manifest from a cache result's
 CHUNK_BYTES = 8 * 2 ** 20  # target size of one chunk: reading part of a saved tensor reads whole chunks
 WRITE_THREADS = 8  # chunks written at once (measured: 1.4x faster than one at a time on a local disk)
@@ -105,12 +111,13 @@ def save(obj, path: str | os.PathLike, overwrite: bool = False, include_cache: b
     os.makedirs(parent, exist_ok=True)
     _remove_leftovers(path)
     building = temporary_dir(parent, name)
+    identity = uuid.uuid4().hex  # what the records of its chunks bind them to
     try:
         create_group(building)
         with ThreadPoolExecutor(WRITE_THREADS, thread_name_prefix='lazyphi-save') as pool:
-            root = _Writer(building, include_cache, pool).node(obj, '', 'obj')
+            root = _Writer(building, identity, include_cache, pool).node(obj, '', 'obj')
         describe_save(building, obj, root)  # label coordinates, config attributes: what xr.open_zarr shows
-        manifest = {'format': SAVE_FORMAT, 'type': SAVE_TYPE, 'id': uuid.uuid4().hex,
+        manifest = {'format': SAVE_FORMAT, 'type': SAVE_TYPE, 'id': identity,
                     'created': datetime.now(UTC).isoformat(), 'root': root}
         write_manifest(building, manifest)
         _move_into_place(building, path, overwrite)
@@ -153,21 +160,20 @@ def _move_into_place(building: str, path: str, overwrite: bool) -> None:
         os.rename(building, path)
         return
     _check_target(path, overwrite)
-    if _exchange(building, path):  # `path` holds the new save, `building` the old one
-        shutil.rmtree(building, ignore_errors=True)
+    if _exchange(building, path):  # `path` holds the new save, `building` the old one (a link: the link)
+        remove_entry(building, ignore_errors=True)
         return
     parent, name = os.path.split(path)
-    old = os.path.join(parent, f'.{name}.{uuid.uuid4().hex}{_REPLACED}')  # `_recover` finds it if we die now
+    old = os.path.join(parent, f'.{name}.{uuid.uuid4().hex}{REPLACED_SUFFIX}')  # `_recover` finds it if we die now
     os.rename(path, old)
     try:
         os.rename(building, path)
     except OSError:
         os.rename(old, path)
         raise
-    shutil.rmtree(old, ignore_errors=True)
+    remove_entry(old, ignore_errors=True)
 
 
-_REPLACED = '.replaced'  # suffix of an old save moved away while the new one is renamed in
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
 _EXCHANGE = (libc_function('renameat2', (ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
@@ -187,15 +193,18 @@ def _exchange(a: str, b: str) -> bool:
 
 
 def _moved_away(path: str) -> list[str]:
-    """Old saves of `path` that a `save(overwrite=True)` moved away, newest first."""
+    """Old saves of `path` that a `save(overwrite=True)` moved away, newest first.
+
+    Only directories: a symbolic link of such a name is none of lazyphi's, and is neither followed nor moved.
+    """
     parent, name = os.path.split(path)
     prefix = f'.{name}.'
     try:
-        names = [n for n in os.listdir(parent) if n.startswith(prefix) and n.endswith(_REPLACED)
-                 and _HEX.fullmatch(n[len(prefix):-len(_REPLACED)])]
+        names = [n for n in os.listdir(parent) if n.startswith(prefix) and n.endswith(REPLACED_SUFFIX)
+                 and _HEX.fullmatch(n[len(prefix):-len(REPLACED_SUFFIX)])]
     except OSError:
         return []
-    found = [os.path.join(parent, n) for n in names]
+    found = [p for p in (os.path.join(parent, n) for n in names) if os.path.isdir(p) and not os.path.islink(p)]
     return sorted(found, key=lambda p: os.lstat(p).st_mtime, reverse=True)
 
 
@@ -227,27 +236,16 @@ def _remove_leftovers(path: str) -> None:
     if os.path.lexists(path):
         leftovers += _moved_away(path)
     for leftover in leftovers:
-        if not _touched_since(leftover, now - STALE_AFTER_SECONDS):
-            shutil.rmtree(leftover, ignore_errors=True)
-
-
-def _touched_since(folder: str, moment: float) -> bool:
-    """Whether anything in `folder` (itself included) was modified after `moment`: a live writer's folder."""
-    for root, _, files in os.walk(folder):
-        for entry in (root, *(os.path.join(root, n) for n in files)):
-            try:
-                if os.lstat(entry).st_mtime > moment:
-                    return True
-            except FileNotFoundError:
-                continue
-    return False
+        if writer_gone(os.path.basename(leftover)) or not touched_since(leftover, now - STALE_AFTER_SECONDS):
+            remove_entry(leftover)
 
 
 class _Writer:
     """Writes the nodes of one save into the group at `store` and returns their manifest entries."""
 
-    def __init__(self, store: str, include_cache: bool, pool: ThreadPoolExecutor):
+    def __init__(self, store: str, identity: str, include_cache: bool, pool: ThreadPoolExecutor):
         self.store = store
+        self.identity = identity  # the save's id, which each chunk's record is tagged with
         self.pool = pool
         self.include_cache = include_cache
         self.enclosing: set[int] = set()  # ids of the containers and instances around the node being written
@@ -317,8 +315,9 @@ class _Writer:
             entry = {'dims': [], 'types': [], 'labels': [], 'sizes': [], 'dtype': str(dtype), 'backend': backend,
                      'chunks': [], 'block_dim': None}
             create_array(self.store, location, (), (), dtype, None)
-            chunk_writer(os.path.join(self.store, location))((), _values(t, ()))
-            os.mkdir(records_dir(self.store, location))  # the record of chunk () is the directory itself
+            checksum = chunk_writer(os.path.join(self.store, location))((), _values(t, ()))
+            os.mkdir(records_dir(self.store, location))
+            write_records(records_dir(self.store, location), [self.record(location, (), checksum)])
             return {'kind': 'tensor', 'array': location, **entry}
         spec = ArraySpec(shape, dtype, backend, shape.names[0], _chunk_length(t))
         create_array(self.store, location, shape.sizes, spec.chunks, dtype, shape.names)
@@ -327,14 +326,19 @@ class _Writer:
         data = None if isinstance(t, DiskTensor) else t.backend.numpy(t.native(shape.names))  # bits as stored
         write_chunk = chunk_writer(os.path.join(self.store, location))
 
-        def write(first: int) -> None:
+        def write(first: int) -> str:
             # A DiskTensor is copied a chunk at a time, never loaded whole.
             last = min(first + spec.chunk, size)
-            write_chunk(grid_index(spec, first), _values(t, (first, last)) if data is None else data[first:last])
+            index = grid_index(spec, first)
+            values = _values(t, (first, last)) if data is None else data[first:last]
+            return self.record(location, index, write_chunk(index, values))
 
-        list(self.pool.map(write, range(0, size, spec.chunk)))
-        write_records(records_dir(self.store, location), [record_name(index) for index in chunk_indices(spec, 0, size)])
+        write_records(records_dir(self.store, location), list(self.pool.map(write, range(0, size, spec.chunk))))
         return {'kind': 'tensor', 'array': location, **spec.manifest_entry()}
+
+    def record(self, location: str, index: tuple, checksum: int | None) -> str:
+        """The name of the completion record of chunk `index` of the array at `location`, holding its tag."""
+        return record_name(index, chunk_tag(self.identity, location, index, checksum))
 
 def _shape_entry(shape: Shape) -> dict:
     return {'dims': list(shape.names), 'types': list(shape.types),
@@ -655,7 +659,8 @@ class _Reader:
         if not self.data:
             return ShapeDtype(shape, DType.as_dtype(node['dtype']))
         info = DiskArray(self.store, node['array'], self.manifest['id'], self.manifest['created'], shape,
-                         node['dtype'], node['backend'], tuple(node['chunks']), self.manifest['format'])
+                         node['dtype'], node['backend'], tuple(node['chunks']), self.manifest['format'],
+                         bound=self.manifest['format'] >= BOUND_FROM, save=True)
         disk = DiskTensor(info, tuple(range(size) for size in shape.sizes), shape)
         if self.lazy:
             return disk

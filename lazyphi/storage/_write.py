@@ -7,6 +7,7 @@ its completion record exists, and the record is made after the chunk's data is i
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import uuid
@@ -20,7 +21,7 @@ from ._results import (
     array_spec,
     check_name,
     check_range,
-    chunk_indices,
+    chunk_tag,
     grid_index,
     manifest_differences,
     new_manifest,
@@ -67,13 +68,29 @@ def prepare_result(cache_dir: str, key: str, cls: type, arrays: Mapping[str, Arr
     if not os.path.lexists(group):
         os.makedirs(cache_dir, exist_ok=True)
         _create_group(cache_dir, group, wanted, arrays, config_attributes(cls, config or {}))
+    check_no_links(group, arrays)
     differences = manifest_differences(read_manifest(group), wanted)
     if differences:
         raise ValueError(f'The disk cache already holds a different result under key {key!r} at {group!r}: '
                          f'{"; ".join(differences)}. It is left as it is; use another cache_dir, or delete it '
                          f'with lazyphi.cache.delete_result({cache_dir!r}, {key!r})')
+    for name in arrays:  # deleted records (of all chunks) are made again by the blocks that write them
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(records_dir(group, name))
     remove_stale_temporaries(group)
     return group
+
+
+def check_no_links(group: str, names) -> None:
+    """Raise OSError where the result's directory, or the directory of an array `names` or of its records, is a
+    symbolic link: lazyphi never writes through a link, which may lead out of the cache directory or into
+    another result."""
+    for path in (group, *(p for n in names for p in (os.path.join(group, n), records_dir(group, n)))):
+        if os.path.islink(path):
+            remover = 'lazyphi cache rm' if path == group else 'lazyphi cache rm of the result'
+            raise OSError(f'{path!r} in the disk cache is a symbolic link (to {os.readlink(path)!r}); lazyphi never '
+                          f'writes through links. Delete the result ({remover} removes links, not what they point '
+                          f'to) and compute it again, or use another cache_dir')
 
 
 def _create_group(cache_dir: str, group: str, manifest: dict, arrays: Mapping[str, ArraySpec],
@@ -109,6 +126,7 @@ def write_block(group: str, name: str, value: Tensor, block_dim: str, start: int
         ManifestDamaged: the manifest disagrees with the array's Zarr metadata.
     """
     spec = array_spec(group, name)
+    check_no_links(group, (name,))
     path = os.path.join(group, name)
     meta = read_metadata(path)
     differences = metadata_differences(meta, spec.shape.sizes, spec.chunks, spec.dtype, spec.shape.names)
@@ -124,10 +142,14 @@ def write_block(group: str, name: str, value: Tensor, block_dim: str, start: int
     _check_value(value, spec, name, start, stop)
     data = value.backend.numpy(value.native(spec.shape.names))  # as stored: numpy() may raise the precision
     write = chunk_writer(path, meta)
+    key = read_manifest(group)['key']
+    records = []
     for first in range(start, stop, spec.chunk):
         last = min(first + spec.chunk, stop)
-        write(grid_index(spec, first), data[_along(spec, first - start, last - start)])
-    write_records(records_dir(group, name), [record_name(index) for index in chunk_indices(spec, start, stop)])
+        index = grid_index(spec, first)
+        checksum = write(index, data[_along(spec, first - start, last - start)])
+        records.append(record_name(index, chunk_tag(key, name, index, checksum)))
+    write_records(records_dir(group, name), records)
 
 
 def _along(spec: ArraySpec, start: int, stop: int) -> tuple[slice, ...]:

@@ -81,9 +81,19 @@ def test_a_recovered_save_is_found_by_the_next_save_too(tmp_path):
     assert lazyphi.load(path) == {'version': 1}
 
 
-def test_fresh_temporaries_of_a_live_writer_are_kept(tmp_path):
+def test_temporaries_of_a_killed_writer_go_at_once_and_fresh_ones_of_others_stay(tmp_path):
     _kill_writer(tmp_path, 'while writing')
     left = [name for name in os.listdir(tmp_path) if name.startswith('.')]
     assert left
-    lazyphi.save({'version': 3}, str(tmp_path / 'save'), overwrite=True)  # it may be a live writer's: kept
-    assert set(left) <= set(os.listdir(tmp_path))
+    live = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])
+    try:
+        others = [f'.save.{_results._machine()}{live.pid:08x}{"0" * 16}.partial',  # a live writer here
+                  f'.save.{"f" * 8}{1:08x}{"0" * 16}.partial']  # a writer on another machine
+        for name in others:
+            os.makedirs(tmp_path / name / 'a')
+        lazyphi.save({'version': 3}, str(tmp_path / 'save'), overwrite=True)
+    finally:
+        live.kill()
+        live.wait()
+    assert not set(left) & set(os.listdir(tmp_path))  # their writer is gone: removed, however fresh
+    assert set(others) <= set(os.listdir(tmp_path))  # they may be live writers': kept
