@@ -193,6 +193,30 @@ def test_every_backend_round_trips(tmp_path, name):
         assert lazyphi.load(tmp_path / name, lazy=False)['t'].backend.name == 'numpy'
 
 
+@pytest.mark.parametrize('name', BACKEND_NAMES)
+def test_raw_arrays_in_fields_round_trip_as_arrays_of_their_library(tmp_path, name):
+    """A jax_dataclasses-style field holding a library's own array (any number of axes) loads as such an array."""
+    backend = get_backend(name)
+
+    @dataclasses.dataclass(frozen=True)
+    class Struct:
+        image: Any
+        label: Any
+
+    values = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    struct = Struct(convert(values, backend), convert(np.array([1, 2], np.int64), backend))
+    lazyphi.save(struct, tmp_path / name)
+    for lazy in (True, False):
+        loaded = lazyphi.load(tmp_path / name, lazy=lazy)
+        assert backend.is_tensor(loaded.image, True) and backend.name == get_backend(name).name
+        assert tuple(backend.staticshape(loaded.image)) == (2, 3, 4)
+        np.testing.assert_array_equal(backend.numpy(loaded.image), values)
+        if name != 'numpy':  # NumPy arrays of at most one axis load as tensors, as math.tensor makes them
+            np.testing.assert_array_equal(backend.numpy(loaded.label), [1, 2])
+    placeholder = lazyphi.load(tmp_path / name, data=False).image
+    assert isinstance(placeholder, ShapeDtype) and placeholder.shape.sizes == (2, 3, 4)
+
+
 def test_cached_values_are_saved_only_with_include_cache(tmp_path):
     obj = WithCache(_tensor(spatial(x=4)))
     _ = obj.doubled, obj.total

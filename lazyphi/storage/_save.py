@@ -34,8 +34,8 @@ from datetime import UTC, datetime
 import numpy as np
 
 from .._errors import ManifestDamaged
-from ..backend import DType, backend_by_name, convert
-from ..math import Shape, ShapeDtype, Tensor, channel, data_fields, non_data_fields, tensor
+from ..backend import DType, NoBackendFound, backend_by_name, choose_backend, convert
+from ..math import Shape, ShapeDtype, Tensor, channel, data_fields, non_data_fields, spatial, tensor, wrap
 from ..math.kinds import Dense, Expanded, cached_property_names, element_bytes
 from ._chunks import chunk_writer, create_array, create_group, libc_function
 from ._disk import DiskArray, DiskTensor, read_selection
@@ -71,7 +71,7 @@ BOUND_FROM = 3  # saves of this format on tag their chunks' records
 SAVE_TYPE = 'lazyphi.save'  # tells a save's manifest from a cache result's
 CHUNK_BYTES = 8 * 2 ** 20  # target size of one chunk: reading part of a saved tensor reads whole chunks
 WRITE_THREADS = 8  # chunks written at once (measured: 1.4x faster than one at a time on a local disk)
-KINDS = ('tensor', 'expanded', 'dataclass', 'dict', 'list', 'tuple', 'value')
+KINDS = ('tensor', 'expanded', 'native', 'dataclass', 'dict', 'list', 'tuple', 'value')
 _SHAPE_FIELDS = ('dims', 'types', 'labels', 'sizes')
 _ENTRY_FIELDS = ('dims', 'types', 'labels', 'sizes', 'dtype', 'backend', 'chunks', 'block_dim')
 
@@ -84,7 +84,9 @@ def save(obj, path: str | os.PathLike, overwrite: bool = False, include_cache: b
     Args:
         obj: the tree. Tensors of any backend; dict keys must be str; dataclasses nest in any way, their data
             fields saved as nodes, their config fields as tagged JSON. NumPy arrays of at most one axis are saved
-            as the tensors `math.tensor` makes of them (1-D: a channel dim `vector`) and load as tensors. A tensor
+            as the tensors `math.tensor` makes of them (1-D: a channel dim `vector`) and load as tensors; other
+            arrays of NumPy, PyTorch, JAX and TensorFlow (in fields such as jax_dataclasses' `jnp.ndarray`) load as
+            arrays of their library, read whole. A tensor
             expanded lazily (`math.expand`, `math.zeros`, ...) to more than 8 MiB is saved as the values it holds
             and loads expanded again; Zarr readers such as xarray see those values.
         path: the directory to create. Written into a temporary directory beside it and renamed into
@@ -256,8 +258,10 @@ class _Writer:
         Raises:
             ValueError: `value` contains itself, or the tree is nested more than `MAX_DEPTH` levels deep.
         """
-        if isinstance(value, np.ndarray):
+        if isinstance(value, np.ndarray) and value.ndim <= 1:
             value = array_tensor(value, where)
+        elif not isinstance(value, Tensor) and _is_native(value):
+            return {'kind': 'native', 'value': self.tensor(_axes_tensor(value, where), location or 'array', where)}
         if isinstance(value, Tensor):
             return self.tensor(value, location or 'tensor', where)  # the root is a group: a lone tensor lies in it
         if not (type(value) in (dict, list, tuple) or _is_instance(value)):
@@ -346,16 +350,32 @@ def _shape_entry(shape: Shape) -> dict:
 
 
 def array_tensor(array: np.ndarray, where: str) -> Tensor:
-    """A NumPy array in a saved tree as the tensor `math.tensor` makes of it: 0-d a scalar, 1-D a channel dim
-    `vector` (as for a list); an array of more axes needs its dims named, as `math.tensor` does."""
+    """A NumPy array of at most one axis in a saved tree as the tensor `math.tensor` makes of it: 0-d a scalar,
+    1-D a channel dim `vector` (as for a list)."""
     if array.dtype.kind not in 'biufc':
         raise TypeError(f'save() stores NumPy arrays of bool, int, float or complex; the array at {where} has dtype '
                         f'{array.dtype}')
-    if array.ndim > 1:
-        raise TypeError(f'save() cannot name the {array.ndim} axes of the NumPy array of shape {array.shape} at '
-                        f'{where}, and neither can math.tensor; save math.tensor(array, batch("b"), spatial("x"), '
-                        f'...) with a dim per axis')
     return tensor(array) if array.ndim == 0 else tensor(array, channel('vector'))
+
+
+def _is_native(value) -> bool:
+    """Whether `value` is an array of NumPy, PyTorch, JAX or TensorFlow (a native a backend holds)."""
+    if isinstance(value, (str, bytes, bool, int, float, complex, np.generic, type(None))) or \
+            not hasattr(value, 'shape'):  # NumPy scalars are values, saved in tagged JSON
+        return False
+    try:
+        return not choose_backend(value).catch_all
+    except NoBackendFound:
+        return False
+
+
+def _axes_tensor(native, where: str) -> Tensor:
+    """A native array as a tensor whose dims are its axes, named by position from the last (`_0` the last), which
+    `load` turns back into a native array of that library."""
+    sizes = tuple(choose_backend(native).staticshape(native))
+    if not all(isinstance(n, int) for n in sizes):
+        raise TypeError(f'save() stores arrays of known shape; the array at {where} has shape {sizes}')
+    return wrap(native, spatial(**{f'_{len(sizes) - 1 - i}': n for i, n in enumerate(sizes)}))
 
 
 def _is_instance(value) -> bool:
@@ -494,7 +514,7 @@ def _node_problem(node, where: str, depth: int) -> str | None:
     if not isinstance(node, dict) or node.get('kind') not in KINDS:
         return f'{where}: expected a node object with a kind among {KINDS}, found {node!r:.200}'
     kind = node['kind']
-    needed = {'tensor': ('array', *_ENTRY_FIELDS), 'expanded': (*_SHAPE_FIELDS, 'value'),
+    needed = {'tensor': ('array', *_ENTRY_FIELDS), 'expanded': (*_SHAPE_FIELDS, 'value'), 'native': ('value',),
               'dataclass': ('class', 'group', 'fields', 'config', 'cache'),
               'dict': ('group', 'items'), 'list': ('group', 'items'), 'tuple': ('group', 'items'),
               'value': ('value',)}[kind]
@@ -503,6 +523,11 @@ def _node_problem(node, where: str, depth: int) -> str | None:
         return f'{where}: a {kind} node lacks {missing}'
     if kind == 'tensor':
         return _tensor_problem(node, where)
+    if kind == 'native':
+        inner = node['value']
+        if not isinstance(inner, dict) or inner.get('kind') != 'tensor':
+            return f'{where}: a native node holds a tensor node'
+        return _tensor_problem(inner, where)
     if kind == 'expanded':
         return _expanded_problem(node, where, depth)
     if kind == 'value':
@@ -611,6 +636,9 @@ class _Reader:
             inner = self.tensor(node['value'])
             shape = _shape(node)
             return ShapeDtype(shape, inner.dtype) if not self.data else Expanded(inner, shape)
+        if kind == 'native':  # an array of the library it was saved from, read now (an array cannot be lazy)
+            values = self.tensor(node['value'])
+            return values if not self.data else values._dense().native(values.shape.names)
         if kind == 'value':
             return decode(node['value'], where, 0, self.allow)
         if kind == 'dict':
