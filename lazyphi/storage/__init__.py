@@ -38,7 +38,9 @@ from ._results import (
 # names loaded on first use -> their modules
 _LAZY = {'DiskTensor': '._disk', 'disk_tensor': '._disk', 'get_cache_files': '._disk',
          'prepare_result': '._write', 'write_block': '._write', 'check_cache_dir_visible': '._write',
-         'save': '._save', 'load': '._save'}
+         'save': '._save', 'load': '._save', 'memmap': '._memmap',
+         'load_memmap': '._memmap', 'save_metadata': '._memmap', 'share_value': '._memmap', 'assign': '._memmap',
+         'consolidated': '._memmap'}
 
 
 def __getattr__(name: str):
@@ -50,7 +52,8 @@ def __getattr__(name: str):
 
 __all__ = [
     'COMPRESSORS', 'MEMORY', 'ArraySpec', 'CacheDirNotShared', 'ChunkDamaged', 'ChunkMissing', 'DiskTensor',
-    'ManifestDamaged', 'UnknownClassWarning', 'array_spec', 'block_chunks', 'block_complete', 'check_cache_dir',
+    'ManifestDamaged', 'UnknownClassWarning', 'array_spec', 'assign', 'consolidated', 'load_memmap', 'memmap',
+    'save_metadata', 'share_value', 'block_chunks', 'block_complete', 'check_cache_dir',
     'check_cache_dir_visible', 'clear_memory_cache', 'complete_chunks', 'completion', 'current_load_backend',
     'delete_group', 'disk_tensor', 'get_cache_files', 'load', 'load_cache_as', 'on_load_into_memory', 'parse_bytes',
     'prepare_result', 'read_manifest', 'reduce_in_pieces', 'result_groups', 'save', 'set_cache_ttl',
