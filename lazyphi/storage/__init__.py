@@ -52,10 +52,10 @@ def __getattr__(name: str):
 
 __all__ = [
     'COMPRESSORS', 'MEMORY', 'ArraySpec', 'CacheDirNotShared', 'ChunkDamaged', 'ChunkMissing', 'DiskTensor',
-    'ManifestDamaged', 'UnknownClassWarning', 'array_spec', 'assign', 'consolidated', 'load_memmap', 'memmap',
-    'save_metadata', 'share_value', 'block_chunks', 'block_complete', 'check_cache_dir',
-    'check_cache_dir_visible', 'clear_memory_cache', 'complete_chunks', 'completion', 'current_load_backend',
-    'delete_group', 'disk_tensor', 'get_cache_files', 'load', 'load_cache_as', 'on_load_into_memory', 'parse_bytes',
-    'prepare_result', 'read_manifest', 'reduce_in_pieces', 'result_groups', 'save', 'set_cache_ttl',
+    'ManifestDamaged', 'UnknownClassWarning', 'array_spec', 'assign', 'block_chunks', 'block_complete',
+    'check_cache_dir', 'check_cache_dir_visible', 'clear_memory_cache', 'complete_chunks', 'completion',
+    'consolidated', 'current_load_backend', 'delete_group', 'disk_tensor', 'get_cache_files', 'load',
+    'load_cache_as', 'load_memmap', 'memmap', 'on_load_into_memory', 'parse_bytes', 'prepare_result',
+    'read_manifest', 'reduce_in_pieces', 'result_groups', 'save', 'save_metadata', 'set_cache_ttl', 'share_value',
     'worker_load_backend', 'write_block',
 ]

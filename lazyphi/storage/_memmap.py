@@ -7,19 +7,20 @@ a selection of a DiskTensor's array in place, chunk by chunk:
 
 - a chunk the write covers whole is written as a new file and recorded complete;
 - a chunk already complete is read, changed where written, and written again (read-modify-write);
-- part of a chunk not yet complete goes to a staging file beside its records (`.staging.<chunk>`, rows
-  written in place) with a mark per row written (`.rows.<chunk>/<row>`); once every row of the chunk is
+- part of a chunk not yet complete goes to a staging file beside its records (`.staging.<chunk>`,
+  rows written in place) with a mark per row written (`.rows.<chunk>/<row>`); once every row of the chunk is
   marked, the staged chunk is written as the chunk's file and recorded. Such writes must cover whole rows
   (everything along the dims after the array's first).
 
-The rule: one writer per chunk at a time. Writers of different chunks (disjoint ranges of whole chunks along
-the array's first dim: `DiskTensor.chunks[0]` rows each) may run at once, in threads or processes; two writers of one chunk may
-lose one's rows. Values written are dropped from the memory cache of loaded values, so later reads in this
-process see them.
+The rule: one writer per chunk at a time. Writers of different chunks (disjoint ranges of whole chunks
+along the array's first dim: `DiskTensor.chunks[0]` rows each) may run at once, in threads or processes;
+two writers of one chunk may lose one's rows. Values written are dropped from the memory cache of loaded
+values, so later reads in this process see them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import shutil
@@ -149,8 +150,8 @@ def _fitted(value, shape: Shape) -> Tensor:
     extra = [n for n in value.shape.names if n not in shape]
     wrong = [n for n in value.shape.names if n in shape and value.shape.get_size(n) != shape.get_size(n)]
     if extra or wrong:
-        raise ValueError(f'Cannot write a value of shape {value.shape} into a selection of shape {shape}: '
-                         f'{"dims " + str(extra) + " are not there" if extra else "sizes of " + str(wrong) + " differ"}')
+        problem = f'it has dims {extra} that are not there' if extra else f'the sizes of {wrong} differ'
+        raise ValueError(f'Cannot write a value of shape {value.shape} into a selection of shape {shape}: {problem}')
     return expand(value, shape)
 
 
@@ -168,8 +169,8 @@ def _write(target: DiskTensor, view: DiskTensor, data: np.ndarray) -> None:
         _forget(info)
         return
     sizes, chunk = info.shape.sizes, info.chunks[0]
-    whole_rows = all(len(ix) == size and (ix == np.arange(size)).all() for ix, size in zip(indices[1:], sizes[1:],
-                                                                                       strict=True))
+    whole_rows = all(len(ix) == size and (ix == np.arange(size)).all()
+                     for ix, size in zip(indices[1:], sizes[1:], strict=True))
     rows = indices[0]
     try:
         for c in np.unique(rows // chunk):
@@ -231,10 +232,8 @@ def _stage(info, records: str, index: tuple, count: int, inner: np.ndarray, part
 
 
 def _remove(path: str) -> None:
-    try:
+    with contextlib.suppress(FileNotFoundError):
         os.remove(path)
-    except FileNotFoundError:
-        pass
 
 
 def _forget(info) -> None:
