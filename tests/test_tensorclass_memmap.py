@@ -65,6 +65,9 @@ def test_memmap_in_place_save_dumps_and_futures(tmp_path):
     assert q.load_(tmp_path / 'a') is q and q.saved_path == str(tmp_path / 'a')
     np.testing.assert_array_equal(values(q.position), values(particles().position))
     assert (q * 2).saved_path is None  # new values are not those on disk
+    assert q[0:2].saved_path is None and q[0].saved_path is None  # parts are not the instance saved
+    with pytest.raises(ValueError, match='has no saved path'):
+        q[0:2].memmap_refresh_()
 
 
 def test_argument_errors_name_what_is_accepted(tmp_path):

@@ -30,7 +30,7 @@ from ._state import from_state_dict, state_dict, to_device
 _OPTIONS = ('autocast', 'nocast', 'frozen', 'tensor_only', 'shadow')
 _BATCH_NAMES = '_tensorclass_batch'  # instance attribute: names of the declared batch dims
 _READY = '_tensorclass_ready'  # instance attribute: construction finished, so setting a field converts and checks
-_PATH = '_tensorclass_path'  # instance attribute: the directory it was memmapped to or loaded from
+_PATH = '_tensorclass_path'  # instance attribute: (directory it was memmapped to or loaded from, its batch dims)
 _SHARED = '_tensorclass_shared'  # instance attribute: non-tensor values set are written to the save's manifest
 _NO_DEFAULT = object()
 _RESERVED = frozenset({'batch_size', 'device', 'get', 'set', 'update', 'apply', 'unbind', 'split', 'to', 'cast',
@@ -132,8 +132,8 @@ class TensorClass:
         object.__setattr__(self, name, value)
         if name in fields:
             _drop_dependent_cache(self, {name})
-            if self.__dict__.get(_SHARED) and not isinstance(value, (Tensor, TensorClass)):
-                _storage().share_value(self.__dict__[_PATH], name, value)
+            if self.__dict__.get(_SHARED) and self.saved_path and not isinstance(value, (Tensor, TensorClass)):
+                _storage().share_value(self.saved_path, name, value)
 
     # --- batch dims ------------------------------------------------------------------------------
 
@@ -490,8 +490,10 @@ class TensorClass:
 
     @property
     def saved_path(self) -> str | None:
-        """The directory this instance was memmapped to or loaded from; None if neither."""
-        return self.__dict__.get(_PATH)
+        """The directory this instance was memmapped to or loaded from; None if neither, or for a part of it
+        (a slice, an element: their batch dims are not those saved) or a result computed from it."""
+        saved = self.__dict__.get(_PATH)
+        return saved[0] if saved is not None and saved[1] == self.batch_dims else None
 
     def memmap_refresh_(self) -> 'TensorClass':
         """Open the save at `saved_path` again: values another process wrote there (shared non-tensor values
@@ -544,9 +546,9 @@ def _join(values: tuple, join: Callable, join_others: Callable) -> TensorClass:
 def _restored(obj: TensorClass, metadata: dict, path: str) -> TensorClass:
     """An instance `lazyphi.load` rebuilt (no `__init__` ran) with the state `__init__` sets, and its save."""
     object.__setattr__(obj, _BATCH_NAMES, tuple(metadata.get('batch', ())))
-    object.__setattr__(obj, _PATH, path)
-    object.__setattr__(obj, _SHARED, bool(metadata.get('share_non_tensor', False)))
     object.__setattr__(obj, _READY, True)
+    object.__setattr__(obj, _PATH, None if path is None else (path, obj.batch_dims))
+    object.__setattr__(obj, _SHARED, bool(metadata.get('share_non_tensor', False)))
     for f in dataclasses.fields(obj):
         if isinstance(value := getattr(obj, f.name), TensorClass):
             _restored(value, {}, None)
