@@ -130,6 +130,15 @@ def test_memmap_like_of_an_expanded_tensor_is_full_size_and_in_place_writes_in_m
     p[1] = particles(offset=100)[0]  # in memory: a new Tensor with that row replaced
     np.testing.assert_array_equal(values(p.position)[1], [100, 101])
 
+    class Frozen(TensorClass, frozen=True):
+        x: Any
+    frozen = Frozen(np.zeros(3, np.float32), batch_size=[3])
+    with pytest.raises(dataclasses.FrozenInstanceError, match=r"fields \['x'\] lie in memory"):
+        frozen[0] = Frozen(np.ones(1, np.float32), batch_size=[1])[0]
+    writable = frozen.memmap_like(tmp_path / 'frozen')
+    writable[0:3] = Frozen(np.ones(3, np.float32), batch_size=[3])
+    np.testing.assert_array_equal(values(writable.x), 1)
+
 
 def test_writing_part_of_the_rows_of_an_incomplete_chunk_is_refused(tmp_path):
     grid = Particles(np.zeros((4, 3), np.float32), np.zeros((4, 3), np.float32), batch_size=[4, 3])

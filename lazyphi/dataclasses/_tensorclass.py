@@ -193,6 +193,7 @@ class TensorClass:
                             f"but got {type(value).__qualname__}")
         selection = dict(item) if isinstance(item, dict) else self._positions(item)
         storage = _storage()
+        changes = {}
         for f in dataclasses.fields(self):
             target, given = getattr(self, f.name), getattr(value, f.name)
             if isinstance(target, TensorClass):
@@ -200,8 +201,14 @@ class TensorClass:
             elif isinstance(target, Tensor):
                 written = storage.assign(target, {k: v for k, v in selection.items() if k in target.shape}, given)
                 if written is not target:
-                    object.__setattr__(self, f.name, written)
-                    _drop_dependent_cache(self, {f.name})
+                    changes[f.name] = written
+        if changes and 'frozen' in self._tensorclass_options:
+            raise dataclasses.FrozenInstanceError(
+                f"{type(self).__qualname__} is frozen: its fields {sorted(changes)} lie in memory and cannot be "
+                f"written into (disk-backed fields were); memmap it, or use memmap_like, for a writable buffer")
+        for name, written in changes.items():
+            object.__setattr__(self, name, written)
+        _drop_dependent_cache(self, set(changes))
 
     def __iter__(self) -> Iterator:
         return iter(self.unbind(0))

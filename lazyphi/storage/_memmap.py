@@ -33,7 +33,7 @@ from ..math.kinds import Dense
 from ._chunks import chunk_writer
 from ._disk import DiskTensor, get_cache_files, read_selection
 from ._memory import MEMORY
-from ._results import record_name, records_dir, write_manifest
+from ._results import class_path, record_name, records_dir, write_manifest
 from ._save import load, read_save_manifest, save
 from ._tagged import _CLASSES, decode, encode
 from ._write import write_records
@@ -77,7 +77,7 @@ def load_memmap(prefix, cls: type | None = None) -> tuple:
     """
     path = os.path.abspath(os.fspath(prefix))
     if cls is not None:
-        _CLASSES[f'{cls.__module__}:{cls.__qualname__}'] = cls
+        _CLASSES[class_path(cls)] = cls
     return load(path), save_metadata(path), path
 
 
