@@ -6,7 +6,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -226,3 +226,22 @@ def test_a_fresh_process_reloads_and_damage_is_detected(tmp_path):
     # finds the chunk file of the wrong size
     with pytest.raises((ManifestDamaged, ChunkDamaged), match=r'disagrees with the Zarr metadata|file holds 100 bytes'):
         Stored.load_memmap(tmp_path / 'moved').x.numpy('b0,_0')
+
+
+@pytest.mark.slow
+def test_writers_of_disjoint_whole_chunks_run_at_once(tmp_path):
+    rows, width = 256, 32768  # 128 KiB a row: 64 rows a chunk, 4 chunks
+    layout = Particles(math.expand(math.zeros(), batch(b0=rows)), np.zeros((rows, width), np.float32),
+                       batch_size=[rows])
+    buffer = layout.memmap_like(tmp_path / 'wide')
+    step = buffer.velocity.chunks[0]
+    assert step < rows and rows % step == 0
+
+    def fill(start: int) -> None:
+        block = np.arange(start, start + step, dtype=np.float32)[:, None] * np.ones(width, np.float32)
+        buffer[start:start + step] = Particles(block[:, 0], block, batch_size=[step])
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(fill, range(0, rows, step)))
+    loaded = Particles.load_memmap(tmp_path / 'wide')
+    np.testing.assert_array_equal(values(loaded.velocity), np.broadcast_to(np.arange(rows)[:, None], (rows, width)))
+    np.testing.assert_array_equal(values(loaded.position), np.arange(rows))
