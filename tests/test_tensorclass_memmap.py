@@ -228,7 +228,6 @@ def test_a_fresh_process_reloads_and_damage_is_detected(tmp_path):
         Stored.load_memmap(tmp_path / 'moved').x.numpy('b0,_0')
 
 
-@pytest.mark.slow
 def test_writers_of_disjoint_whole_chunks_run_at_once(tmp_path):
     rows, width = 256, 32768  # 128 KiB a row: 64 rows a chunk, 4 chunks
     layout = Particles(math.expand(math.zeros(), batch(b0=rows)), np.zeros((rows, width), np.float32),

@@ -8,9 +8,9 @@ a selection of a DiskTensor's array in place, chunk by chunk:
 - a chunk the write covers whole is written as a new file and recorded complete;
 - a chunk already complete is read, changed where written, and written again (read-modify-write);
 - part of a chunk not yet complete goes to a staging file beside its records (`.staging.<chunk>`,
-  rows written in place) with a mark per row written (`.rows.<chunk>/<row>`); once every row of the chunk is
-  marked, the staged chunk is written as the chunk's file and recorded. Such writes must cover whole rows
-  (everything along the dims after the array's first).
+  rows written in place) with a mark per run of rows written (`.rows.<chunk>/<start>-<stop>`); once every
+  row of the chunk is marked, the staged chunk is written as the chunk's file and recorded. Such writes must
+  cover whole rows (everything along the dims after the array's first).
 
 The rule: one writer per chunk at a time. Writers of different chunks (disjoint ranges of whole chunks
 along the array's first dim: `DiskTensor.chunks[0]` rows each) may run at once, in threads or processes;
@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 import shutil
 import tempfile
 
@@ -30,8 +31,8 @@ import numpy as np
 
 from ..math import Shape, Tensor, expand, wrap
 from ..math.kinds import Dense
-from ._chunks import chunk_writer
-from ._disk import DiskTensor, get_cache_files, read_selection
+from ._chunks import chunk_writer, range_slice
+from ._disk import DiskTensor, _pieces, get_cache_files, read_selection
 from ._memory import MEMORY
 from ._results import class_path, record_name, records_dir, write_manifest
 from ._save import load, read_save_manifest, save
@@ -160,7 +161,6 @@ def _write(target: DiskTensor, view: DiskTensor, data: np.ndarray) -> None:
     info = target._info
     selection = view._selection
     data = data.reshape([1 if isinstance(s, int) else len(s) for s in selection])  # every stored axis
-    indices = [np.asarray([s] if isinstance(s, int) else list(s), dtype=np.intp) for s in selection]
     write = chunk_writer(info.path)
     records = records_dir(info.store, info.array)
     if not selection:  # a 0-d array: one chunk, recorded by its records directory
@@ -169,28 +169,24 @@ def _write(target: DiskTensor, view: DiskTensor, data: np.ndarray) -> None:
         _forget(info)
         return
     sizes, chunk = info.shape.sizes, info.chunks[0]
-    whole_rows = all(len(ix) == size and (ix == np.arange(size)).all()
-                     for ix, size in zip(indices[1:], sizes[1:], strict=True))
-    rows = indices[0]
+    whole_rows = all(isinstance(s, range) and s == range(size) for s, size in zip(selection[1:], sizes[1:],
+                                                                               strict=True))
     try:
-        for c in np.unique(rows // chunk):
-            first, count = int(c) * chunk, min(chunk, sizes[0] - int(c) * chunk)
-            mine = np.flatnonzero(rows // chunk == c)  # positions in `data` along the first axis
-            inner = rows[mine] - first
-            index = (int(c),) + (0,) * (len(sizes) - 1)
-            part = data[mine]
-            complete = os.path.exists(os.path.join(records, record_name(index)))
-            if whole_rows and len(np.unique(inner)) == count:
+        for c, inner, positions in _pieces(selection[0], chunk):
+            first, count = c * chunk, min(chunk, sizes[0] - c * chunk)
+            index = (c,) + (0,) * (len(sizes) - 1)
+            part = data[range_slice(positions) if isinstance(positions, range) else positions]
+            if whole_rows and _covered(count, [_runs(inner)]):
                 values = np.empty((count, *sizes[1:]), data.dtype)
-                values[inner] = part
+                values[range_slice(inner) if isinstance(inner, range) else inner] = part
                 write(index, values)
                 write_records(records, [record_name(index)])
                 shutil.rmtree(os.path.join(records, _ROWS + record_name(index)), ignore_errors=True)
                 _remove(os.path.join(records, _STAGING + record_name(index)))
-            elif complete:
-                full = (range(first, first + count), *(range(size) for size in sizes[1:]))
-                values = read_selection(info, full)
-                values[np.ix_(inner, *indices[1:])] = part
+            elif os.path.exists(os.path.join(records, record_name(index))):  # complete: read, modify, write
+                values = read_selection(info, (range(first, first + count), *(range(size) for size in sizes[1:])))
+                others = [np.asarray([s] if isinstance(s, int) else s, dtype=np.intp) for s in selection[1:]]
+                values[np.ix_(np.asarray(inner, dtype=np.intp), *others)] = part
                 write(index, values)
             elif whole_rows:
                 _stage(info, records, index, count, inner, part, write)
@@ -204,25 +200,52 @@ def _write(target: DiskTensor, view: DiskTensor, data: np.ndarray) -> None:
         _forget(info)
 
 
-def _stage(info, records: str, index: tuple, count: int, inner: np.ndarray, part: np.ndarray, write) -> None:
-    """Write rows `inner` of a chunk not yet complete into its staging file; the chunk itself once all are there."""
+def _runs(rows) -> list[tuple[int, int]]:
+    """The rows (a range or an int array of positions in a chunk) as (start, stop) runs of consecutive rows."""
+    if isinstance(rows, range) and rows.step == 1:
+        return [(rows.start, rows.stop)] if len(rows) else []
+    ordered = np.unique(np.asarray(rows, dtype=np.intp))
+    breaks = np.flatnonzero(np.diff(ordered) != 1) + 1
+    return [(int(run[0]), int(run[-1]) + 1) for run in np.split(ordered, breaks) if len(run)]
+
+
+def _covered(count: int, runs: list) -> bool:
+    """Whether the (start, stop) runs (lists of them) cover the rows 0..count-1 of a chunk."""
+    mask = np.zeros(count, bool)
+    for group in runs:
+        for start, stop in group:
+            mask[start:stop] = True
+    return bool(mask.all())
+
+
+def _stage(info, records: str, index: tuple, count: int, inner, part: np.ndarray, write) -> None:
+    """Write rows `inner` of a chunk not yet complete into its staging file; the chunk itself once all are there.
+
+    Rows are written in place; a mark file `<start>-<stop>` per run of rows written says which rows the file holds.
+    """
     row_shape = info.chunks[1:]
     dtype = part.dtype.newbyteorder('<')
     row_bytes = int(np.prod(row_shape, dtype=np.int64)) * dtype.itemsize
     staging = os.path.join(records, _STAGING + record_name(index))
     marks = os.path.join(records, _ROWS + record_name(index))
     os.makedirs(marks, exist_ok=True)
+    part = np.ascontiguousarray(part, dtype)
     fd = os.open(staging, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         if os.fstat(fd).st_size != count * row_bytes:
             os.ftruncate(fd, count * row_bytes)
-        for row, values in zip(inner.tolist(), part, strict=True):
-            os.pwrite(fd, np.ascontiguousarray(values, dtype).tobytes(), row * row_bytes)
+        if isinstance(inner, range) and inner.step == 1:
+            os.pwrite(fd, part.tobytes(), inner.start * row_bytes)
+        else:
+            for row, values in zip(np.asarray(inner).tolist(), part, strict=True):
+                os.pwrite(fd, values.tobytes(), row * row_bytes)
     finally:
         os.close(fd)
-    for row in inner.tolist():
-        os.close(os.open(os.path.join(marks, str(row)), os.O_CREAT | os.O_WRONLY, 0o644))
-    if len(os.listdir(marks)) < count:
+    for start, stop in _runs(inner):
+        os.close(os.open(os.path.join(marks, f'{start}-{stop}'), os.O_CREAT | os.O_WRONLY, 0o644))
+    written = [tuple(map(int, name.split('-'))) for name in os.listdir(marks)
+               if re.fullmatch(r'[0-9]+-[0-9]+', name)]
+    if not _covered(count, [written]):
         return
     values = np.fromfile(staging, dtype).reshape((count, *row_shape))
     write(index, values)
