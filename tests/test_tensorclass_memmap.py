@@ -244,3 +244,47 @@ def test_writers_of_disjoint_whole_chunks_run_at_once(tmp_path):
     loaded = Particles.load_memmap(tmp_path / 'wide')
     np.testing.assert_array_equal(values(loaded.velocity), np.broadcast_to(np.arange(rows)[:, None], (rows, width)))
     np.testing.assert_array_equal(values(loaded.position), np.arange(rows))
+
+
+class Swarm(TensorClass):
+    leader: Any
+    members: Particles
+    name: str = 'swarm'
+
+
+def test_nested_tensor_classes_keep_their_batch_dims_and_are_written_through(tmp_path):
+    def swarm(offset: float) -> Swarm:
+        runs = batch(runs=4)
+        members = Particles(np.arange(8, dtype=np.float32).reshape(4, 2) + offset, np.ones((4, 2), np.float32),
+                            batch_size=runs)
+        return Swarm(np.arange(4, dtype=np.float32) + offset, members, batch_size=runs)
+    buffer = swarm(0).memmap_like(tmp_path / 'swarm')
+    assert isinstance(buffer.members, Particles) and isinstance(buffer.members.position, DiskTensor)
+    assert buffer.members.batch_size == batch(runs=4) and buffer.batch_size == batch(runs=4)
+    with pytest.raises(ChunkMissing):
+        values(buffer.members.velocity)
+    full = swarm(1)
+    buffer[0:2] = full[0:2]
+    buffer[2:] = full[2:]
+    loaded = Swarm.load_memmap(tmp_path / 'swarm')
+    assert loaded.name == 'swarm' and loaded.members.batch_size == batch(runs=4)
+    assert loaded.members[1].batch_size == batch()
+    np.testing.assert_array_equal(values(loaded.members.position), values(full.members.position))
+    np.testing.assert_array_equal(values(loaded.leader), np.arange(4) + 1)
+
+
+def test_strided_rows_are_staged_until_the_chunk_is_whole_also_from_another_process(tmp_path):
+    p = particles()
+    buffer = p.memmap_like(tmp_path / 'strided')
+    buffer[0:6:2] = p[0:6:2]
+    assert sorted(os.listdir(tmp_path / 'strided' / 'position.done' / '.rows.0.0')) == ['0-1', '2-3', '4-5']
+    with pytest.raises(ChunkMissing):
+        values(buffer.position)
+    code = (f'import numpy as np, sys; sys.path.insert(0, {os.path.dirname(__file__)!r}); '
+            f'from test_tensorclass_memmap import Particles, particles; '
+            f'b = Particles.load_memmap({str(tmp_path / "strided")!r}); b[1:6:2] = particles()[1:6:2]')
+    env = {**os.environ, 'PYTHONPATH': os.pathsep.join(sys.path)}
+    subprocess.run([sys.executable, '-c', code], env=env, check=True, capture_output=True)
+    clear_memory_cache()
+    np.testing.assert_array_equal(values(buffer.position), values(p.position))
+    assert sorted(os.listdir(tmp_path / 'strided' / 'position.done')) == ['.record', '0.0']  # staging removed

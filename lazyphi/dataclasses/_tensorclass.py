@@ -438,7 +438,7 @@ class TensorClass:
                 raise TypeError(f"memmap(): {name} takes True or False, but got {flag!r}")
         if isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 0:
             raise ValueError(f"memmap(): num_threads must be a non-negative int, but got {num_threads!r}")
-        metadata = {'batch': list(self.__dict__.get(_BATCH_NAMES, ())), 'share_non_tensor': share}
+        metadata = {**_declared(self), 'share_non_tensor': share}
 
         def write() -> 'TensorClass':
             tree, path = _storage().memmap(self, prefix, copy_existing=copy_existing, existsok=existsok,
@@ -550,15 +550,22 @@ def _join(values: tuple, join: Callable, join_others: Callable) -> TensorClass:
     return first._with(changes)
 
 
-def _restored(obj: TensorClass, metadata: dict, path: str) -> TensorClass:
+def _declared(obj: TensorClass) -> dict:
+    """The declared batch dims of `obj` and of the tensor classes in its fields, as a save's metadata keeps them."""
+    nested = {f.name: _declared(v) for f in dataclasses.fields(obj) if isinstance(v := getattr(obj, f.name),
+                                                                                  TensorClass)}
+    return {'batch': list(obj.__dict__.get(_BATCH_NAMES, ())), 'fields': nested}
+
+
+def _restored(obj: TensorClass, metadata: dict, path: str | None) -> TensorClass:
     """An instance `lazyphi.load` rebuilt (no `__init__` ran) with the state `__init__` sets, and its save."""
+    for f in dataclasses.fields(obj):
+        if isinstance(value := getattr(obj, f.name), TensorClass):
+            _restored(value, metadata.get('fields', {}).get(f.name, {}), None)
     object.__setattr__(obj, _BATCH_NAMES, tuple(metadata.get('batch', ())))
     object.__setattr__(obj, _READY, True)
     object.__setattr__(obj, _PATH, None if path is None else (path, obj.batch_dims))
     object.__setattr__(obj, _SHARED, bool(metadata.get('share_non_tensor', False)))
-    for f in dataclasses.fields(obj):
-        if isinstance(value := getattr(obj, f.name), TensorClass):
-            _restored(value, {}, None)
     return obj
 
 
