@@ -61,6 +61,9 @@ def test_memmap_in_place_save_dumps_and_futures(tmp_path):
     assert isinstance(future, Future)
     np.testing.assert_array_equal(values(future.result().position), values(particles().position))
     assert not isinstance(particles().memmap(tmp_path / 'e', return_early=True), Future)  # needs num_threads > 0
+    anywhere = particles().memmap()  # no prefix: a new temporary directory
+    assert os.path.isdir(anywhere.saved_path) and float(anywhere.velocity.sum) == 12
+    shutil.rmtree(os.path.dirname(anywhere.saved_path))
     q = particles() * 0
     assert q.load_(tmp_path / 'a') is q and q.saved_path == str(tmp_path / 'a')
     np.testing.assert_array_equal(values(q.position), values(particles().position))
