@@ -57,8 +57,10 @@ def memmap(obj, prefix=None, *, copy_existing: bool = False, existsok: bool = Tr
         FileExistsError: `prefix` exists and `existsok` is False, or it is not a lazyphi save.
         ValueError: a tensor lies on disk outside `prefix` and `copy_existing` is False.
     """
-    path = tempfile.mkdtemp(prefix='lazyphi-memmap-') + '/save' if prefix is None else os.path.abspath(
-        os.fspath(prefix))
+    if prefix is None:
+        path = os.path.join(tempfile.mkdtemp(prefix='lazyphi-memmap-'), 'save')
+    else:
+        path = os.path.abspath(os.fspath(prefix))
     if not copy_existing:
         elsewhere = sorted(f for f in get_cache_files(obj) if os.path.commonpath([f, path]) != path)
         if elsewhere:
