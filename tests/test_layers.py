@@ -4,9 +4,10 @@ Layers, bottom up: `_errors` and `_lazy` (PEP 562 helpers); `backend`; `math`; `
 (siblings, neither imports the other); `parallel`; the top-level modules (`lazyphi/__init__.py`, `cli.py`,
 `cache.py`). A module may import its own package freely; from another package only public modules (no path
 part starting with `_`), except the shared `lazyphi._errors` and `lazyphi._lazy`. Module paths in string
-constants (`importlib.import_module('lazyphi...')`, PEP 562 tables) count as imports; the one allowed upward
-reference is `lazyphi.dataclasses` naming the parallel API of the reference's older layout. No lazyphi module
-is imported inside a function, except under `if TYPE_CHECKING:`.
+constants (`importlib.import_module('lazyphi...')`, PEP 562 tables) count as imports; the allowed references
+are `lazyphi.dataclasses` naming the parallel API of the reference's older layout, and `TensorClass` resolving
+`lazyphi.storage` on first use of its memmap methods. No lazyphi module is imported inside a function, except
+under `if TYPE_CHECKING:`.
 """
 
 import ast
@@ -21,7 +22,8 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / 'lazyphi'
 LAYERS = {'_errors': 0, '_lazy': 0, 'backend': 1, 'math': 2, 'storage': 3, 'dataclasses': 3, 'parallel': 4}
 TOP = 5
-ALLOWED_UPWARD = {('dataclasses', 'lazyphi.parallel')}  # the PEP 562 alias documented in docs/design.md
+# the PEP 562 alias and TensorClass's memmap methods, resolved on first use, documented in docs/design.md
+ALLOWED_UPWARD = {('dataclasses', 'lazyphi.parallel'), ('dataclasses', 'lazyphi.storage')}
 MODULE_PATH = re.compile(r'^\.?lazyphi(\.\w+)+$|^\.\.?\w+(\.\w+)*$')
 
 

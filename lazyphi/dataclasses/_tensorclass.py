@@ -15,8 +15,10 @@ cached properties that read that field, so a cached value is never stale.
 import copy
 import dataclasses
 import functools
+import importlib
 import operator
 from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from ..backend import ComputeDevice, DType, NoBackendFound, choose_backend
 from ..math import Shape, Tensor, batch, cast, concat, expand, shape, spatial, stack, wrap
@@ -28,9 +30,20 @@ from ._state import from_state_dict, state_dict, to_device
 _OPTIONS = ('autocast', 'nocast', 'frozen', 'tensor_only', 'shadow')
 _BATCH_NAMES = '_tensorclass_batch'  # instance attribute: names of the declared batch dims
 _READY = '_tensorclass_ready'  # instance attribute: construction finished, so setting a field converts and checks
+_PATH = '_tensorclass_path'  # instance attribute: (directory it was memmapped to or loaded from, its batch dims)
+_SHARED = '_tensorclass_shared'  # instance attribute: non-tensor values set are written to the save's manifest
 _NO_DEFAULT = object()
 _RESERVED = frozenset({'batch_size', 'device', 'get', 'set', 'update', 'apply', 'unbind', 'split', 'to', 'cast',
-                       'to_dict', 'from_dict', 'state_dict', 'load_state_dict', 'batch_dims'})
+                       'to_dict', 'from_dict', 'state_dict', 'load_state_dict', 'batch_dims', 'memmap', 'memmap_',
+                       'memmap_like', 'load_memmap', 'load_', 'memmap_refresh_', 'save', 'dumps', 'load',
+                       'consolidate', 'saved_path'})
+# The disk side (lazyphi.storage, a sibling layer) is resolved on first use of a memmap method, never at import:
+# storage knows no TensorClass and TensorClass imports no storage (docs/design.md, "Layers").
+_STORAGE = 'lazyphi.storage'
+
+
+def _storage():
+    return importlib.import_module(_STORAGE)
 _DEVICE_TYPES = ('cpu', 'gpu', 'cuda', 'tpu')
 
 
@@ -119,6 +132,8 @@ class TensorClass:
         object.__setattr__(self, name, value)
         if name in fields:
             _drop_dependent_cache(self, {name})
+            if self.__dict__.get(_SHARED) and self.saved_path and not isinstance(value, (Tensor, TensorClass)):
+                _storage().share_value(self.saved_path, name, value)
 
     # --- batch dims ------------------------------------------------------------------------------
 
@@ -154,12 +169,46 @@ class TensorClass:
         """Positional indices and slices select along the batch dims in order; a dict or str selects by dim name."""
         if isinstance(item, (dict, str, Shape)):
             return slice_(self, item)
+        return slice_(self, self._positions(item))
+
+    def _positions(self, item) -> dict:
+        """A positional index (ints and slices, one per batch dim in order) as {dim name: int or slice}."""
         items = item if isinstance(item, tuple) else (item,)
         dims = self.batch_dims
         if len(items) > dims.rank or any(not isinstance(i, (int, slice)) for i in items):
             raise IndexError(f"{type(self).__qualname__}[{item!r}]: index with at most {dims.rank} ints or slices, "
                              f"one per batch dim {dims}, or with a dict of dim names")
-        return slice_(self, {dims.names[k]: i for k, i in enumerate(items)})
+        return {dims.names[k]: i for k, i in enumerate(items)}
+
+    def __setitem__(self, item, value: 'TensorClass') -> None:
+        """Write the Tensor fields of `value` (an instance of this class) into `self[item]`, field by field.
+
+        Disk-backed fields (after `memmap`, `memmap_like`, `load_memmap`) are written on disk, chunk by chunk
+        (one writer per chunk at a time: see `memmap_like`); other fields get a new Tensor with those elements
+        replaced. Non-tensor fields are left as they are. `item` as for indexing: ints and slices, one per
+        batch dim, or a dict of dim names to ints and slices.
+        """
+        if not isinstance(value, type(self)):
+            raise TypeError(f"{type(self).__qualname__}[...] = value takes an instance of {type(self).__qualname__}, "
+                            f"but got {type(value).__qualname__}")
+        selection = dict(item) if isinstance(item, dict) else self._positions(item)
+        storage = _storage()
+        changes = {}
+        for f in dataclasses.fields(self):
+            target, given = getattr(self, f.name), getattr(value, f.name)
+            if isinstance(target, TensorClass):
+                target[selection] = given
+            elif isinstance(target, Tensor):
+                written = storage.assign(target, {k: v for k, v in selection.items() if k in target.shape}, given)
+                if written is not target:
+                    changes[f.name] = written
+        if changes and 'frozen' in self._tensorclass_options:
+            raise dataclasses.FrozenInstanceError(
+                f"{type(self).__qualname__} is frozen: its fields {sorted(changes)} lie in memory and cannot be "
+                f"written into (disk-backed fields were); memmap it, or use memmap_like, for a writable buffer")
+        for name, written in changes.items():
+            object.__setattr__(self, name, written)
+        _drop_dependent_cache(self, set(changes))
 
     def __iter__(self) -> Iterator:
         return iter(self.unbind(0))
@@ -206,6 +255,8 @@ class TensorClass:
 
     def _with(self, changes: dict) -> 'TensorClass':
         result = copy.copy(self)
+        vars(result).pop(_PATH, None)  # new values: no longer those on disk
+        vars(result).pop(_SHARED, None)
         for name, value in changes.items():
             object.__setattr__(result, name, value)
         _drop_dependent_cache(result, set(changes))
@@ -339,6 +390,135 @@ class TensorClass:
             raise TypeError(f"to() takes a device or a dtype, but got {target!r}") from err
         return self.cast(dtype)
 
+    # --- on disk (lazyphi.storage) ------------------------------------------------------------------
+
+    def memmap(self, prefix=None, copy_existing: bool = False, *, num_threads: int = 0, return_early: bool = False,
+               share_non_tensor: bool = False, existsok: bool = True) -> 'TensorClass | Future':
+        """A copy whose Tensor fields lie in a save (Zarr) at `prefix`, read chunk by chunk when used.
+
+        Non-tensor values go into the save's JSON manifest. tensordict's arguments:
+
+        Args:
+            prefix: the directory; None: a new temporary directory, not deleted afterwards.
+            copy_existing: False: a Tensor already on disk outside `prefix` is an error; True: it is copied.
+            num_threads: with `return_early`, > 0 runs the save on a thread of its own. Chunks are written by
+                `lazyphi.save`'s threads whatever it is.
+            return_early: with `num_threads > 0`, return a `concurrent.futures.Future` of the copy at once.
+            share_non_tensor: setting a non-tensor field of the copy writes it into the save's manifest, where
+                every later load or `memmap_refresh_` (in any process) finds it.
+            existsok: replace a save at `prefix`; False: an existing `prefix` is a FileExistsError.
+        """
+        return self._to_disk(prefix, copy_existing, num_threads, return_early, share_non_tensor, existsok, True, False)
+
+    def memmap_(self, prefix=None, copy_existing: bool = False, *, num_threads: int = 0, return_early: bool = False,
+                share_non_tensor: bool = False, existsok: bool = True) -> 'TensorClass | Future':
+        """`memmap` in place: the Tensor fields of `self` become disk-backed; returns `self` (or its Future)."""
+        return self._to_disk(prefix, copy_existing, num_threads, return_early, share_non_tensor, existsok, True, True)
+
+    def memmap_like(self, prefix=None, copy_existing: bool = False, *, existsok: bool = True, num_threads: int = 0,
+                    return_early: bool = False, share_non_tensor: bool = False) -> 'TensorClass | Future':
+        """A copy whose Tensor fields are empty, writable arrays on disk of the same shapes, dims and dtypes.
+
+        Nothing is written or held in memory (expanded Tensors get arrays of their full shape). Each chunk is
+        missing until written: reading it raises `ChunkMissing`, never zeros. Fill it by `buffer[i] = instance`
+        or `buffer[a:b] = instance`. The rule: one writer per chunk at a time; writers of disjoint ranges of
+        whole chunks (`buffer.<field>.chunks[0]` along the first dim) may run at once, in threads or
+        processes. Arguments as `memmap`.
+        """
+        return self._to_disk(prefix, copy_existing, num_threads, return_early, share_non_tensor, existsok, False,
+                             False)
+
+    save = memmap
+    dumps = memmap
+
+    def _to_disk(self, prefix, copy_existing, num_threads, return_early, share, existsok, values, inplace):
+        for name, flag in (('copy_existing', copy_existing), ('return_early', return_early),
+                           ('share_non_tensor', share), ('existsok', existsok)):
+            if not isinstance(flag, bool):
+                raise TypeError(f"memmap(): {name} takes True or False, but got {flag!r}")
+        if isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 0:
+            raise ValueError(f"memmap(): num_threads must be a non-negative int, but got {num_threads!r}")
+        metadata = {**_declared(self), 'share_non_tensor': share}
+
+        def write() -> 'TensorClass':
+            tree, path = _storage().memmap(self, prefix, copy_existing=copy_existing, existsok=existsok,
+                                           values=values, metadata=metadata)
+            loaded = _restored(tree, metadata, path)
+            if not inplace:
+                return loaded
+            self._take(loaded)
+            return self
+        if not (return_early and num_threads > 0):
+            return write()
+        pool = ThreadPoolExecutor(1, thread_name_prefix='lazyphi-memmap')
+        try:
+            return pool.submit(write)
+        finally:
+            pool.shutdown(wait=False)
+
+    def _take(self, other: 'TensorClass') -> None:
+        """Take the fields and disk state of `other` (an instance of this class) in place; drop the caches."""
+        names = [f.name for f in dataclasses.fields(self)]
+        for name in names:
+            object.__setattr__(self, name, getattr(other, name))
+        for key in (_BATCH_NAMES, _PATH, _SHARED):
+            object.__setattr__(self, key, other.__dict__.get(key))
+        _drop_dependent_cache(self, set(names))
+
+    @classmethod
+    def load_memmap(cls, prefix, device=None, non_blocking: bool = False, *, out: 'TensorClass | None' = None):
+        """The instance saved at `prefix` by `memmap` (or `memmap_like`), its Tensors read chunk by chunk when used.
+
+        Args:
+            prefix: the directory.
+            device: load the values now, onto this device ('cpu', 'gpu', a `ComputeDevice`); None: stay lazy.
+            non_blocking: accepted for tensordict's signature.
+            out: load into this instance instead (`out.load_(prefix)`).
+
+        Raises:
+            FileNotFoundError: nothing at `prefix`.
+            TypeError: the save holds no instance of this class.
+        """
+        if out is not None:
+            return out.load_(prefix)
+        tree, metadata, path = _storage().load_memmap(prefix, cls)
+        if not isinstance(tree, cls):
+            raise TypeError(f"{cls.__qualname__}.load_memmap({path!r}): the save holds a {type(tree).__qualname__}, "
+                            f"not a {cls.__qualname__}")
+        obj = _restored(tree, metadata, path)
+        return obj if device is None else to_device(obj, _device(device))
+
+    load = load_memmap
+
+    def load_(self, prefix) -> 'TensorClass':
+        """Load the instance saved at `prefix` into `self` (its fields become those on disk); returns `self`."""
+        self._take(type(self).load_memmap(prefix))
+        return self
+
+    @property
+    def saved_path(self) -> str | None:
+        """The directory this instance was memmapped to or loaded from; None if neither, or for a part of it
+        (a slice, an element: their batch dims are not those saved) or a result computed from it."""
+        saved = self.__dict__.get(_PATH)
+        return saved[0] if saved is not None and saved[1] == self.batch_dims else None
+
+    def memmap_refresh_(self) -> 'TensorClass':
+        """Open the save at `saved_path` again: values another process wrote there (shared non-tensor values
+        included) become this instance's. Returns `self`.
+
+        Raises:
+            ValueError: the instance has no saved path (it was never memmapped or loaded).
+        """
+        path = self.saved_path
+        if path is None:
+            raise ValueError(f"memmap_refresh_(): this {type(self).__qualname__} has no saved path: it was never "
+                             f"memmapped or loaded from disk. Call memmap_(prefix) or load_(prefix) first")
+        return self.load_(path)
+
+    def consolidate(self) -> 'TensorClass':
+        """A copy whose Tensors lie in memory, each one dense native array of its own (on disk: read now)."""
+        return self.apply(_storage().consolidated)
+
     def __repr__(self) -> str:
         fields = ', '.join(f"{f.name}={getattr(self, f.name)!r}" for f in dataclasses.fields(self) if f.repr)
         return f"{type(self).__name__}({fields}, batch_size={self.batch_dims})"
@@ -368,6 +548,25 @@ def _join(values: tuple, join: Callable, join_others: Callable) -> TensorClass:
         else:
             changes[f.name] = join_others(items)
     return first._with(changes)
+
+
+def _declared(obj: TensorClass) -> dict:
+    """The declared batch dims of `obj` and of the tensor classes in its fields, as a save's metadata keeps them."""
+    nested = {f.name: _declared(v) for f in dataclasses.fields(obj) if isinstance(v := getattr(obj, f.name),
+                                                                                  TensorClass)}
+    return {'batch': list(obj.__dict__.get(_BATCH_NAMES, ())), 'fields': nested}
+
+
+def _restored(obj: TensorClass, metadata: dict, path: str | None) -> TensorClass:
+    """An instance `lazyphi.load` rebuilt (no `__init__` ran) with the state `__init__` sets, and its save."""
+    for f in dataclasses.fields(obj):
+        if isinstance(value := getattr(obj, f.name), TensorClass):
+            _restored(value, metadata.get('fields', {}).get(f.name, {}), None)
+    object.__setattr__(obj, _BATCH_NAMES, tuple(metadata.get('batch', ())))
+    object.__setattr__(obj, _READY, True)
+    object.__setattr__(obj, _PATH, None if path is None else (path, obj.batch_dims))
+    object.__setattr__(obj, _SHARED, bool(metadata.get('share_non_tensor', False)))
+    return obj
 
 
 def _batch_dims(batch_size) -> Shape:

@@ -40,7 +40,9 @@ from ._results import (
 # names loaded on first use -> their modules
 _LAZY = {'DiskTensor': '._disk', 'disk_tensor': '._disk', 'get_cache_files': '._disk',
          'prepare_result': '._write', 'write_block': '._write', 'check_cache_dir_visible': '._write',
-         'save': '._save', 'load': '._save'}
+         'save': '._save', 'load': '._save', 'memmap': '._memmap',
+         'load_memmap': '._memmap', 'save_metadata': '._memmap', 'share_value': '._memmap', 'assign': '._memmap',
+         'consolidated': '._memmap'}
 
 
 __getattr__, __dir__ = _lazy_names(__name__, _LAZY)
@@ -48,9 +50,10 @@ __getattr__, __dir__ = _lazy_names(__name__, _LAZY)
 
 __all__ = [
     'COMPRESSORS', 'FORMAT', 'MEMORY', 'ArraySpec', 'CacheDirNotShared', 'ChunkDamaged', 'ChunkMissing', 'DiskTensor',
-    'ManifestDamaged', 'UnknownClassWarning', 'array_spec', 'block_chunks', 'block_complete', 'check_cache_dir',
-    'check_cache_dir_visible', 'clear_memory_cache', 'complete_chunks', 'completion', 'current_load_backend',
-    'delete_group', 'disk_tensor', 'get_cache_files', 'leftovers', 'load', 'load_cache_as', 'on_load_into_memory',
-    'parse_bytes', 'prepare_result', 'read_manifest', 'reduce_in_pieces', 'remove_entry', 'result_groups', 'save',
-    'set_cache_ttl', 'worker_load_backend', 'write_block',
+    'ManifestDamaged', 'UnknownClassWarning', 'array_spec', 'assign', 'block_chunks', 'block_complete',
+    'check_cache_dir', 'check_cache_dir_visible', 'clear_memory_cache', 'complete_chunks', 'completion',
+    'consolidated', 'current_load_backend', 'delete_group', 'disk_tensor', 'get_cache_files', 'leftovers', 'load',
+    'load_cache_as', 'load_memmap', 'memmap', 'on_load_into_memory', 'parse_bytes', 'prepare_result',
+    'read_manifest', 'reduce_in_pieces', 'remove_entry', 'result_groups', 'save', 'save_metadata', 'set_cache_ttl',
+    'share_value', 'worker_load_backend', 'write_block',
 ]

@@ -121,6 +121,12 @@ class TimedCache:
                     self._cond.wait(min(e.expires for e in self._entries.values()) - now)
             self._janitor = None
 
+    def discard(self, matches: Callable[[Hashable], bool]) -> None:
+        """Drop the values whose keys `matches` (values on disk that were written since they were loaded)."""
+        with self._cond:
+            for key in [k for k in self._entries if matches(k)]:
+                del self._entries[key]
+
     def clear(self) -> None:
         with self._cond:
             self._entries.clear()

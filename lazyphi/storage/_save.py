@@ -78,7 +78,8 @@ _ENTRY_FIELDS = ('dims', 'types', 'labels', 'sizes', 'dtype', 'backend', 'chunks
 
 # --- saving --------------------------------------------------------------------------------------------------
 
-def save(obj, path: str | os.PathLike, overwrite: bool = False, include_cache: bool = False) -> None:
+def save(obj, path: str | os.PathLike, overwrite: bool = False, include_cache: bool = False, *, values: bool = True,
+         metadata: dict | None = None) -> None:
     """Write a tree of tensors, numbers, strings, None, dicts, lists, tuples and dataclasses to a directory.
 
     Args:
@@ -96,6 +97,10 @@ def save(obj, path: str | os.PathLike, overwrite: bool = False, include_cache: b
             one is renamed away and the new one renamed in; if the process dies in between, the next `load`
             or `save` of `path` puts the old one back.
         include_cache: also save the Tensor values dataclass instances hold for their cached properties.
+        values: False: create every tensor's array at its full shape (expanded ones too) without writing
+            any chunk, a preallocated save whose chunks are written later (`Dataclass.memmap_like`); until
+            then each chunk is missing and reading it raises `ChunkMissing`.
+        metadata: a dict of values `_tagged.encode` can write, kept in the manifest (`save_metadata` reads it).
 
     Temporary directories that killed saves of `path` left beside it are removed (once untouched for
     `STALE_AFTER_SECONDS`).
@@ -106,7 +111,7 @@ def save(obj, path: str | os.PathLike, overwrite: bool = False, include_cache: b
         ValueError: the tree contains itself or is nested more than `MAX_DEPTH` levels deep.
     """
     path = _target_path(path, 'save')
-    _check_flags('save', overwrite=overwrite, include_cache=include_cache)
+    _check_flags('save', overwrite=overwrite, include_cache=include_cache, values=values)
     parent, name = os.path.split(path)
     _recover(path)
     _check_target(path, overwrite)
@@ -117,10 +122,12 @@ def save(obj, path: str | os.PathLike, overwrite: bool = False, include_cache: b
     try:
         create_group(building)
         with ThreadPoolExecutor(WRITE_THREADS, thread_name_prefix='lazyphi-save') as pool:
-            root = _Writer(building, identity, include_cache, pool).node(obj, '', 'obj')
+            root = _Writer(building, identity, include_cache, pool, values).node(obj, '', 'obj')
         describe_save(building, obj, root)  # label coordinates, config attributes: what xr.open_zarr shows
         manifest = {'format': SAVE_FORMAT, 'type': SAVE_TYPE, 'id': identity,
                     'created': datetime.now(UTC).isoformat(), 'root': root}
+        if metadata is not None:
+            manifest['metadata'] = encode(metadata, 'metadata')
         write_manifest(building, manifest)
         _move_into_place(building, path, overwrite)
     finally:
@@ -245,9 +252,10 @@ def _remove_leftovers(path: str) -> None:
 class _Writer:
     """Writes the nodes of one save into the group at `store` and returns their manifest entries."""
 
-    def __init__(self, store: str, identity: str, include_cache: bool, pool: ThreadPoolExecutor):
+    def __init__(self, store: str, identity: str, include_cache: bool, pool: ThreadPoolExecutor, values: bool = True):
         self.store = store
         self.identity = identity  # the save's id, which each chunk's record is tagged with
+        self.values = values  # False: create the arrays only, every chunk missing
         self.pool = pool
         self.include_cache = include_cache
         self.enclosing: set[int] = set()  # ids of the containers and instances around the node being written
@@ -303,7 +311,7 @@ class _Writer:
                 'cache': cache}
 
     def tensor(self, t: Tensor, location: str, where: str) -> dict:
-        if type(t) is Expanded and element_bytes(t.shape, t.dtype) > CHUNK_BYTES:
+        if type(t) is Expanded and element_bytes(t.shape, t.dtype) > CHUNK_BYTES and self.values:
             # the values it holds and the dims they are constant along, not materialised; smaller ones are written
             # whole, for readers of the Zarr arrays such as xarray
             inner = self.tensor(t._inner, location, where)
@@ -319,13 +327,17 @@ class _Writer:
             entry = {'dims': [], 'types': [], 'labels': [], 'sizes': [], 'dtype': str(dtype), 'backend': backend,
                      'chunks': [], 'block_dim': None}
             create_array(self.store, location, (), (), dtype, None)
-            checksum = chunk_writer(os.path.join(self.store, location))((), _values(t, ()))
             os.mkdir(records_dir(self.store, location))
+            if not self.values:  # no record yet: the chunk is missing
+                return {'kind': 'tensor', 'array': location, **entry}
+            checksum = chunk_writer(os.path.join(self.store, location))((), _values(t, ()))
             write_records(records_dir(self.store, location), [self.record(location, (), checksum)])
             return {'kind': 'tensor', 'array': location, **entry}
         spec = ArraySpec(shape, dtype, backend, shape.names[0], _chunk_length(t))
         create_array(self.store, location, shape.sizes, spec.chunks, dtype, shape.names)
         os.mkdir(records_dir(self.store, location))
+        if not self.values:
+            return {'kind': 'tensor', 'array': location, **spec.manifest_entry()}
         size = shape.sizes[0]
         data = None if isinstance(t, DiskTensor) else t.backend.numpy(t.native(shape.names))  # bits as stored
         write_chunk = chunk_writer(os.path.join(self.store, location))
