@@ -52,6 +52,25 @@ def test_partials_combine_to_the_whole(name):
     math.assert_close(reduction.combine(partials), reduction(x, ('x',)), rel_tolerance=1e-5, abs_tolerance=1e-6)
 
 
+@pytest.mark.parametrize('name', sorted(REDUCTIONS))
+def test_partials_merged_one_at_a_time_combine_to_the_whole(name):
+    """Merging each part's partial into those before it (as a reduction over many pieces does) loses nothing,
+    also where a finite_* reduction meets a part without finite values."""
+    values = np.random.default_rng(2).normal(size=(3, 7))
+    values[1, 0:2] = np.nan  # row 1 has no finite value in the first part
+    if name in ('any', 'all'):
+        values = values > 0
+    elif not name.startswith('finite'):
+        values = np.nan_to_num(values)
+    x = wrap(values, 'b:b,x:s')
+    reduction = REDUCTIONS[name]
+    merged = None
+    for a, b in ((0, 2), (2, 3), (3, 7)):
+        partial = reduction.partial(x.x[a:b], ('x',))
+        merged = partial if merged is None else reduction.merge([merged, partial])
+    math.assert_close(reduction.combine([merged]), reduction(x, ('x',)), rel_tolerance=1e-5, abs_tolerance=1e-6)
+
+
 def test_weighted_mean_and_where_no_weight():
     x = wrap([[1., 3.], [2., 4.]], 'b:b,x:s')
     weights = wrap([[1., 3.], [0., 0.]], 'b:b,x:s')

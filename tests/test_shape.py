@@ -196,6 +196,14 @@ def test_copy_and_pickle():
         assert pickle.loads(pickle.dumps(shape)) == shape
 
 
+def test_equal_shapes_unpickled_are_one_object_unless_non_uniform():
+    """A client fetching many blocks' outputs of one shape keeps one shape, not one per block."""
+    assert pickle.loads(pickle.dumps(FULL)) is pickle.loads(pickle.dumps(copy.copy(FULL)))
+    ragged = batch(b=2) & instance(points=NonUniform((3, 4), ('b',)))
+    first, second = pickle.loads(pickle.dumps(ragged)), pickle.loads(pickle.dumps(ragged))
+    assert first == second == ragged and first is not second
+
+
 def test_repr():
     assert repr(FULL) == '(bᵇ=4, ~xᵈ=3, pointsⁱ=10, xˢ=64, vectorᶜ=x,y)'
     assert repr(EMPTY_SHAPE) == '()'

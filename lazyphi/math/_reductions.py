@@ -33,6 +33,8 @@ class Reduction:
         partial: `partial(value, dims)` reduces one part of the data to a tuple of values from which `combine`
             builds the reduction over all parts.
         combine: `combine(partials)` the reduction over the union of disjoint parts, from their partials.
+        merge: `merge(partials)` the partial of the union of disjoint parts, from their partials: a reduction over
+            many parts folds them as they come, holding one partial instead of all of them.
         exact_kinds: the dtype kinds for which combining partials gives bitwise the result of reducing all values
             at once (floating-point sums round differently when grouped differently).
     """
@@ -41,6 +43,7 @@ class Reduction:
     repeat: str
     partial: Callable[[Tensor, tuple], tuple]
     combine: Callable[[Sequence[tuple]], Tensor]
+    merge: Callable[[Sequence[tuple]], tuple]
     exact_kinds: tuple = ()
 
     @property
@@ -157,6 +160,10 @@ def _weighted_means(partials: Sequence[tuple]) -> tuple:
     return weights, functools.reduce(operator.add, [w * p[1] for w, p in zip(weights, partials, strict=True)])
 
 
+def _mean_merge(partials: Sequence[tuple]) -> tuple:
+    return sum(p[0] for p in partials), _weighted_means(partials)[1]
+
+
 def _mean_combine(partials: Sequence[tuple]) -> Tensor:
     return _weighted_means(partials)[1]
 
@@ -165,21 +172,30 @@ def _std_partial(value: Tensor, dims: tuple) -> tuple:
     return _count(value, dims), REDUCTIONS['mean'](value, dims), REDUCTIONS['std'](value, dims)
 
 
-def _std_combine(partials: Sequence[tuple]) -> Tensor:
-    """The pooled population std: the parts' variances plus the variance of their means, weighed by count."""
+def _std_merge(partials: Sequence[tuple]) -> tuple:
+    """(count, mean, pooled population std): the parts' variances plus the variance of their means, weighed by
+    count."""
     weights, mean = _weighted_means(partials)
     variance = functools.reduce(operator.add, [w * (std ** 2 + (m - mean) ** 2)
                                                for w, (_, m, std) in zip(weights, partials, strict=True)])
-    return variance ** 0.5
+    return sum(p[0] for p in partials), mean, variance ** 0.5
+
+
+def _std_combine(partials: Sequence[tuple]) -> Tensor:
+    return _std_merge(partials)[2]
 
 
 def _finite_mean_partial(value: Tensor, dims: tuple) -> tuple:
     return REDUCTIONS['finite_sum'](value, dims), REDUCTIONS['finite_count'](value, dims)
 
 
-def _finite_mean_combine(partials: Sequence[tuple]) -> Tensor:
+def _finite_mean_merge(partials: Sequence[tuple]) -> tuple:
     total = functools.reduce(operator.add, [p[0] for p in partials])
-    count = functools.reduce(operator.add, [p[1] for p in partials])
+    return total, functools.reduce(operator.add, [p[1] for p in partials])
+
+
+def _finite_mean_combine(partials: Sequence[tuple]) -> Tensor:
+    total, count = _finite_mean_merge(partials)
     return where(count > 0, total / where(count > 0, count, 1), np.nan)
 
 
@@ -188,19 +204,28 @@ def _finite_std_partial(value: Tensor, dims: tuple) -> tuple:
             REDUCTIONS['finite_std'](value, dims))
 
 
-def _finite_std_combine(partials: Sequence[tuple]) -> Tensor:
-    """Pooled like `std`, weighing each part by its count of finite values; parts without any count nothing."""
+def _finite_std_merge(partials: Sequence[tuple]) -> tuple:
+    """(count, mean, std) pooled like `std`, weighing each part by its count of finite values; parts without any
+    count nothing (where no part has one, the mean is 0 and the std NaN, and weigh nothing when merged again)."""
     count = functools.reduce(operator.add, [p[0] for p in partials])
     some = count > 0
     divisor = where(some, count, 1)
     mean = functools.reduce(operator.add, [where(n > 0, n * m, 0) for n, m, _ in partials]) / divisor
     spread = functools.reduce(operator.add, [where(n > 0, n * (s * s + (m - mean) ** 2), 0) for n, m, s in partials])
-    return where(some, spread / divisor, np.nan) ** 0.5
+    return count, mean, where(some, spread / divisor, np.nan) ** 0.5
+
+
+def _finite_std_combine(partials: Sequence[tuple]) -> Tensor:
+    return _finite_std_merge(partials)[2]
 
 
 def _reduction(name: str, dense: Callable, repeat: str, partial: Callable, combine: Callable,
-               exact_kinds: tuple = ()) -> Reduction:
-    return Reduction(Op(name, REDUCE, dense), repeat, partial, combine, exact_kinds)
+               exact_kinds: tuple = (), merge: Callable | None = None) -> Reduction:
+    """A table entry; `merge` None: the partial is the reduction itself (`_itself`), so merging is combining."""
+    if merge is None:
+        def merge(partials: Sequence[tuple]) -> tuple:
+            return (combine(partials),)
+    return Reduction(Op(name, REDUCE, dense), repeat, partial, combine, merge, exact_kinds)
 
 
 _ANY_KIND = (bool, int, float, complex)
@@ -215,16 +240,18 @@ REDUCTIONS: dict[str, Reduction] = {r.name: r for r in (
     _reduction('min', _dense_reduce('min'), 'same', _itself('min'), _fold(minimum), _ANY_KIND),
     _reduction('any', _dense_reduce('any'), 'same', _itself('any'), _fold(operator.or_), _ANY_KIND),
     _reduction('all', _dense_reduce('all'), 'same', _itself('all'), _fold(operator.and_), _ANY_KIND),
-    _reduction('mean', _dense_reduce('mean', to_float=True), 'same', _mean_partial, _mean_combine),
-    _reduction('std', _dense_reduce('std', to_float=True), 'same', _std_partial, _std_combine),
+    _reduction('mean', _dense_reduce('mean', to_float=True), 'same', _mean_partial, _mean_combine, merge=_mean_merge),
+    _reduction('std', _dense_reduce('std', to_float=True), 'same', _std_partial, _std_combine, merge=_std_merge),
     _reduction('finite_sum', _finite(_dense_reduce('sum'), 0), 'scale', _itself('finite_sum'), _fold(operator.add),
                _INTEGRAL),
     _reduction('finite_max', _finite(_dense_reduce('max'), -np.inf), 'same', _itself('finite_max'), _fold(maximum),
                _ANY_KIND),
     _reduction('finite_min', _finite(_dense_reduce('min'), np.inf), 'same', _itself('finite_min'), _fold(minimum),
                _ANY_KIND),
-    _reduction('finite_mean', _dense_finite_mean, 'same', _finite_mean_partial, _finite_mean_combine),
-    _reduction('finite_std', _dense_finite_std, 'same', _finite_std_partial, _finite_std_combine),
+    _reduction('finite_mean', _dense_finite_mean, 'same', _finite_mean_partial, _finite_mean_combine,
+               merge=_finite_mean_merge),
+    _reduction('finite_std', _dense_finite_std, 'same', _finite_std_partial, _finite_std_combine,
+               merge=_finite_std_merge),
     _reduction('finite_count', _dense_finite_count, 'scale', _itself('finite_count'), _fold(operator.add), _ANY_KIND),
 )}
 

@@ -78,7 +78,7 @@ class PropertyPlan:
     declared: frozenset = frozenset()  # the dims `@parallel_property(requires=...)` names, parallel or not
 
 
-@dataclass
+@dataclass(slots=True)  # one per block, up to 10^5s of them: no __dict__ (40 bytes less each)
 class Block:
     """A contiguous range along the stage's block dim: `start:stop`, covering whole chunks."""
 

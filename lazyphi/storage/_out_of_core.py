@@ -6,9 +6,10 @@ renaming, and keep it in the memory cache. For a reduction of a selection larger
 chunk boundaries into pieces of at most that size (but at least one chunk each), loads each piece past
 the memory cache, reduces it and drops it before loading the next; memory then holds one piece and the
 reduced values. It cuts along a dim that is kept where it can, so that the pieces' results are simply
-joined; cut along a reduced dim, the pieces' partial results are combined as `REDUCTIONS` says, and a
-float sum or mean then adds up partial sums, which may differ from summing all values at once in the
-last bits (as a chunked Dask reduction does).
+joined; cut along a reduced dim, each piece's partial result is merged into those of the pieces before it
+as it comes (`Reduction.merge`: memory holds one partial result, not one per piece — 24 pieces of a 6 GiB
+mean held 24 of them), and a float sum or mean then adds up partial sums, which may differ from summing all
+values at once in the last bits (as a chunked Dask reduction does).
 """
 
 from __future__ import annotations
@@ -49,8 +50,12 @@ def reduce_in_pieces(op: Op, tensor: Tensor, dims: tuple, chunks: Callable[[], S
         return NotImplemented
     dim, bounds = cut
     pieces = (tensor[{dim: slice(start, stop)}] for start, stop in bounds)
-    if dim in dims:
-        return reduction.combine([reduction.partial(load(piece), dims) for piece in pieces])
+    if dim in dims:  # each piece's partial merged into the last: memory holds one piece and one partial
+        merged = None
+        for piece in pieces:
+            partial = reduction.partial(load(piece), dims)
+            merged = partial if merged is None else reduction.merge([merged, partial])
+        return reduction.combine([merged])
     return concat([reduction(load(piece), dims) for piece in pieces], dim)
 
 

@@ -1,0 +1,261 @@
+"""Time `parallel_compute` per block on a cluster at 10^3 to 10^5 blocks, beside the same work in `dask.array`.
+
+Issue #31 (B). The cluster: a running SLURM (`sinfo` answers and `SLURM_CONF` is set) gets a
+`dask_jobqueue.SLURMCluster` of two single-core jobs; `--scheduler ADDRESS` uses a running scheduler; otherwise
+a `distributed.LocalCluster` of 2 single-threaded worker processes, or with `--own-scheduler` the same started
+as processes of their own (`dask scheduler`, `dask worker`). A `LocalCluster` (and a `SLURMCluster`) runs its
+scheduler in this process, so this process's memory holds the scheduler's state of every task too; with
+`--own-scheduler` it is the client's alone. The first line says which.
+
+1. The floor, measured first: the round trip of N tasks that do nothing (`client.map`, and a plain dict graph
+   through `client.get`): what any graph of N tasks waits for on this cluster, per task.
+2. Per block at each size (block_size=1, a property `self.data + 1` over N elements): the default call
+   (`parallel_compute(instance, props, scheduler=client, block_size=1)`, no `progress=` argument) first, then
+   `progress=False`; beside `dask.array`'s `from_array(chunks=1) + 1` computed on the same client (target: at
+   most 0.5x per block); the client's peak RSS during the call and its growth per block over the RSS before
+   it (target: at most 2 KiB per block; `/proc/self/clear_refs` resets the peak before each call); and the time
+   until the graph was sent (planning, compiling, and `client.get` returning: target at most 20 % of the call).
+3. 16 FFTs of 256x256 (`bench_parallel.py`'s case (a)) on the cluster against the round trip of as many no-op
+   tasks as the plan has blocks plus the same call on local threads, all measured here (target: at most that
+   sum).
+
+Figures are medians over the repeats (the machine is shared: their spread is printed). Prints; asserts nothing.
+
+Usage: python benchmarks/bench_cluster.py [--sizes 1000 10000 100000] [--repeats 3] [--scheduler ADDRESS]
+                                          [--own-scheduler]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+from bench_parallel import Spectra, Trivial, fft_data, med, ms, spread, times, trivial_tasks, verdict
+
+from lazyphi import math
+from lazyphi.math import batch, spatial
+from lazyphi.parallel import parallel_compute, plan
+
+KIB = 1024
+
+
+def slurm_running() -> bool:
+    """Whether a SLURM controller answers here: `sinfo` works and `SLURM_CONF` names its configuration."""
+    if not shutil.which('sinfo') or not os.environ.get('SLURM_CONF'):
+        return False
+    try:
+        return subprocess.run(['sinfo', '-h'], capture_output=True, timeout=20).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+class OwnProcesses:
+    """A scheduler and 2 single-threaded workers started as processes of their own (Dask's command lines)."""
+
+    def __init__(self):
+        self.directory = tempfile.mkdtemp()
+        self.file = os.path.join(self.directory, 'scheduler.json')
+        # this process's path: the workers unpickle the benchmark's classes from bench_parallel by name
+        quiet = {'stdout': subprocess.DEVNULL, 'stderr': subprocess.DEVNULL,
+                 'env': {**os.environ, 'PYTHONPATH': os.pathsep.join(p for p in sys.path if p)}}
+        self.processes = [subprocess.Popen([sys.executable, '-m', 'distributed.cli.dask_scheduler', '--port', '0',
+                                            '--no-dashboard', '--scheduler-file', self.file], **quiet)]
+        self.processes.append(subprocess.Popen([sys.executable, '-m', 'distributed.cli.dask_worker', '--nworkers', '2',
+                                                '--nthreads', '1', '--no-dashboard', '--scheduler-file', self.file],
+                                               **quiet))
+
+    def close(self) -> None:
+        for process in self.processes:
+            process.terminate()
+            process.wait(30)
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def start_cluster(address: str | None, own: bool):
+    """(client, cluster or None, what it is)."""
+    from distributed import Client, LocalCluster
+
+    if address:
+        client = Client(address)
+        return client, None, f'the scheduler at {address} ({len(client.nthreads())} worker threads)'
+    if own:
+        cluster = OwnProcesses()
+        for _ in range(600):
+            if os.path.exists(cluster.file):
+                break
+            time.sleep(0.1)
+        client = Client(scheduler_file=cluster.file)
+        client.wait_for_workers(2, timeout=120)
+        return client, cluster, ('a scheduler and 2 single-threaded workers in processes of their own (dask '
+                                 'scheduler, dask worker)')
+    if slurm_running():
+        from dask_jobqueue import SLURMCluster
+
+        cluster = SLURMCluster(cores=1, processes=1, memory='2GiB', walltime='01:00:00', log_directory='/tmp',
+                               scheduler_options={'dashboard_address': ':0'})
+        cluster.scale(jobs=2)
+        client = Client(cluster)
+        client.wait_for_workers(2, timeout=300)
+        return client, cluster, 'SLURM (dask_jobqueue.SLURMCluster, 2 single-core jobs)'
+    cluster = LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=':0', silence_logs=logging.ERROR)
+    return Client(cluster), cluster, 'distributed.LocalCluster(n_workers=2, threads_per_worker=1): no SLURM found'
+
+
+def rss() -> tuple[int, int]:
+    """(current, peak) resident bytes of this process (peak since the last `reset_peak`)."""
+    fields = {}
+    with open('/proc/self/status') as f:
+        for line in f:
+            key, _, value = line.partition(':')
+            if key in ('VmRSS', 'VmHWM'):
+                fields[key] = int(value.split()[0]) * KIB
+    return fields['VmRSS'], fields['VmHWM']
+
+
+def reset_peak() -> None:
+    """Reset the kernel's peak RSS of this process to its current RSS (Linux 4.0 and later)."""
+    with open('/proc/self/clear_refs', 'w') as f:
+        f.write('5')
+
+
+def _noop(*_):
+    return None
+
+
+def floor(client, n: int, repeats: int) -> dict:
+    """Seconds of a round trip of `n` no-op tasks: by `client.map`, and as one plain dict graph."""
+    graph_times = []
+    for _ in range(repeats):
+        graph = {('noop', i): (_noop, i) for i in range(n)}
+        start = time.perf_counter()
+        client.get(graph, list(graph))
+        graph_times.append(time.perf_counter() - start)
+    return {'map': trivial_tasks(client, n, repeats), 'graph': med(graph_times)}
+
+
+class SubmitClock:
+    """Records when `client.get` (which lazyphi calls once per run to send its graph) last returned."""
+
+    def __init__(self, client):
+        self.client = client
+        self.sent = None
+        self._get = client.get
+
+    def __enter__(self):
+        def get(*args, **kwargs):
+            result = self._get(*args, **kwargs)
+            self.sent = time.perf_counter()
+            return result
+        self.client.get = get
+        return self
+
+    def __exit__(self, *exc):
+        del self.client.get  # the instance attribute; the method shows again
+
+
+def lazyphi_call(client, data, **tuning) -> dict:
+    """One call: its seconds, the share until the graph was sent, the client's RSS before and peak during it."""
+    instance = Trivial(data)
+    current, _ = rss()
+    reset_peak()
+    with SubmitClock(client) as clock:
+        start = time.perf_counter()
+        parallel_compute(instance, [Trivial.plus], scheduler=client, block_size=1, **tuning)
+        end = time.perf_counter()
+    _, peak = rss()
+    assert instance.plus.shape == data.shape
+    return {'time': end - start, 'sent': clock.sent - start, 'before': current, 'peak': peak}
+
+
+def dask_array_call(client, values: np.ndarray) -> float:
+    import dask.array as da
+
+    start = time.perf_counter()
+    array = da.from_array(values, chunks=1) + 1
+    result = client.compute(array).result()
+    elapsed = time.perf_counter() - start
+    assert result.shape == values.shape
+    return elapsed
+
+
+def case_blocks(client, n: int, repeats: int) -> None:
+    print(f'{n:,} blocks (block_size=1, self.data + 1)')
+    values = np.random.default_rng(0).standard_normal(n)
+    data = math.tensor(values, batch('b'))
+    p = plan(Trivial(data), [Trivial.plus], block_size=1, scheduler=client)
+    blocks = sum(len(s.blocks) for s in p.stages)
+    noop = floor(client, n, repeats)
+    print(f'    floor: {n:,} no-op tasks      client.map {ms(noop["map"])} ({noop["map"] / n * 1e3:.2f} ms/task), '
+          f'one dict graph {ms(noop["graph"])} ({noop["graph"] / n * 1e3:.2f} ms/task)')
+    default = [lazyphi_call(client, data) for _ in range(repeats)]
+    tuned = [lazyphi_call(client, data, progress=False) for _ in range(repeats)]
+    peer = [dask_array_call(client, values) for _ in range(repeats)]
+    t, t_tuned, t_peer = (med([c['time'] for c in default]), med([c['time'] for c in tuned]), med(peer))
+    ratio = t / t_peer
+    print(f'    lazyphi default             {ms(t)} {spread([c["time"] for c in default])} -> '
+          f'{t / blocks * 1e3:.2f} ms per block ({blocks:,} blocks)')
+    print(f'      tuned (progress=False)    {ms(t_tuned)} -> {t_tuned / blocks * 1e3:.2f} ms per block')
+    print(f'    dask.array x + 1, chunks=1  {ms(t_peer)} {spread(peer)} -> {t_peer / n * 1e3:.2f} ms per chunk')
+    print(f'    lazyphi / dask.array        {ratio:8.2f}x   target <= 0.5x: {verdict(ratio <= 0.5)} '
+          f'(of the minimums: {min(c["time"] for c in default) / min(peer):.2f}x); lazyphi / floor (dict graph) '
+          f'{t / noop["graph"]:.2f}x')
+    growth = med([(c['peak'] - c['before']) / blocks for c in default])
+    print(f'    client RSS                  before {med([c["before"] for c in default]) / 2 ** 20:.0f} MiB, peak '
+          f'{med([c["peak"] for c in default]) / 2 ** 20:.0f} MiB -> {growth / KIB:.2f} KiB per block   '
+          f'target <= 2 KiB: {verdict(growth <= 2 * KIB)}')
+    sent = med([c['sent'] / c['time'] for c in default])
+    print(f'    plan, compile and submit    {ms(med([c["sent"] for c in default]))} = {sent:.0%} of the call   '
+          f'target <= 20 %: {verdict(sent <= 0.2)}')
+
+
+def case_fft(client, repeats: int) -> None:
+    from bench_parallel import FFT_SIZE, N_FFT
+
+    print(f'{N_FFT} FFTs of {FFT_SIZE}x{FFT_SIZE} float32: the cluster against threads plus the no-op round trip')
+    data = math.tensor(fft_data(np.random.default_rng(0)), batch('b'), spatial('x', 'y'))
+    blocks = sum(len(s.blocks) for s in plan(Spectra(data), [Spectra.spectrum], scheduler=client).stages)
+    threads = times(lambda: parallel_compute(Spectra(data), [Spectra.spectrum], scheduler='threads', max_workers=2),
+                    repeats * 3)
+    cluster = times(lambda: parallel_compute(Spectra(data), [Spectra.spectrum], scheduler=client), repeats * 3)
+    noop = [trivial_tasks(client, blocks, 1) for _ in range(repeats * 3)]
+    bound = med(threads) + med(noop)
+    print(f'    threads x2                  {ms(med(threads))} {spread(threads)}')
+    print(f'    {blocks} no-op tasks round trip   {ms(med(noop))} {spread(noop)}')
+    print(f'    on the cluster              {ms(med(cluster))} {spread(cluster)}, {blocks} blocks   target <= '
+          f'{ms(bound).strip()} (the sum): {verdict(med(cluster) <= bound)}')
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--sizes', type=int, nargs='+', default=[1000, 10_000, 100_000])
+    parser.add_argument('--repeats', type=int, default=3)
+    parser.add_argument('--scheduler', help='the address of a running Dask scheduler to use')
+    parser.add_argument('--own-scheduler', action='store_true', help='no SLURM: start the scheduler and workers as '
+                        'processes of their own instead of a LocalCluster, whose scheduler runs in this process')
+    args = parser.parse_args()
+    started = time.perf_counter()
+    client, cluster, what = start_cluster(args.scheduler, args.own_scheduler)
+    print(f'lazyphi cluster benchmark on {what}; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}')
+    try:
+        for _ in range(args.repeats):  # warm up: imports and connections on the workers
+            parallel_compute(Trivial(math.tensor(np.zeros(8), batch('b'))), [Trivial.plus], scheduler=client,
+                             block_size=1, progress=False)
+        case_fft(client, args.repeats)
+        for n in args.sizes:
+            case_blocks(client, n, args.repeats if n <= 10_000 else 1)
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+    print(f'total {time.perf_counter() - started:.1f} s; load average {os.getloadavg()[0]:.2f} after the run')
+
+
+if __name__ == '__main__':
+    main()
