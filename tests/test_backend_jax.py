@@ -313,7 +313,7 @@ def test_devices_report_what_jax_reports():
     cpus = JAX.list_devices('CPU')
     assert cpus and all(d.backend is JAX and d.ref.platform == 'cpu' for d in cpus)
     assert cpus[0].memory > 2 ** 20 and cpus[0].processor_count == os.cpu_count()
-    assert repr(cpus[0]).startswith("jax CPU 'CPU:0' | ") and 'JAX' in cpus[0].description
+    assert repr(cpus[0]).startswith("jax device 'CPU:0' (CPU) | ") and 'JAX' in cpus[0].description  # phiml's layout
     gpus = [d for d in jax.local_devices() if d.platform == 'gpu']
     assert [d.ref for d in JAX.list_devices('GPU')] == gpus
     assert JAX.get_default_device().ref == jax.local_devices()[0]
