@@ -1,6 +1,6 @@
 """PhiML's private helpers that its own tests import, mapped to lazyphi's public equivalents.
 
-Test-only code: the conformance suite (`../shared/conformance/phiml/`) imports these names from here
+Test-only code: the conformance suite (`../shared/conformance/phiml-all/`) imports these names from here
 instead of from PhiML's private modules. Each is lazyphi's own function or value under PhiML's name (or,
 like `get_backend` and `disassemble_tensors`, a short adapter to them); none of them is part of lazyphi's
 API. A name lazyphi has no equivalent for yet raises when used, so the tests that need it fail (and are
