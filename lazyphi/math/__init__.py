@@ -365,6 +365,9 @@ from ._sorting import (
     sort,
 )
 from ._sparse import (
+    CompactSparseTensor,
+    CompressedSparseMatrix,
+    SparseCoordinateTensor,
     dense,
     get_format,
     get_sparsity,
@@ -439,6 +442,8 @@ __all__ = [
     'SPATIAL',
     'BoundDim',
     'BoundDims',
+    'CompactSparseTensor',
+    'CompressedSparseMatrix',
     'ConvergenceException',
     'Dict',
     'DimFilter',
@@ -457,6 +462,7 @@ __all__ = [
     'Solve',
     'SolveInfo',
     'SolveTape',
+    'SparseCoordinateTensor',
     'Stacked',
     'Tensor',
     'abs',

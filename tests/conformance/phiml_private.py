@@ -13,7 +13,18 @@ import importlib
 import importlib.util
 
 from lazyphi.backend import NUMPY, Backend, DType, backend_by_name
-from lazyphi.math import EMPTY_SHAPE, Shape, dual, instance, spatial, tensor, wrap
+from lazyphi.math import (
+    EMPTY_SHAPE,
+    CompactSparseTensor,
+    CompressedSparseMatrix,
+    Shape,
+    SparseCoordinateTensor,
+    dual,
+    instance,
+    spatial,
+    tensor,
+    wrap,
+)
 from lazyphi.math._autodiff import assemble_tensors, disassemble_tensors
 from lazyphi.math._neighbors import index_shift_widths
 from lazyphi.math._ops import bool_to_int
@@ -71,9 +82,36 @@ equality_by_shape_and_value = _lazyphi('lazyphi.math', 'equality_by_shape_and_va
 fit_hyperplane = _lazyphi('lazyphi.math', 'fit_hyperplane')
 
 __all__ = [
-    'COMPLEX64', 'COMPLEX128', 'EMPTY_SHAPE', 'FLOAT16', 'FLOAT32', 'FLOAT64', 'INT32', 'INT64', 'Layout', 'Shape',
-    'assemble_tensors', 'bool_to_int', 'cached', 'combine_types', 'disassemble_tensors', 'dual',
-    'equality_by_ref', 'equality_by_shape_and_value', 'fit_hyperplane', 'from_numpy_dtype', 'get_backend',
-    'index_shift_widths', 'init_installed_backends', 'instance', 'resolve_index', 'shape_stack', 'spatial', 'tensor',
+    'COMPLEX64',
+    'COMPLEX128',
+    'EMPTY_SHAPE',
+    'FLOAT16',
+    'FLOAT32',
+    'FLOAT64',
+    'INT32',
+    'INT64',
+    'CompactSparseTensor',
+    'CompressedSparseMatrix',
+    'Layout',
+    'Shape',
+    'SparseCoordinateTensor',
+    'assemble_tensors',
+    'bool_to_int',
+    'cached',
+    'combine_types',
+    'disassemble_tensors',
+    'dual',
+    'equality_by_ref',
+    'equality_by_shape_and_value',
+    'fit_hyperplane',
+    'from_numpy_dtype',
+    'get_backend',
+    'index_shift_widths',
+    'init_installed_backends',
+    'instance',
+    'resolve_index',
+    'shape_stack',
+    'spatial',
+    'tensor',
     'wrap',
 ]
