@@ -409,6 +409,13 @@ def test_compressed_sparse_matrix_from_pointers_as_scipy():
     expected = csr_matrix((data, columns, pointers), shape=(ROWS, COLS)).toarray()
     close(m, expected)
     np.testing.assert_allclose((m @ math.tensor([1., 2., 3.], channel('y'))).numpy('x'), expected @ [1., 2., 3.])
+
+    @math.jit_compile
+    def product(columns, pointers, values, vector):  # the rows are computed from traced pointers
+        return math.CompressedSparseMatrix(columns, pointers, values, dual(y=COLS), spatial(x=ROWS)) @ vector
+    traced = product(math.tensor(columns, instance('nnz')), math.tensor(pointers, instance('ptr')),
+                     math.tensor(np.float32(data), instance('nnz')), math.tensor([1., 2., 3.], channel('y')))
+    np.testing.assert_allclose(traced.numpy('x'), expected @ [1., 2., 3.])
     by_columns = math.CompressedSparseMatrix(math.tensor(columns, instance('nnz')),
                                              math.tensor([0, 1, 2, 3], instance('ptr')),
                                              math.tensor(np.float32(data), instance('nnz')), spatial(x=ROWS),
