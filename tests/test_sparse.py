@@ -443,6 +443,11 @@ def test_compact_sparse_tensor_lists_the_entries_of_each_row():
     created = math.sparse_tensor(math.tensor([[1], [0]], spatial('row'), dual('col')), 5., spatial(row=2) & dual(col=2))
     assert type(created) is math.CompactSparseTensor
     np.testing.assert_allclose(math.dense(created).numpy('row,~col'), [[0., 5.], [5., 0.]])
+    two_row_dims = math.tensor(np.array([[[0], [2]], [[1], [1]]]), spatial('a,b'), dual('col'))
+    expected = np.zeros((2, 2, 3))
+    expected[0, 0, 0] = expected[0, 1, 2] = expected[1, 0, 1] = expected[1, 1, 1] = 1.
+    np.testing.assert_allclose(math.dense(math.CompactSparseTensor(two_row_dims, 1., dual(col=3))).numpy('a,b,~col'),
+                               expected)  # one value for all entries
     with pytest.raises(ValueError, match='compressed_dims must be one dim with its size'):
         math.CompactSparseTensor(indices, values, dual(col=3) & spatial(z=2))
     with pytest.raises(ValueError, match="along the compressed dim 'z'"):

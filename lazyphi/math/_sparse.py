@@ -423,7 +423,7 @@ class CompactSparseTensor(SparseTensor):
         if name not in indices.shape.names:
             raise ValueError(f'CompactSparseTensor: indices {indices.shape} must list the entries along the '
                              f'compressed dim {name!r}')
-        slot = instance('_compact_slot')
+        slot = instance(_compact_slot=indices.shape.get_size(name))
         rows = indices.shape.without(name).non_batch
         listed = merge_shapes(rows, slot)
         positions = rename_tensor_dims(indices, name, slot)
