@@ -9,6 +9,7 @@ import logging as _logging
 from . import backend, dataclasses, math, parallel
 from ._errors import DimNotFound, IncompatibleShapes, NoBackendFound
 from ._lazy import lazy_names as _lazy_names
+from ._verify import verify
 
 # the names phiml offers at its top level, as lazyphi has them (docs/migration.md lists the others)
 from .math import (
@@ -351,6 +352,7 @@ __all__ = [
     'unpack_dim',
     'unstack',
     'vec',
+    'verify',
     'where',
     'wrap',
     'zeros',

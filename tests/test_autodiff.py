@@ -8,6 +8,7 @@ import pytest
 from lazyphi import math
 from lazyphi.backend import default_backend
 from lazyphi.math import batch, spatial
+from lazyphi.math._autodiff import assemble_tensors, disassemble_tensors
 
 pytestmark = pytest.mark.usefixtures('backend')
 
@@ -221,3 +222,25 @@ def test_jit_compile_traces_the_variable_attrs_of_dataclasses_and_compiles_in_th
     apply(everything(model.weights, model.table), x)
     apply(everything(model.weights, model.table + 5), x)
     assert len(apply.traces) == 3  # without variable_attrs every data field is traced
+
+
+def test_disassemble_and_assemble_tensors_round_trip():
+    x = wrap([1., 2.], spatial('x'))
+    sparse = math.sparse_tensor(math.wrap([[0, 1], [1, 0]], math.instance('entries'), math.channel(vector='a,b')),
+                                wrap([3., 4.], math.instance('entries')), spatial(a=2, b=2))
+    tensors = [x, math.expand(x, batch(b=3)), math.stack([x, -x], batch('s')), sparse]
+    natives, shapes, specs = disassemble_tensors(tensors, expand=False)
+    assert shapes == tuple(t.shape for t in tensors)
+    assert [default_backend().staticshape(n) for n in natives[:3]] == [(2,), (2,), (2, 2)]  # expanded dims left out
+    assert len(natives) == 5  # the sparse tensor gives its indices and its values
+    restored = assemble_tensors(natives, specs)
+    for t, r in zip(tensors, restored, strict=True):
+        assert r.shape == t.shape and r.backend is t.backend
+        math.assert_close(r, t)
+    expanded, _, expanded_specs = disassemble_tensors(tensors[1:2], expand=True)
+    assert default_backend().staticshape(expanded[0]) == (3, 2)
+    math.assert_close(assemble_tensors([n * 2 for n in expanded], expanded_specs)[0], tensors[1] * 2)
+    with pytest.raises(ValueError, match='the specs need 5 natives, got 4'):
+        assemble_tensors(natives[:4], specs)
+    with pytest.raises(TypeError, match='expected a sequence of Tensors, got ndarray'):
+        disassemble_tensors([np.zeros(2)], expand=False)

@@ -86,6 +86,15 @@ _CPU = NUMPY.list_devices()[0]
 _X, _Y, _M, _B, _I = f32(3, 4), f32(3, 4), f32(2, 3, 4), bools(3, 4), ints(3, 4)
 
 # Each case returns (result of the backend, expected result computed with NumPy, SciPy or math directly).
+# a 3 x 4 matrix in compressed rows (its middle row empty): column indices, row pointers, values
+_CSR = (np.array([3, 0, 2]), np.array([0, 1, 1, 3]), np.array([1.5, -2., 4.]))
+
+
+def _scipy_csr():
+    from scipy.sparse import csr_matrix
+    return csr_matrix((_CSR[2], _CSR[0], _CSR[1]), shape=(3, 4))
+
+
 CASES = {
     # --- tensors and types ---
     'is_tensor': lambda: ((NUMPY.is_tensor(_X, True), NUMPY.is_tensor([1, 2.5]), NUMPY.is_tensor('a'),
@@ -270,6 +279,21 @@ CASES = {
     'divide_no_nan': lambda y=np.array([0, 2, 0, 4], np.float32): (NUMPY.divide_no_nan(_X, y),
                                                                   np.array([0, 1, 0, 1], np.float32) * _X / y.clip(1)),
     'sigmoid': lambda: (NUMPY.sigmoid(_X), 1 / (1 + np.exp(-_X))),
+    # phiml's batched sparse matrices (one here; tests/test_backend_contract.py has batches and every backend)
+    'csr_to_coo': lambda coo=_scipy_csr().tocoo(): (NUMPY.csr_to_coo(_CSR[0][None], _CSR[1][None])[0],
+                                                    np.stack([coo.row, coo.col], -1).astype(_CSR[0].dtype)),
+    'csr_to_dense': lambda: (
+        NUMPY.csr_to_dense(_CSR[0][None], _CSR[1][None], _CSR[2][None, :, None], (3, 4))[0, ..., 0],
+        _scipy_csr().toarray()),
+    'coo_to_dense': lambda coo=_scipy_csr().tocoo(): (
+        NUMPY.coo_to_dense(np.stack([coo.row, coo.col], -1)[None], coo.data[None, :, None], (3, 4), False)[0, ..., 0],
+        coo.toarray()),
+    'mul_coo_dense': lambda coo=_scipy_csr().tocoo(), d=np.arange(8.).reshape(4, 2): (
+        NUMPY.mul_coo_dense(np.stack([coo.row, coo.col], -1)[None], coo.data[None, :, None], (3, 4),
+                            d[None, :, None, :])[0, :, 0], coo @ d),
+    'mul_csr_dense': lambda d=np.arange(8.).reshape(4, 2): (
+        NUMPY.mul_csr_dense(_CSR[0][None], _CSR[1][None], _CSR[2][None, :, None], (3, 4), d[None, :, None, :])[0, :, 0],
+        _scipy_csr() @ d),
     'softplus': lambda x=np.array([-100, -1, 0, 1, 100], np.float32): (NUMPY.softplus(x), np.logaddexp(0, x)),
     'factorial': lambda i=np.arange(13, dtype=np.int32): (
         (NUMPY.factorial(i), NUMPY.factorial(np.arange(21)), NUMPY.factorial(np.float32([3, 4.5]))),
@@ -420,7 +444,7 @@ def test_supports_implemented_operations(feature):
     assert NUMPY.supports(feature)
 
 
-@pytest.mark.parametrize('feature', ['csr_matrix', 'sparse_coo_tensor', 'mul_coo_dense', 'linear_solve',
+@pytest.mark.parametrize('feature', ['csr_matrix', 'sparse_coo_tensor', 'linear_solve',
                                      'conjugate_gradient', 'bi_conjugate_gradient', 'solve_triangular_sparse',
                                      'minimize', 'jacobian', 'hessian', 'jit_compile',
                                      'custom_gradient', 'variable', Backend.sparse_coo_tensor, NUMPY.csr_matrix])

@@ -65,6 +65,33 @@ def _device_facts(b, t):
             [d.device_type for d in b.list_devices('CPU')] == ['CPU'], b.get_device(t(_X)) == device)
 
 
+# batched sparse matrices as phiml's backends take them: compressed rows (pointers of 4 rows + 1) and coordinates
+_CSR_COLUMNS = np.array([[1, 0, 2, 2], [0, 0, 1, 2]])
+_CSR_POINTERS = np.array([[0, 0, 1, 1, 4], [0, 2, 3, 3, 4]])
+_COO = np.array([[[1, 1], [3, 0], [3, 2], [3, 2]], [[0, 0], [0, 0], [1, 1], [3, 2]]])
+_SPARSE_VALUES = RNG.standard_normal((2, 4, 2)).astype(np.float32)
+
+
+def test_sparse_matrix_operations_of_numpy_match_scipy():
+    from scipy.sparse import coo_matrix, csr_matrix
+    for i in range(2):
+        for c in range(2):
+            scipy_csr = csr_matrix((_SPARSE_VALUES[i, :, c], _CSR_COLUMNS[i], _CSR_POINTERS[i]), shape=(4, 3))
+            dense = NUMPY.csr_to_dense(_CSR_COLUMNS, _CSR_POINTERS, _SPARSE_VALUES, (4, 3), True)[i, ..., c]
+            np.testing.assert_allclose(dense, scipy_csr.toarray(), rtol=1e-6)
+            rows, columns = _COO[i].T
+            scipy_coo = coo_matrix((_SPARSE_VALUES[i, :, c], (rows, columns)), shape=(4, 3))
+            np.testing.assert_allclose(NUMPY.coo_to_dense(_COO, _SPARSE_VALUES, (4, 3), True)[i, ..., c],
+                                       scipy_coo.toarray(), rtol=1e-6)
+            other = RNG.standard_normal((1, 3, 2, 5)).astype(np.float32)
+            np.testing.assert_allclose(NUMPY.mul_coo_dense(_COO, _SPARSE_VALUES, (4, 3), other)[i, :, c],
+                                       scipy_coo @ other[0, :, c], rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(NUMPY.mul_csr_dense(_CSR_COLUMNS, _CSR_POINTERS, _SPARSE_VALUES, (4, 3),
+                                                           other)[i, :, c], scipy_csr @ other[0, :, c], rtol=1e-5,
+                                       atol=1e-6)
+    np.testing.assert_array_equal(NUMPY.csr_to_coo(_CSR_COLUMNS, _CSR_POINTERS)[0], _COO[0])
+
+
 # Each case takes (backend, to_native) and returns results. The expected results come from the same case run on
 # NUMPY with NumPy inputs; so a case only uses backend operations on natives, numbers and DTypes.
 CASES = {
@@ -231,6 +258,14 @@ CASES = {
     'einsum': lambda b, t: b.einsum('bij,ij->b', t(_M), t(_X)),
     'mul_matrix_batched_vector': lambda b, t, v=f32(5, 4), m=f32(5, 3, 4): (b.mul_matrix_batched_vector(t(_X), t(v)),
                                                                           b.mul_matrix_batched_vector(t(m), t(v))),
+    # sparse matrices: two matrices of 4 x 3, the first with an empty first and third row, the second with repeats
+    'coo_to_dense': lambda b, t: (b.coo_to_dense(t(_COO), t(_SPARSE_VALUES), (4, 3), True),
+                                  b.coo_to_dense(t(_COO[:1, :2]), t(_SPARSE_VALUES[:1, :2]), (4, 3), False)),
+    'csr_to_coo': lambda b, t: b.csr_to_coo(t(_CSR_COLUMNS), t(_CSR_POINTERS)),
+    'csr_to_dense': lambda b, t: b.csr_to_dense(t(_CSR_COLUMNS), t(_CSR_POINTERS), t(_SPARSE_VALUES), (4, 3), True),
+    'mul_coo_dense': lambda b, t, d=f32(2, 3, 2, 5): b.mul_coo_dense(t(_COO), t(_SPARSE_VALUES), (4, 3), t(d)),
+    'mul_csr_dense': lambda b, t, d=f32(1, 3, 2, 5): b.mul_csr_dense(t(_CSR_COLUMNS), t(_CSR_POINTERS),
+                                                                    t(_SPARSE_VALUES), (4, 3), t(d)),
     'solve_triangular_dense': lambda b, t, m=f32(3, 4, 4) + 4 * np.eye(4, dtype=np.float32), r=f32(3, 4),
                                      m_int=ints(1, 3, 3, high=4) + 2 * np.eye(3, dtype=int), r_int=ints(2, 3): (
         b.solve_triangular_dense(t(m), t(r), True, False), b.solve_triangular_dense(t(m), t(r), False, True),

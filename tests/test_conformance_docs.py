@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SUITE = ROOT.parent / 'shared' / 'conformance' / 'phiml' / 'tests'
+SUITE = ROOT.parent / 'shared' / 'conformance' / 'phiml-all' / 'tests'
 
 
 def _plugin():

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from lazyphi import math
 from lazyphi.math import batch, channel, extrapolation, spatial, vec
+from lazyphi.math._neighbors import index_shift_widths
 
 pytestmark = pytest.mark.usefixtures('backend')
 
@@ -98,6 +99,22 @@ def test_index_shift_equals_phiml_where_an_offset_is_zero_along_each_dim(phi, pa
     theirs = phi('index_shift', phi_grid(phi), [o if o == 0 else phi_vec(phi, **o) for o in offsets], padding)
     for mine, reference in zip(ours, theirs, strict=True):
         np.testing.assert_array_equal(mine.numpy('x,y'), reference.numpy('x,y'))
+
+
+def test_index_shift_widths_are_what_the_unpadded_shift_cuts(phi):
+    offsets = [0, {'x': 2}, {'x': -1, 'y': 1}]
+    widths = index_shift_widths([o if o == 0 else vec(**o) for o in offsets])
+    assert widths == [{'x': (1, 2), 'y': (0, 1)}, {'x': (3, 0), 'y': (0, 1)}, {'x': (0, 3), 'y': (1, 0)}]
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        phiml_nd = pytest.importorskip('phiml.math._nd')
+        assert widths == phiml_nd.index_shift_widths([o if o == 0 else phi_vec(phi, **o) for o in offsets])
+    shifted = math.index_shift(grid(), [o if o == 0 else vec(**o) for o in offsets])
+    for w, result in zip(widths, shifted, strict=True):
+        (x0, x1), (y0, y1) = w['x'], w['y']
+        close(result, VALUES[x0:VALUES.shape[0] - x1, y0:VALUES.shape[1] - y1])
+    with pytest.raises(ValueError, match='an int offset must be 0, got 1'):
+        index_shift_widths([1])
 
 
 @settings(max_examples=25, deadline=None)

@@ -523,6 +523,7 @@ NOT_OPERATIONS = {  # names in lazyphi.math that construct values or describe sh
     'perm',  # a module (random and listed permutations, SciPy's assignment on the host)
     'minimize', 'solve_nonlinear',  # take a function and a Solve; iterate on values (SciPy on the host, or a loop)
     'sparse_tensor', 'is_sparse', 'get_format', 'get_sparsity',  # build sparse tensors; answer bools, str, floats
+    'SparseCoordinateTensor', 'CompressedSparseMatrix', 'CompactSparseTensor',  # phiml's sparse constructors
     'stored_indices',  # the coordinates of a dense tensor's values: no batch dims, so not the planner's blocks
     # make dense tensors sparse: the number of entries depends on the values (as for nonzero), no batch dims
     'to_format', 'sparse', 'to_coo', 'to_csr', 'to_csc', 'to_compact_rows', 'to_compact_cols',

@@ -23,6 +23,7 @@ from lazyphi.math._dims import (
     primal,
     spatial,
 )
+from lazyphi.math._selection import resolve_index
 from lazyphi.math._shape import (
     BATCH,
     CHANNEL,
@@ -792,4 +793,9 @@ def test_compatibility_sizes_masks_and_indices():
                                                   {'x': 1, 'y': 1}]
     assert s.after_pad({'x': (1, 2), 'vector': (0, 1), 'z': (5, 5)}) == spatial(x=5, y=3) & channel(vector=3)
     assert s.prepare_gather('vector', 'b') == 1 and s.prepare_gather('x', slice(1)) == slice(1)
+    # as phiml: several items as a list, none as an empty slice, a Shape by the labels its dims name
+    assert s.prepare_gather('vector', 'b,a') == [1, 0] and s.prepare_gather('x', (0, -1)) == [0, -1]
+    assert s.prepare_gather('vector', []) == slice(0, 0) and s.prepare_gather('vector', channel('b')) == 1
+    assert s.prepare_gather('vector', channel('a,b')) == [0, 1]
+    assert resolve_index(s, {'vector': 'a,b', 'x': 1, 'y': slice(2)}) == {'vector': [0, 1], 'x': 1, 'y': slice(2)}
     assert batch(b='0,') == batch(b=('0',))  # a trailing comma makes one label explicit

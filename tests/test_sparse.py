@@ -1,6 +1,7 @@
 """Sparse tensors (`sparse_tensor`, formats, stored values and indices) against SciPy, NumPy and phiml, on every
 backend: values stay sparse through the operations that keep zeros, and everything else sees the dense values."""
 
+import pickle
 import warnings
 from unittest import mock
 
@@ -380,3 +381,85 @@ def test_products_with_matrices_of_batch_or_value_dims_add_up_per_entry():
     m = math.sparse_tensor(idx, values, spatial(x=2) & dual(y=2))
     result = m @ math.tensor([5., 7.], spatial('y'))
     np.testing.assert_allclose(result.numpy('b,x'), [[7., 15.], [14., 20.]])
+
+
+# --- phiml's three sparse classes ------------------------------------------------------------------------------
+
+
+def test_each_format_has_phiml_class_and_pickles_as_it():
+    classes = {'coo': math.SparseCoordinateTensor, 'csr': math.CompressedSparseMatrix,
+               'csc': math.CompressedSparseMatrix, 'compact-cols': math.CompactSparseTensor,
+               'compact-rows': math.CompactSparseTensor}
+    for fmt, cls in classes.items():
+        m = math.to_format(matrix(), fmt)
+        assert type(m) is cls and math.is_sparse(m), fmt
+        assert type(m * 2) is cls and type(math.stack([m, m * 2], channel(vector='a,b'))) is cls, fmt
+        restored = pickle.loads(pickle.dumps(m))
+        assert type(restored) is cls and math.get_format(restored) == fmt
+        close(restored, scipy_matrix().toarray())
+
+
+def test_compressed_sparse_matrix_from_pointers_as_scipy():
+    from scipy.sparse import csr_matrix
+    # rows 0 and 2 empty, row 3 with two entries; the last pointer is the number of entries
+    data, columns, pointers = [1., 2., 3.], [1, 0, 2], [0, 0, 1, 1, 3]
+    m = math.CompressedSparseMatrix(math.tensor(columns, instance('nnz')), math.tensor(pointers, instance('ptr')),
+                                    math.tensor(np.float32(data), instance('nnz')), dual(y=COLS), spatial(x=ROWS))
+    assert math.get_format(m) == 'csr' and isinstance(m, math.CompressedSparseMatrix)
+    expected = csr_matrix((data, columns, pointers), shape=(ROWS, COLS)).toarray()
+    close(m, expected)
+    np.testing.assert_allclose((m @ math.tensor([1., 2., 3.], channel('y'))).numpy('x'), expected @ [1., 2., 3.])
+
+    @math.jit_compile
+    def product(columns, pointers, values, vector):  # the rows are computed from traced pointers
+        return math.CompressedSparseMatrix(columns, pointers, values, dual(y=COLS), spatial(x=ROWS)) @ vector
+    traced = product(math.tensor(columns, instance('nnz')), math.tensor(pointers, instance('ptr')),
+                     math.tensor(np.float32(data), instance('nnz')), math.tensor([1., 2., 3.], channel('y')))
+    np.testing.assert_allclose(traced.numpy('x'), expected @ [1., 2., 3.])
+    by_columns = math.CompressedSparseMatrix(math.tensor(columns, instance('nnz')),
+                                             math.tensor([0, 1, 2, 3], instance('ptr')),
+                                             math.tensor(np.float32(data), instance('nnz')), spatial(x=ROWS),
+                                             dual(y=COLS))
+    assert math.get_format(by_columns) == 'csc'
+    close(by_columns, csr_matrix((data, columns, [0, 1, 2, 3]), shape=(COLS, ROWS)).toarray().T)
+    with pytest.raises(ValueError, match=r'compressed_dims.volume \+ 1 = 5'):
+        math.CompressedSparseMatrix(math.tensor(columns, instance('nnz')), math.tensor([0, 3], instance('ptr')),
+                                    math.tensor(data, instance('nnz')), dual(y=COLS), spatial(x=ROWS))
+    with pytest.raises(ValueError, match='uncompressed_offset must be None'):
+        math.CompressedSparseMatrix(math.tensor(columns, instance('nnz')), math.tensor(pointers, instance('ptr')),
+                                    math.tensor(data, instance('nnz')), dual(y=COLS), spatial(x=ROWS), True, 2)
+
+
+def test_compact_sparse_tensor_lists_the_entries_of_each_row():
+    indices = math.tensor([(0, 2), (1, 2)], instance('row'), dual('col'))
+    values = math.tensor(np.float32([(1, 2), (3, 4)]), instance('row'), dual('col'))
+    m = math.CompactSparseTensor(indices, values, dual(col=3))
+    assert math.get_format(m) == 'compact-cols' and set(m.shape.names) == {'row', '~col'}
+    assert m.shape.get_size('~col') == 3 and m.shape.get_size('row') == 2
+    expected = [[1., 0., 2.], [0., 3., 4.]]
+    np.testing.assert_allclose(math.dense(m).numpy('row,~col'), expected)
+    np.testing.assert_allclose((m @ math.tensor([2., 3., 4.], channel('col'))).numpy(), [10., 25.])
+    np.testing.assert_allclose(math.max(m, '~col').numpy(), [2., 4.])  # over the stored values, as phiml
+    created = math.sparse_tensor(math.tensor([[1], [0]], spatial('row'), dual('col')), 5., spatial(row=2) & dual(col=2))
+    assert type(created) is math.CompactSparseTensor
+    np.testing.assert_allclose(math.dense(created).numpy('row,~col'), [[0., 5.], [5., 0.]])
+    two_row_dims = math.tensor(np.array([[[0], [2]], [[1], [1]]]), spatial('a,b'), dual('col'))
+    expected = np.zeros((2, 2, 3))
+    expected[0, 0, 0] = expected[0, 1, 2] = expected[1, 0, 1] = expected[1, 1, 1] = 1.
+    np.testing.assert_allclose(math.dense(math.CompactSparseTensor(two_row_dims, 1., dual(col=3))).numpy('a,b,~col'),
+                               expected)  # one value for all entries
+    with pytest.raises(ValueError, match='compressed_dims must be one dim with its size'):
+        math.CompactSparseTensor(indices, values, dual(col=3) & spatial(z=2))
+    with pytest.raises(ValueError, match="along the compressed dim 'z'"):
+        math.CompactSparseTensor(indices, values, spatial(z=3))
+
+
+def test_sparsity_counts_what_is_stored_as_phiml():
+    zeros = math.zeros(batch(b=4))
+    stacked = math.stack([zeros, zeros + 1, zeros * 2], channel('vector'))
+    assert math.get_sparsity(stacked) == .25  # three values stored, expanded along b
+    np.testing.assert_allclose(stacked.numpy('b,vector'), [[0., 1., 0.]] * 4)
+    assert math.get_sparsity(math.stack([math.tensor([1., 2.], spatial('x')), zeros], batch('s'))) == 1.
+    assert math.get_sparsity(math.CompressedSparseMatrix(
+        math.tensor([0, 1, 1], instance('nnz')), math.tensor([0, 1, 3], instance('ptr')), math.ones(instance(nnz=3)),
+        spatial(x=10), spatial(y=2))) == 3 / 20

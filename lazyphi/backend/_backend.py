@@ -388,6 +388,58 @@ class Backend:
         zero = self.equal(y, 0)
         return self.where(zero, 0, x / self.where(zero, 1, y))
 
+    # --- sparse matrices as phiml's backends take them: batched coordinate (COO) and compressed-row (CSR) parts ---
+    @_composite('zeros', 'scatter', 'staticshape', 'dtype')
+    def coo_to_dense(self, indices: Any, values: Any, shape: Sequence[int], contains_duplicates: bool) -> Any:
+        """Dense arrays `(batch, *shape, channels)` of coordinate matrices: `values (batch, nnz, channels)` at
+        `indices (batch, nnz, len(shape))`; repeated coordinates add up where `contains_duplicates`."""
+        batch, _, channels = self.staticshape(values)
+        base = self.zeros((batch, *shape, channels), self.dtype(values))
+        return self.scatter(base, indices, values, 'add' if contains_duplicates else 'update')
+
+    @_composite('zeros', 'ones', 'scatter', 'cumsum', 'reshape', 'stack', 'staticshape', 'dtype', 'cast')
+    def csr_to_coo(self, column_indices: Any, row_pointers: Any) -> Any:
+        """Coordinates `(batch, nnz, 2)` (row, column) of compressed-row matrices given by `column_indices (batch,
+        nnz)` and `row_pointers (batch, rows + 1)`, where each row's entries start in `column_indices`."""
+        batch, nnz = self.staticshape(column_indices)
+        rows = self.staticshape(row_pointers)[1] - 1
+        index_type = self.dtype(column_indices)
+        # a 1 where each row after the first starts (one slot past the end for empty last rows), summed up
+        starts = self.reshape(row_pointers[:, 1:rows], (batch, rows - 1, 1))
+        marks = self.scatter(self.zeros((batch, nnz + 1, 1), index_type), starts,
+                             self.ones((batch, rows - 1, 1), index_type), 'add')
+        row_of_entry = self.cumsum(marks[:, :nnz, 0], 1)
+        return self.stack([self.cast(row_of_entry, index_type), column_indices], -1)
+
+    @_composite('zeros', 'ones', 'scatter', 'cumsum', 'reshape', 'stack', 'staticshape', 'dtype', 'cast')
+    def csr_to_dense(self, column_indices: Any, row_pointers: Any, values: Any, shape: Sequence[int],
+                     contains_duplicates: bool = False) -> Any:
+        """Dense arrays `(batch, rows, cols, channels)` of compressed-row matrices (see `csr_to_coo`)."""
+        return self.coo_to_dense(self.csr_to_coo(column_indices, row_pointers), values, shape, contains_duplicates)
+
+    @_composite('zeros', 'scatter', 'batched_gather_nd', 'reshape', 'staticshape', 'dtype')
+    def mul_coo_dense(self, indices: Any, values: Any, shape: Sequence[int], dense: Any) -> Any:
+        """Coordinate matrices times dense ones: `indices (batch, nnz, 2)` and `values (batch, nnz, channels)` of
+        matrices of `shape (rows, cols)` times `dense (batch, cols, channels, dense_cols)` gives `(batch, rows,
+        channels, dense_cols)`; repeated coordinates add up."""
+        batch, nnz, channels = self.staticshape(values)
+        dense_batch, cols, _, dense_cols = self.staticshape(dense)
+        flat = self.reshape(dense, (dense_batch, cols, channels * dense_cols))
+        picked = self.batched_gather_nd(flat, indices[..., 1:2])  # each entry's column of `dense`
+        products = self.reshape(picked, (-1, nnz, channels, dense_cols)) * values[..., None]
+        products = self.reshape(products, (-1, nnz, channels * dense_cols))
+        out_batch = max(batch, dense_batch)
+        base = self.zeros((out_batch, shape[0], channels * dense_cols), self.dtype(products))
+        summed = self.scatter(base, indices[..., 0:1], products, 'add')
+        return self.reshape(summed, (out_batch, shape[0], channels, dense_cols))
+
+    @_composite('zeros', 'ones', 'scatter', 'cumsum', 'reshape', 'stack', 'staticshape', 'dtype', 'cast',
+                'batched_gather_nd')
+    def mul_csr_dense(self, column_indices: Any, row_pointers: Any, values: Any, shape: Sequence[int],
+                      dense: Any) -> Any:
+        """Compressed-row matrices (see `csr_to_coo`) times dense ones (see `mul_coo_dense`)."""
+        return self.mul_coo_dense(self.csr_to_coo(column_indices, row_pointers), values, shape, dense)
+
     @_composite('exp')
     def sigmoid(self, x: Any) -> Any:
         return 1 / (1 + self.exp(-x))

@@ -365,6 +365,9 @@ from ._sorting import (
     sort,
 )
 from ._sparse import (
+    CompactSparseTensor,
+    CompressedSparseMatrix,
+    SparseCoordinateTensor,
     dense,
     get_format,
     get_sparsity,
@@ -440,6 +443,8 @@ __all__ = [
     'SPATIAL',
     'BoundDim',
     'BoundDims',
+    'CompactSparseTensor',
+    'CompressedSparseMatrix',
     'ConvergenceException',
     'Dict',
     'DimFilter',
@@ -458,6 +463,7 @@ __all__ = [
     'Solve',
     'SolveInfo',
     'SolveTape',
+    'SparseCoordinateTensor',
     'Stacked',
     'Tensor',
     'abs',

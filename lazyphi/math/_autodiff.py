@@ -15,6 +15,7 @@ import dataclasses
 import functools
 import inspect
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -66,6 +67,58 @@ def _flatten(tree, structural: list | None = None, attributes: Callable | None =
             return next(replacements)
         return tree_map(replace, tree, attributes=attributes)
     return leaves, rebuild
+
+
+class _TensorSpec(NamedTuple):
+    """How `assemble_tensors` rebuilds one tensor from its natives (see `disassemble_tensors`)."""
+    rebuild: Callable
+    shapes: tuple
+    backends: tuple
+    expanded_shape: Shape | None  # the shape to expand the rebuilt tensor to, if its natives lack some dims
+
+
+def disassemble_tensors(tensors: Sequence[Tensor], expand: bool) -> tuple[tuple, tuple, tuple]:
+    """The natives holding `tensors`, as `jit_compile` hands them to a library, and what rebuilds the tensors.
+
+    A sparse tensor gives its parts (indices, values), any other tensor its values as one native (see `_flatten`).
+
+    Args:
+        tensors: a sequence of tensors.
+        expand: whether each native has every dim of its tensor. If False, a tensor constant along some dims gives
+            its native without them.
+
+    Returns:
+        `(natives, shapes, specs)`: all natives in one flat tuple, each tensor's shape, and one spec per tensor for
+        `assemble_tensors`.
+    """
+    natives, specs = [], []
+    for t in tensors:
+        if not isinstance(t, Tensor):
+            raise TypeError(f'disassemble_tensors(): expected a sequence of Tensors, got {type(t).__name__} {t!r}')
+        expanded_shape = None
+        if not expand and isinstance(t, Expanded):
+            t, expanded_shape = t._inner, t.shape
+        leaves, rebuild = _flatten(t)
+        natives.extend(leaf._native for leaf in leaves)
+        specs.append(_TensorSpec(rebuild, tuple(leaf.shape for leaf in leaves), tuple(leaf.backend for leaf in leaves),
+                                 expanded_shape))
+    return tuple(natives), tuple(t.shape for t in tensors), tuple(specs)
+
+
+def assemble_tensors(natives: Sequence, specs: Sequence) -> list[Tensor]:
+    """The tensors that `disassemble_tensors` gave `specs` for, rebuilt from `natives` (its natives or replacements
+    of the same shapes, such as a compiler's placeholders)."""
+    natives = list(natives)
+    needed = sum(len(spec.shapes) for spec in specs)
+    if len(natives) != needed:
+        raise ValueError(f'assemble_tensors(): the specs need {needed} natives, got {len(natives)}')
+    result, start = [], 0
+    for spec in specs:
+        end = start + len(spec.shapes)
+        t = _rebuilt(spec.rebuild, natives[start:end], list(spec.shapes), list(spec.backends))
+        result.append(t if spec.expanded_shape is None else Expanded(t, spec.expanded_shape))
+        start = end
+    return result
 
 
 def _all_available(tree) -> bool:

@@ -108,7 +108,24 @@ class Expanded(Tensor):
             if present:
                 inner = dispatch(op, (inner,), (tuple(old[i] for i in present), new[[new.names[i] for i in present]]))
             return expand_to(inner, self._shape.replace(old, new))
+        if category == STACK:
+            return _stack_expanded(op, tensors, params[0])
         return NotImplemented
+
+
+def _stack_expanded(op: Op, tensors: Sequence[Tensor], dim: Shape):
+    """Tensors expanded along the same dims, stacked: their inner tensors stacked, those dims still not materialised
+    (as phiml stores such a stack: `get_sparsity` of three stacked `zeros(batch(b=4))` is 3 / 12)."""
+    if not all(type(t) is Expanded for t in tensors):
+        return NotImplemented
+    added = [t._shape.without(t._inner.shape.names) for t in tensors]
+    if any(set(a.names) != set(added[0].names) or any(a.get_size(n) != added[0].get_size(n) for n in a.names)
+           for a in added[1:]):
+        return NotImplemented
+    shape = stacked_shape([t.shape for t in tensors], dim)
+    if not shape.is_uniform:
+        return NotImplemented
+    return Expanded(dispatch(op, [t._inner for t in tensors], (dim,)), shape)
 
 
 def expand_to(value: Tensor, shape: Shape) -> Tensor:

@@ -36,7 +36,7 @@ from ._magic_ops import concat, expand, pack_dims, rename_dims, stack, unstack
 from ._ops import abs_, cast, safe_div, sqrt, to_float, where
 from ._reduce import max_, sum_
 from ._shape import EMPTY_SHAPE, Shape
-from ._sparse import SparseTensor, to_format
+from ._sparse import SparseTensor, make_sparse, to_format
 from ._structure import transpose
 from ._tensor import Tensor, as_tensor, dims_in
 from ._trace import DataNeeded, Tracer
@@ -498,7 +498,7 @@ def _sparse_columns(f, given: dict, name: str, x: Tensor, origin: Tensor, dtype:
 def _coordinates_matrix(listed: np.ndarray, values: Tensor, rows: Shape, columns: Shape, backend) -> SparseTensor:
     """A sparse matrix of the coordinates `listed` (one row per entry: the row's, then the column's coordinates)."""
     indices = wrap(listed, instance('entries'), channel(index=(*rows.names, *columns.as_dual().names)))
-    return SparseTensor(to_backend(indices, backend), values, merge_shapes(rows, columns.as_dual()), unique=True)
+    return make_sparse(to_backend(indices, backend), values, merge_shapes(rows, columns.as_dual()), unique=True)
 
 
 _SAMPLED = (0, 1, 2, -3, -2, -1)  # coordinates (from either end) of the columns probed alone to learn the reach

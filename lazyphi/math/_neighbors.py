@@ -43,25 +43,52 @@ def index_shift(x: Tensor, offsets: Sequence, padding=None) -> list:
         TypeError: `offsets` is not a tuple or list.
     """
     x = as_tensor(x)
-    if not isinstance(offsets, (tuple, list)):
-        raise TypeError(f'index_shift(): offsets must be a tuple or list of offsets, got {offsets!r}')
-    if not offsets:
-        raise ValueError('index_shift(): needs at least one offset')
-    vectors = [_index_vector(o, x) for o in offsets]
+    vectors = _offset_vectors(offsets)
+    unknown = [n for v in vectors for n in v if n not in x.shape.names]
+    if unknown:
+        raise ValueError(f'index_shift(): an offset names {unknown}, which the grid {x.shape} lacks')
+    if padding is None:
+        return [x[{n: slice(lower, x.shape.get_size(n) - upper) for n, (lower, upper) in w.items()}]
+                for w in _widths(vectors)]
     names = [n for n in x.shape.names if any(n in v for v in vectors)]
     low = {n: min(v.get(n, 0) for v in vectors) for n in names}
     high = {n: max(v.get(n, 0) for v in vectors) for n in names}
-    if padding is None:
-        return [x[{n: slice(v.get(n, 0) - low[n], x.shape.get_size(n) - (high[n] - v.get(n, 0))) for n in names}]
-                for v in vectors]
     below = {n: max(0, -low[n]) for n in names}
     padded = pad(x, {n: (below[n], max(0, high[n])) for n in names}, padding)
     return [padded[{n: slice(below[n] + v.get(n, 0), below[n] + v.get(n, 0) + x.shape.get_size(n)) for n in names}]
             for v in vectors]
 
 
-def _index_vector(offset, x: Tensor) -> dict:
-    """An offset of `index_shift` as `{dim: int}`."""
+def index_shift_widths(offsets: Sequence) -> list[dict[str, tuple[int, int]]]:
+    """How many cells the unpadded `index_shift` cuts from the lower and upper end of each dim, per offset.
+
+    Args:
+        offsets: the offsets of `index_shift` (`0` or int vectors such as `vec(x=1)`).
+
+    Returns:
+        One dict per offset, mapping each dim that some offset names to `(offset - smallest, largest - offset)`:
+        `index_shift_widths([0, vec(x=1)])` is `[{'x': (0, 1)}, {'x': (1, 0)}]`.
+    """
+    return _widths(_offset_vectors(offsets))
+
+
+def _widths(vectors: list[dict]) -> list[dict[str, tuple[int, int]]]:
+    names = list(dict.fromkeys(n for v in vectors for n in v))
+    low = {n: min(v.get(n, 0) for v in vectors) for n in names}
+    high = {n: max(v.get(n, 0) for v in vectors) for n in names}
+    return [{n: (v.get(n, 0) - low[n], high[n] - v.get(n, 0)) for n in names} for v in vectors]
+
+
+def _offset_vectors(offsets) -> list[dict]:
+    """The offsets of `index_shift` as `{dim: int}` each."""
+    if not isinstance(offsets, (tuple, list)):
+        raise TypeError(f'index_shift(): offsets must be a tuple or list of offsets, got {offsets!r}')
+    if not offsets:
+        raise ValueError('index_shift(): needs at least one offset')
+    return [_offset_vector(o) for o in offsets]
+
+
+def _offset_vector(offset) -> dict:
     if isinstance(offset, int) and not isinstance(offset, bool):
         if offset != 0:
             raise ValueError(f'index_shift(): an int offset must be 0, got {offset}; name the dims of a shift with a '
@@ -74,9 +101,6 @@ def _index_vector(offset, x: Tensor) -> dict:
     if not labels:
         raise ValueError(f'index_shift(): an offset must be a vector along one channel dim labelled by dims of the '
                          f'grid, such as vec(x=1), got one of shape {dims}')
-    unknown = [n for n in labels if n not in x.shape.names]
-    if unknown:
-        raise ValueError(f'index_shift(): the offset {offset} names {unknown}, which the grid {x.shape} lacks')
     if not offset.available:
         raise ValueError('index_shift(): the offsets are read as ints, so they must have values (not be traced)')
     result = {}

@@ -275,6 +275,24 @@ def to_int64(x):
     return map_leaves(lambda t: cast_tensor(t, DType(int, 64)), x)
 
 
+def bool_to_int(x, bits: int = 32):
+    """`x` with its booleans as integers of `bits` bits; tensors, numbers and natives of other dtypes are kept.
+
+    `x` is a Tensor, bool, number, native array or a tree of those.
+    """
+    target = DType(int, bits)
+
+    def convert(leaf):
+        if isinstance(leaf, (bool, np.bool_)):
+            return int(leaf)
+        if isinstance(leaf, NUMBER_TYPES):
+            return leaf
+        return map_leaves(lambda t: cast_tensor(t, target) if t.dtype.kind is bool else t, leaf)
+    if isinstance(x, (tuple, list, dict)) or _is_dataclass_instance(x) or _lists_attributes(x):
+        return tree_map(convert, x, leaf_types=_LEAVES)
+    return convert(x)
+
+
 def to_complex(x):
     """`x` as complex numbers of the current precision."""
     return map_leaves(lambda t: cast_tensor(t, DType(complex, max(64, 2 * get_precision()))), x)

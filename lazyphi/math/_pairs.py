@@ -24,7 +24,7 @@ from ._ops import cast, where
 from ._reduce import all_, any_, sum_
 from ._shape import Shape
 from ._sorting import argmin
-from ._sparse import SparseTensor, to_format
+from ._sparse import make_sparse, to_format
 from ._tensor import Tensor, as_tensor, dims_in
 
 INDEX = channel('index')  # the dim listing the components of the indices of `find_closest` by default
@@ -121,7 +121,7 @@ def _sparse_pairs(dx: Tensor, within: Tensor, points: Shape, neighbors: Shape, f
         indices = nonzero(within, instance('pairs'), channel('index'), (), matrix.names)
         found = indices.shape.get_item_names('index')
         indices = indices[{'index': tuple(found.index(n) for n in labels.item_names[0])}]
-        pairs = SparseTensor(indices, gather(dx, indices), matrix, unique=True)
+        pairs = make_sparse(indices, gather(dx, indices), matrix, unique=True)
         pairs = to_format(pairs, 'csr')._with(format='coo')  # sorted by row, then column
     else:
         count = points.volume
@@ -130,7 +130,7 @@ def _sparse_pairs(dx: Tensor, within: Tensor, points: Shape, neighbors: Shape, f
         coords = np.concatenate([np.stack(np.unravel_index(flat[:, 0], points.sizes), -1),
                                  np.stack(np.unravel_index(flat[:, 1], neighbors.sizes), -1)], -1)
         indices = convert(wrap(coords, instance('pairs'), labels), choose_backend_t(dx))
-        pairs = SparseTensor(indices, gather(where(within, dx, 0), indices), matrix, unique=True)
+        pairs = make_sparse(indices, gather(where(within, dx, 0), indices), matrix, unique=True)
     return to_format(pairs, format)
 
 

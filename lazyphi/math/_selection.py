@@ -101,6 +101,17 @@ class ShapeSelection:
             labels[i] = None
         return type(self)(tuple(sizes), self.names, self.types, tuple(labels))
 
-    def prepare_gather(self, dim: str, selection) -> 'int | slice | tuple[int, ...]':
-        """`selection` along `dim` as an int, a slice or a tuple of ints, with item labels resolved."""
-        return self._normalize_selection(dim if isinstance(dim, str) else dim.name, selection)
+    def prepare_gather(self, dim: str, selection) -> 'int | slice | list[int]':
+        """`selection` along `dim` with item labels resolved, as phiml gives it: an int, a slice, or a list of ints
+        for several items (`slice(0, 0)` for none). A Shape selects the items its dim names are labels of."""
+        if isinstance(selection, ShapeSelection):
+            selection = selection.names[0] if len(selection.names) == 1 else selection.names
+        resolved = self._normalize_selection(dim if isinstance(dim, str) else dim.name, selection)
+        if isinstance(resolved, tuple):
+            return list(resolved) if resolved else slice(0, 0)
+        return resolved
+
+
+def resolve_index(shape: 'Shape', index: dict) -> dict:
+    """`index` (dim name -> selection) with item labels resolved by `shape.prepare_gather`."""
+    return {dim: shape.prepare_gather(dim, selection) for dim, selection in index.items()}

@@ -27,7 +27,7 @@ from ._creation import meshgrid, wrap, zeros
 from ._creation import tensor_like as dense_tensor_like
 from ._dims import channel, instance
 from ._gather_scatter import boolean_mask, gather, gather_in_range, nonzero, scatter
-from ._kinds import Expanded, expand_to
+from ._kinds import Expanded, PartsKind, expand_to
 from ._magic_ops import concat, pack_dims, stack
 from ._natives import promoted_dtype
 from ._reductions import REDUCTIONS, reduction_of
@@ -112,9 +112,9 @@ class SparseTensor(Tensor):
 
     def _with(self, indices: Tensor | None = None, values: Tensor | None = None, dense_shape: Shape | None = None,
               format: str | None = None) -> SparseTensor:
-        return SparseTensor(self._indices if indices is None else indices, self._values if values is None else values,
-                            self._dense_shape if dense_shape is None else dense_shape,
-                            self._format if format is None else format, self._unique)
+        return make_sparse(self._indices if indices is None else indices, self._values if values is None else values,
+                           self._dense_shape if dense_shape is None else dense_shape,
+                           self._format if format is None else format, self._unique)
 
     def _coalesced(self) -> SparseTensor | None:
         """This tensor with each coordinate listed once (repeated ones added up); None where that needs indices that
@@ -203,7 +203,7 @@ class SparseTensor(Tensor):
         return to_format(self, 'csc')
 
     def __reduce__(self):
-        return SparseTensor, (self._indices, self._values, self._dense_shape, self._format, self._unique)
+        return make_sparse, (self._indices, self._values, self._dense_shape, self._format, self._unique)
 
     def __repr__(self) -> str:
         return f'sparse {self._format} {self._shape} with {self.entry_count} entries: {self._values!r}'
@@ -298,7 +298,7 @@ class SparseTensor(Tensor):
         if dropped:
             remaining = tuple(n for n in self._sparse_names if n not in dropped)
             indices = indices[{self._index_dim: _positions(self._sparse_names, remaining)}]
-        return SparseTensor(indices, values, shape.after_gather(selection), self._format)
+        return make_sparse(indices, values, shape.after_gather(selection), self._format)
 
     def _rename(self, old: tuple, new: Shape):
         mapping = dict(zip(old, new.names, strict=True))
@@ -317,6 +317,156 @@ class SparseTensor(Tensor):
         return self._with(indices, values, dense_shape)
 
 
+class SparseCoordinateTensor(SparseTensor):
+    """A sparse tensor of coordinates in any order, maybe repeated ('coo'), constructed as in phiml.
+
+    Args:
+        indices: integers with one instance dim listing the entries and one channel dim whose item labels name the
+            sparse dims; maybe batch dims.
+        values: the entries' values along that instance dim, with any value and batch dims.
+        dense_shape: the sparse dims with their sizes.
+        can_contain_double_entries: whether a coordinate may be listed more than once (its values add up).
+        indices_sorted: informational, as in `sparse_tensor`.
+        indices_constant: informational, as in `sparse_tensor`.
+
+    The parts are taken as given, as phiml does: `sparse_tensor` checks them.
+    """
+
+    __slots__ = ()
+
+    def __init__(self, indices: Tensor, values: Tensor, dense_shape: Shape, can_contain_double_entries: bool = True,
+                 indices_sorted: bool = False, indices_constant: bool = True):
+        super().__init__(indices, values, dense_shape, 'coo', not can_contain_double_entries)
+
+
+class CompressedSparseMatrix(SparseTensor):
+    """A sparse matrix sorted by its compressed dims, each coordinate once ('csr', 'csc'), constructed as in phiml
+    from compressed row pointers; lazyphi keeps the coordinates, so every backend runs it through gather and scatter.
+
+    The format is 'csr' where the compressed dims are non-dual (rows), 'csc' where they are dual (columns).
+
+    Args:
+        indices: the position of each entry along the uncompressed dims (flattened row-major), listed along one
+            instance dim in the order of the compressed dims.
+        pointers: along one instance dim of size `compressed_dims.volume + 1`: where the entries of each position
+            of the compressed dims (flattened row-major) start in `indices`, then the number of entries.
+        values: the entries' values along the instance dim of `indices`, with any value and batch dims.
+        uncompressed_dims: the dims `indices` points along, with their sizes.
+        compressed_dims: the dims `pointers` points along, with their sizes; all dual or all non-dual.
+        indices_constant: informational, as in `sparse_tensor`.
+        uncompressed_offset: None only (phiml marks slices of a larger matrix with it; lazyphi's slices re-index).
+        uncompressed_indices, uncompressed_indices_perm: phiml's caches of the row coordinates: not used.
+
+    The parts are taken as given (sorted, each coordinate once), as phiml does; the row of each entry is computed
+    from `pointers` with tensor operations, so the parts may be traced.
+
+    Raises:
+        ValueError: compressed dims both dual and non-dual, pointers of the wrong size, indices without one instance
+            dim, or an `uncompressed_offset`.
+    """
+
+    __slots__ = ()
+
+    def __init__(self, indices: Tensor, pointers: Tensor, values: Tensor, uncompressed_dims: Shape,
+                 compressed_dims: Shape, indices_constant: bool = True, uncompressed_offset: int | None = None,
+                 uncompressed_indices: Tensor | None = None, uncompressed_indices_perm: Tensor | None = None):
+        if uncompressed_offset is not None:
+            raise ValueError(f'CompressedSparseMatrix: uncompressed_offset must be None in lazyphi (its slices '
+                             f're-index the entries), got {uncompressed_offset!r}')
+        if compressed_dims.dual and compressed_dims.non_dual:
+            raise ValueError(f'CompressedSparseMatrix: the compressed dims {compressed_dims} must be all rows '
+                             f'(non-dual) or all columns (dual)')
+        indices, pointers = as_tensor(indices), as_tensor(pointers)
+        entries, pointer_dim = indices.shape.instance, pointers.shape.instance
+        if entries.rank != 1 or pointer_dim.rank != 1:
+            raise ValueError(f'CompressedSparseMatrix: indices and pointers need one instance dim each, got '
+                             f'{indices.shape} and {pointers.shape}')
+        if pointer_dim.size != compressed_dims.volume + 1:
+            raise ValueError(f'CompressedSparseMatrix: pointers {pointers.shape} must have compressed_dims.volume + 1 '
+                             f'= {compressed_dims.volume + 1} entries for compressed dims {compressed_dims}')
+        rows = _rows_of_entries(pointers, entries)
+        components = {**_unravel(rows, compressed_dims), **_unravel(indices, uncompressed_dims)}
+        coordinates = stack(components, channel('index'), expand_values=True)
+        values = as_tensor(values)
+        if entries.name not in values.shape.names:
+            values = Expanded(values, merge_shapes(entries, values.shape))._dense()
+        format = 'csc' if compressed_dims.dual else 'csr'
+        super().__init__(coordinates, values, merge_shapes(compressed_dims, uncompressed_dims), format, True)
+
+
+class CompactSparseTensor(SparseTensor):
+    """A sparse tensor listing the same number of entries at each position of its other dims ('compact-cols' where
+    the compressed dims are dual, else 'compact-rows'), constructed as in phiml.
+
+    Args:
+        indices: the positions along `compressed_dims` of the entries: a tensor with the other dims and, in place of
+            the compressed dim, a dim of the same name listing the entries of each position (fewer than its size).
+        values: the entries' values, with the dims of `indices` and any value dims.
+        compressed_dims: the one sparse dim the entries lie along, with its size.
+        indices_constant: informational, as in `sparse_tensor`.
+
+    The dims of `indices` other than the compressed one and batch dims become sparse dims (the rows); lazyphi keeps
+    the coordinates, so every operation of sparse tensors applies.
+
+    Raises:
+        ValueError: `compressed_dims` not one dim with a size, or missing from `indices`.
+    """
+
+    __slots__ = ()
+
+    def __init__(self, indices: Tensor, values: Tensor, compressed_dims: Shape, indices_constant: bool = True):
+        if compressed_dims.rank != 1 or not isinstance(compressed_dims.size, int):
+            raise ValueError(f'CompactSparseTensor: compressed_dims must be one dim with its size, got '
+                             f'{compressed_dims!r}')
+        indices, values = as_tensor(indices), as_tensor(values)
+        name = compressed_dims.name
+        if name not in indices.shape.names:
+            raise ValueError(f'CompactSparseTensor: indices {indices.shape} must list the entries along the '
+                             f'compressed dim {name!r}')
+        slot = instance(_compact_slot=indices.shape.get_size(name))
+        rows = indices.shape.without(name).non_batch
+        listed = merge_shapes(rows, slot)
+        positions = rename_tensor_dims(indices, name, slot)
+        components = {**{r: meshgrid(rows, stack_dim=None) if rows.rank == 1 else meshgrid(rows)[{'vector': r}]
+                         for r in rows.names}, name: positions}
+        coordinates = pack_dims(stack(components, channel('index'), expand_values=True), listed, ENTRIES)
+        values = expand_to(rename_tensor_dims(values, name, slot) if name in values.shape.names else values,
+                           merge_shapes(listed, values.shape.without(name)))
+        format = 'compact-cols' if compressed_dims.dual else 'compact-rows'
+        super().__init__(coordinates, pack_dims(values, listed, ENTRIES), merge_shapes(rows, compressed_dims),
+                         format, True)
+
+
+_CLASSES = {'coo': SparseCoordinateTensor, 'csr': CompressedSparseMatrix, 'csc': CompressedSparseMatrix,
+            'compact-rows': CompactSparseTensor, 'compact-cols': CompactSparseTensor}
+
+
+def make_sparse(indices: Tensor, values: Tensor, dense_shape: Shape, format: str = 'coo',
+                unique: bool = False) -> SparseTensor:
+    """The sparse tensor of these parts (see `SparseTensor`), of the public class of its format."""
+    result = object.__new__(_CLASSES[format])
+    SparseTensor.__init__(result, indices, values, dense_shape, format, unique)
+    return result
+
+
+def _rows_of_entries(pointers: Tensor, entries: Shape) -> Tensor:
+    """The compressed position of each entry along `entries`, from CSR pointers: the count of rows started before."""
+    pointer_dim = pointers.shape.instance.name
+    starts = rename_tensor_dims(pointers[{pointer_dim: slice(1, -1)}], pointer_dim, instance('_row_starts'))
+    marks = scatter(zeros(entries, dtype=DType(int, 64)), {entries.name: starts}, 1, mode='add',
+                    outside_handling='discard')
+    return cumulative_sum(marks, entries.name, include_0=False, include_sum=True)
+
+
+def _unravel(flat: Tensor, dims: Shape) -> dict:
+    """The position along each of `dims` of the row-major flat index `flat`."""
+    result, stride = {}, 1
+    for name, size in reversed(tuple(zip(dims.names, dims.sizes, strict=True))):
+        result[name] = (flat // stride) % size if dims.rank > 1 else flat
+        stride *= size
+    return dict(reversed(result.items()))
+
+
 def dispatch_zeros(shape: Shape, dtype: DType, backend: Backend) -> Dense:
     native = backend.zeros(shape.sizes, dtype)
     return Dense(native, shape, backend)
@@ -327,7 +477,7 @@ def _positions(labels: tuple, names: Sequence[str]) -> tuple:
 
 
 def _elementwise(op: Op, tensors: Sequence[Tensor], params: tuple):
-    sparse = [t for t in tensors if type(t) is SparseTensor]
+    sparse = [t for t in tensors if isinstance(t, SparseTensor)]
     if len(tensors) == 1:
         self = tensors[0]
         if op.name == 'convert':  # to another backend: the indices and the values
@@ -354,10 +504,10 @@ def _elementwise(op: Op, tensors: Sequence[Tensor], params: tuple):
             return a._with(values=dispatch(op, (a._values, b._values), params))
         return NotImplemented
     if op.name == 'mul':
-        self, other = (a, b) if type(a) is SparseTensor else (b, a)
-    elif op.name == 'div' and type(a) is SparseTensor:
+        self, other = (a, b) if isinstance(a, SparseTensor) else (b, a)
+    elif op.name == 'div' and isinstance(a, SparseTensor):
         self, other = a, b
-    elif op.name == 'pow' and type(a) is SparseTensor and _positive_number(b) and a._coalesced() is not None:
+    elif op.name == 'pow' and isinstance(a, SparseTensor) and _positive_number(b) and a._coalesced() is not None:
         a = a._coalesced()
         return a._with(values=dispatch(op, (a._values, b), params))
     else:
@@ -379,7 +529,7 @@ def _same_entries(a: SparseTensor, b: SparseTensor) -> bool:
 def _stack(tensors: Sequence[Tensor], dim: Shape):
     """Sparse tensors sharing their entries stacked: their values stacked along `dim`, the indices kept."""
     first = tensors[0]
-    if not all(type(t) is SparseTensor and t._dense_shape == first._dense_shape and
+    if not all(isinstance(t, SparseTensor) and t._dense_shape == first._dense_shape and
                (t._indices is first._indices or _same_entries(first, t)) for t in tensors):
         return NotImplemented
     return first._with(values=stack_tensors([t._values for t in tensors], dim))
@@ -389,7 +539,7 @@ def _concat(tensors: Sequence[Tensor], dim: str):
     """Sparse tensors joined along a value or batch dim of their values (sharing their entries: the values joined)
     or along a sparse dim (the entries of all listed together, shifted along `dim`, as 'coo')."""
     first = tensors[0]
-    if not all(type(t) is SparseTensor and t._entries == first._entries and t._index_dim == first._index_dim
+    if not all(isinstance(t, SparseTensor) and t._entries == first._entries and t._index_dim == first._index_dim
                and set(t._sparse_names) == set(first._sparse_names) for t in tensors):
         return NotImplemented
     if dim not in first._dense_shape.names:
@@ -409,8 +559,8 @@ def _concat(tensors: Sequence[Tensor], dim: str):
         indices.append(own + stack({n: offset if n == dim else 0 for n in names}, channel(first._index_dim)))
         offset += t._dense_shape.get_size(dim)
     dense_shape = first._dense_shape.with_dim_size(dim, offset)
-    return SparseTensor(concat_tensors(indices, first._entries), concat_tensors([t._values for t in tensors],
-                        first._entries), dense_shape, 'coo', all(t._unique for t in tensors))
+    return make_sparse(concat_tensors(indices, first._entries), concat_tensors([t._values for t in tensors],
+                       first._entries), dense_shape, 'coo', all(t._unique for t in tensors))
 
 
 def _positive_number(value: Tensor) -> bool:
@@ -423,9 +573,9 @@ def _dot(tensors: Sequence[Tensor], params: tuple):
     and add them up into the dims left (a scatter-add)."""
     x, y = tensors
     x_dims, _result, y_dims = params
-    if type(x) is SparseTensor and type(y) is not SparseTensor:
+    if isinstance(x, SparseTensor) and not isinstance(y, SparseTensor):
         sparse, sparse_dims, other, other_dims = x, x_dims, y, y_dims
-    elif type(y) is SparseTensor and type(x) is not SparseTensor:
+    elif isinstance(y, SparseTensor) and not isinstance(x, SparseTensor):
         sparse, sparse_dims, other, other_dims = y, y_dims, x, x_dims
     else:
         return NotImplemented
@@ -482,7 +632,8 @@ def sparse_tensor(indices: Tensor | None, values, dense_shape: Shape, can_contai
     Args:
         indices: integers with one instance dim listing the entries and one channel dim whose item labels are the
             names of `dense_shape` (in any order); maybe batch dims. A single sparse dim may go without the channel
-            dim. None: no entries.
+            dim. None: no entries. Or phiml's compact form: the other sparse dims (rows) and, named as the one
+            sparse dim they index, a dim listing the entries of each row (a `CompactSparseTensor`).
         values: the values of the entries (along the instance dim of `indices`), with any value dims (such as a
             vector's components) and batch dims; a number or a tensor without the entries' dim is the same for all.
         dense_shape: the sparse dims, with their sizes.
@@ -492,7 +643,7 @@ def sparse_tensor(indices: Tensor | None, values, dense_shape: Shape, can_contai
         indices_constant: unused: lazyphi's compiled functions take the indices as they take every tensor.
 
     Raises:
-        ValueError: `indices` not of that form (or of the compact form, which lazyphi does not offer), coordinates
+        ValueError: `indices` not of either form, coordinates
             outside `dense_shape`, an instance dim of `values` other than the entries', or an unknown `format`.
     """
     if not isinstance(dense_shape, Shape) or not dense_shape or any(not isinstance(s, int) for s in dense_shape.sizes):
@@ -503,9 +654,8 @@ def sparse_tensor(indices: Tensor | None, values, dense_shape: Shape, can_contai
     indices = as_tensor(indices)
     if indices.dtype.kind is not int:
         raise ValueError(f'sparse_tensor(): indices must hold integers, got {indices.dtype}')
-    if any(n in indices.shape.names for n in dense_shape.names):
-        raise ValueError(f'sparse_tensor(): indices {indices.shape} have sparse dims of {dense_shape}: that is '
-                         f'phiml\'s compact form, which lazyphi does not offer; list one coordinate per entry instead')
+    if all(n in indices.shape.names for n in dense_shape.names):  # phiml's compact form
+        return _compact(indices, values, dense_shape, format)
     if indices.shape.instance.rank != 1:
         raise ValueError(f'sparse_tensor(): indices must have exactly one instance dim listing the entries, got '
                          f'{indices.shape}')
@@ -530,7 +680,19 @@ def sparse_tensor(indices: Tensor | None, values, dense_shape: Shape, can_contai
                          f'{entries}')
     if entries.name not in values.shape.names:
         values = Expanded(values, merge_shapes(entries, values.shape))._dense()
-    result = SparseTensor(indices, values, dense_shape, unique=not can_contain_double_entries)
+    result = make_sparse(indices, values, dense_shape, unique=not can_contain_double_entries)
+    return result if format is None else to_format(result, format)
+
+
+def _compact(indices: Tensor, values, dense_shape: Shape, format) -> Tensor:
+    """The compact form of `sparse_tensor`: the one dim listing fewer entries than `dense_shape` has is compressed."""
+    compressed = dense_shape.only([n for n in dense_shape.names if indices.shape.get_size(n) < dense_shape.get_size(n)])
+    if compressed.rank != 1 or indices.shape.channel or set(indices.shape.non_batch.names) != set(dense_shape.names):
+        raise ValueError(f'sparse_tensor(): indices {indices.shape} of the compact form hold the sparse dims of '
+                         f'{dense_shape}, one of them (the compressed dim) listing fewer entries than its size, '
+                         f'and no other dims but batch dims')
+    values = as_tensor(values)
+    result = CompactSparseTensor(indices, expand_to(values, merge_shapes(indices.shape, values.shape)), compressed)
     return result if format is None else to_format(result, format)
 
 
@@ -618,7 +780,7 @@ def _from_dense(x: Tensor) -> SparseTensor:
         raise ValueError(f'to_format(): making the dense tensor {x.shape} sparse reads its values (the number of '
                          f'entries depends on them), which are not at hand here (inside jit_compile or a trace)')
     indices = nonzero(x, instance('nonzero'), channel('index'), (), x.shape.names)
-    return SparseTensor(indices, gather(x, indices), x.shape, unique=True)
+    return make_sparse(indices, gather(x, indices), x.shape, unique=True)
 
 
 def _sorted(x: SparseTensor, format: str) -> SparseTensor:
@@ -636,7 +798,7 @@ def _sorted(x: SparseTensor, format: str) -> SparseTensor:
     for name in order:
         key = key * x._dense_shape.get_size(name) + indices[{index: name}]
     if x.entry_count == 0:
-        return SparseTensor(indices, x._values, x._dense_shape, format)
+        return make_sparse(indices, x._values, x._dense_shape, format)
     key, indices, values = sort((key, indices, x._values), entries, key=key)
     updates = instance('_sparse_updates')
     first = _first_of_runs(key, entries)
@@ -646,7 +808,7 @@ def _sorted(x: SparseTensor, format: str) -> SparseTensor:
         base = x._values.shape.with_dim_size(entries, count)
         values = scatter(base, {entries: group}, rename_tensor_dims(values, entries, updates), mode='add')
         indices = boolean_mask(indices, entries, first)
-    return SparseTensor(indices, values, x._dense_shape, format)
+    return make_sparse(indices, values, x._dense_shape, format)
 
 
 def _first_of_runs(key: Tensor, dim: str) -> Tensor:
@@ -713,9 +875,22 @@ def stored_indices(x: Tensor, list_dim=ENTRIES, index_dim=INDEX, invalid='discar
 
 
 def get_sparsity(x: Tensor) -> float:
-    """The fraction of the values of `x` that are stored: entries (times value dims) over the shape's volume."""
+    """The fraction of the values of `x` that are stored, as phiml counts them: a sparse tensor's entries (times its
+    value dims), an expanded tensor's values before expanding, a stack's or join's parts' stored values added up,
+    over the volume of the shape.
+    """
     x = as_tensor(x)
-    return stored_values(x, invalid='keep').shape.volume / x.shape.volume
+    return _stored_count(x) / x.shape.volume
+
+
+def _stored_count(x: Tensor) -> int:
+    if isinstance(x, SparseTensor):
+        return x._values.shape.volume
+    if isinstance(x, Expanded):
+        return _stored_count(x._inner)
+    if isinstance(x, PartsKind):
+        return sum(_stored_count(part) for part in x._parts)
+    return x.shape.volume
 
 
 def dense(x):
@@ -782,7 +957,7 @@ def from_scipy(data, dims: Shape):
     dense_shape = merge_shapes(rows, columns)
     indices = wrap(components, ENTRIES, channel(index=rows.names + columns.names))
     values = wrap(np.asarray(coo.data), ENTRIES)
-    result = SparseTensor(indices, values, dense_shape, unique=bool(getattr(coo, 'has_canonical_format', False)))
+    result = make_sparse(indices, values, dense_shape, unique=bool(getattr(coo, 'has_canonical_format', False)))
     return _sorted(result, data.format) if data.format in ('csr', 'csc') else result
 
 

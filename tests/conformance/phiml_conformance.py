@@ -4,8 +4,8 @@ Loaded by `pytest -c tests/conformance/pytest.ini` (see its comment for the whol
 `expected_failures.txt` names one test (`file::Class::test`, relative to the suite's `tests/` folder)
 and, after ` | `, why lazyphi fails it. Listed tests are strict expected failures: one that passes fails
 the run, so the list only shrinks. An entry naming no collected test of a collected file fails the run
-too. At the end one
-line reports `phiml conformance: N of M pass, K expected failures`, M counting the suite's tests that
+too. A file that fails to import yields its tests failing with that ImportError (`SuiteModule`). At the
+end one line reports `phiml conformance: N of M pass, K expected failures`, M counting the suite's tests that
 pass on PhiML itself.
 """
 
@@ -37,19 +37,55 @@ def read_expected_failures(path: Path = LIST) -> dict[str, str]:
     return entries
 
 
-def suite_test_ids(root: Path) -> list[str]:
-    """Ids of the test methods in the suite's files, read from their source (no import needed).
+def file_test_ids(file: Path) -> list[str]:
+    """`Class::test` of each test method of one suite file, read from its source (no import needed).
 
     A method defined twice in one class counts once, as Python keeps only the last definition.
     """
     ids = []
-    for file in sorted(root.rglob('test_*.py')):
-        tree = ast.parse(file.read_text())
-        for cls in tree.body:
-            if isinstance(cls, ast.ClassDef):
-                ids += [f'{file.relative_to(root).as_posix()}::{cls.name}::{f.name}' for f in cls.body
-                        if isinstance(f, ast.FunctionDef) and f.name.startswith('test')]
+    for cls in ast.parse(file.read_text()).body:
+        if isinstance(cls, ast.ClassDef):
+            ids += [f'{cls.name}::{f.name}' for f in cls.body if isinstance(f, ast.FunctionDef)
+                    and f.name.startswith('test')]
     return list(dict.fromkeys(ids))
+
+
+def suite_test_ids(root: Path) -> list[str]:
+    """Ids (`file::Class::test`) of the test methods in the suite's files."""
+    return [f'{file.relative_to(root).as_posix()}::{test}' for file in sorted(root.rglob('test_*.py'))
+            for test in file_test_ids(file)]
+
+
+class UnimportableTest(pytest.Item):
+    """A test of a suite file that cannot be imported: it fails with that ImportError, so it can be listed."""
+
+    def __init__(self, *, error: ImportError, **kwargs):
+        super().__init__(**kwargs)
+        self.error = error
+
+    def runtest(self):
+        raise ImportError(f'{self.path.name} could not be imported: {self.error}') from self.error
+
+    def reportinfo(self):
+        return self.path, None, self.name
+
+
+class SuiteModule(pytest.Module):
+    """A suite file whose import fails with an ImportError yields its tests (read from its source) failing with it.
+
+    A file that imports a name lazyphi lacks (`from lazyphi import nn`) would otherwise stop the whole run at
+    collection; this way each of its tests fails on its own and is listed as an expected failure like any other.
+    """
+
+    def collect(self):
+        try:
+            self.obj  # noqa: B018 -- reading it imports the file
+        except self.CollectError as error:
+            if not isinstance(error.__cause__, ImportError):
+                raise
+            return [UnimportableTest.from_parent(self, name=test, error=error.__cause__)
+                    for test in file_test_ids(self.path)]
+        return super().collect()
 
 
 @pytest.fixture(autouse=True)
@@ -108,6 +144,11 @@ class Conformance:
         passed = sum(1 for t in counted if self.outcomes.get(t) == 'passed')
         xfailed = sum(1 for t in counted if self.outcomes.get(t) == 'xfailed')
         terminalreporter.write_line(f'phiml conformance: {passed} of {len(counted)} pass, {xfailed} expected failures')
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pycollect_makemodule(module_path, parent):
+    return SuiteModule.from_parent(parent, path=module_path)
 
 
 def pytest_configure(config):

@@ -1,18 +1,35 @@
 """PhiML's private helpers that its own tests import, mapped to lazyphi's public equivalents.
 
-Test-only code: the conformance suite (`../shared/conformance/phiml/`) imports these names from here
-instead of from PhiML's private modules. Each is lazyphi's own function or value under PhiML's name (or,
-like `get_backend` and `disassemble_tensors`, a short adapter to them); none of them is part of lazyphi's
-API. A name lazyphi has no equivalent for yet raises when used, so the tests that need it fail (and are
-listed as expected failures) while the rest of the file runs.
+Test-only code: the conformance suite (`../shared/conformance/phiml-all/`) imports these names from here
+instead of from PhiML's private modules. Each is lazyphi's own function, class or value under PhiML's name,
+from lazyphi's private modules where phiml has it in one (`bool_to_int`, `disassemble_tensors`,
+`index_shift_widths`, `resolve_index`), or, like `get_backend` and `shape_stack`, a call of lazyphi's public
+equivalent with PhiML's arguments; none of them is part of lazyphi's API. A name lazyphi has no equivalent
+for yet raises when used, so the tests that need it fail (and are listed as expected failures) while the rest
+of the file runs.
 """
 
 import importlib
 import importlib.util
 
 from lazyphi.backend import NUMPY, Backend, DType, backend_by_name
-from lazyphi.math import EMPTY_SHAPE, Shape, cast, dual, instance, spatial, tensor, wrap
-from lazyphi.math.kinds import stacked_shape, tree_map
+from lazyphi.math import (
+    EMPTY_SHAPE,
+    CompactSparseTensor,
+    CompressedSparseMatrix,
+    Shape,
+    SparseCoordinateTensor,
+    dual,
+    instance,
+    spatial,
+    tensor,
+    wrap,
+)
+from lazyphi.math._autodiff import assemble_tensors, disassemble_tensors
+from lazyphi.math._neighbors import index_shift_widths
+from lazyphi.math._ops import bool_to_int
+from lazyphi.math._selection import resolve_index
+from lazyphi.math.kinds import stacked_shape
 
 
 def _lazyphi(module: str, name: str):
@@ -41,23 +58,6 @@ def shape_stack(stack_dim: Shape, *shapes: Shape, stack_dim_first: bool = True) 
     return stacked if stack_dim_first else stacked.without(stack_dim) + stacked.only(stack_dim)
 
 
-def resolve_index(shape: Shape, index: dict) -> dict:
-    """`index` with labels resolved, as phiml writes it: lists for several items (lazyphi's `prepare_gather`)."""
-    result = {}
-    for dim, selection in index.items():
-        if isinstance(selection, (list, tuple)) and not selection:
-            result[dim] = slice(0, 0)
-            continue
-        resolved = shape.prepare_gather(dim, selection)
-        result[dim] = list(resolved) if isinstance(resolved, tuple) else resolved
-    return result
-
-
-def bool_to_int(x, bits: int = 32):
-    """The tree `x` with its bool tensors cast to ints of `bits` bits (phiml's private helper, from lazyphi's own)."""
-    return tree_map(lambda t: cast(t, DType(int, bits)) if t.dtype.kind is bool else t, x)
-
-
 FLOAT16 = DType(float, 16)
 FLOAT32 = DType(float, 32)
 FLOAT64 = DType(float, 64)
@@ -77,24 +77,41 @@ Layout = _lazyphi('lazyphi.math', 'Layout')
 cached = _lazyphi('lazyphi.math', 'dense')  # values materialised in one native
 
 
-def disassemble_tensors(tensors, expand: bool) -> tuple:
-    """Natives, shapes and specs (here: the shapes) of `tensors`: lazyphi's `native(order)` of each."""
-    shapes = tuple(t.shape for t in tensors)
-    return tuple(t.native(t.shape) for t in tensors), shapes, shapes
-
-
-def assemble_tensors(natives, specs) -> list:
-    """Tensors from natives and the specs `disassemble_tensors` gave: lazyphi's `wrap(native, shape)`."""
-    return [wrap(n, s) for n, s in zip(natives, specs, strict=True)]
-
-
 equality_by_ref = _lazyphi('lazyphi.math', 'equality_by_ref')
 equality_by_shape_and_value = _lazyphi('lazyphi.math', 'equality_by_shape_and_value')
 fit_hyperplane = _lazyphi('lazyphi.math', 'fit_hyperplane')
 
 __all__ = [
-    'COMPLEX64', 'COMPLEX128', 'EMPTY_SHAPE', 'FLOAT16', 'FLOAT32', 'FLOAT64', 'INT32', 'INT64', 'Layout', 'Shape',
-    'assemble_tensors', 'bool_to_int', 'cached', 'combine_types', 'disassemble_tensors', 'dual',
-    'equality_by_ref', 'equality_by_shape_and_value', 'fit_hyperplane', 'from_numpy_dtype', 'get_backend',
-    'init_installed_backends', 'instance', 'resolve_index', 'shape_stack', 'spatial', 'tensor', 'wrap',
+    'COMPLEX64',
+    'COMPLEX128',
+    'EMPTY_SHAPE',
+    'FLOAT16',
+    'FLOAT32',
+    'FLOAT64',
+    'INT32',
+    'INT64',
+    'CompactSparseTensor',
+    'CompressedSparseMatrix',
+    'Layout',
+    'Shape',
+    'SparseCoordinateTensor',
+    'assemble_tensors',
+    'bool_to_int',
+    'cached',
+    'combine_types',
+    'disassemble_tensors',
+    'dual',
+    'equality_by_ref',
+    'equality_by_shape_and_value',
+    'fit_hyperplane',
+    'from_numpy_dtype',
+    'get_backend',
+    'index_shift_widths',
+    'init_installed_backends',
+    'instance',
+    'resolve_index',
+    'shape_stack',
+    'spatial',
+    'tensor',
+    'wrap',
 ]
