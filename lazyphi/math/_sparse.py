@@ -355,7 +355,8 @@ class CompressedSparseMatrix(SparseTensor):
         compressed_dims: the dims `pointers` points along, with their sizes; all dual or all non-dual.
         indices_constant: informational, as in `sparse_tensor`.
         uncompressed_offset: None only (phiml marks slices of a larger matrix with it; lazyphi's slices re-index).
-        uncompressed_indices, uncompressed_indices_perm: phiml's caches of the row coordinates: not used.
+        uncompressed_indices: phiml's cache of the row coordinates: not used.
+        uncompressed_indices_perm: phiml's cache of their order: not used.
 
     The parts are taken as given (sorted, each coordinate once), as phiml does; the row of each entry is computed
     from `pointers` with tensor operations, so the parts may be traced.
