@@ -6,9 +6,9 @@ half, keeping the ratio of 4, since the test took 197 s with 6 GiB on this 2-cor
 (3 GiB: 40 s at a load average of 3, 218 s at 11). `check_larger_than_memory` reads the limits from the workers
 and sizes the result from them, so it runs on any `distributed.Client` whose workers have one (3 x 512 MiB gives
 the 6 GiB). The client part runs in a process of its own, so that its peak RSS (`ru_maxrss`) is its own; the
-workers' peaks (VmHWM, started over before the run) are read from each worker after it (the same processes: a worker restarted by its nanny
-would have started its count again, so their ids are compared too). It writes the result (3 GiB) to a temporary
-directory and removes it again.
+workers' peaks (VmHWM, started over before the run) are read from each worker after it (the same processes: a
+worker restarted by its nanny would have started its count again, so their ids are compared too). It writes the
+result (3 GiB) to a temporary directory and removes it again.
 """
 
 import json
