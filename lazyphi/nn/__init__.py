@@ -16,9 +16,24 @@ from ..backend import BACKENDS, default_backend
 from ..math import Tensor, use
 
 __all__ = [
-    'adagrad', 'adam', 'conv_classifier', 'conv_net', 'get_learning_rate', 'get_parameters', 'invertible_net',
-    'mlp', 'parameter_count', 'res_net', 'rmsprop', 'load_state', 'save_state', 'set_learning_rate', 'sgd',
-    'u_net', 'update_weights', 'use',
+    'adagrad',
+    'adam',
+    'conv_classifier',
+    'conv_net',
+    'get_learning_rate',
+    'get_parameters',
+    'invertible_net',
+    'load_state',
+    'mlp',
+    'parameter_count',
+    'res_net',
+    'rmsprop',
+    'save_state',
+    'set_learning_rate',
+    'sgd',
+    'u_net',
+    'update_weights',
+    'use',
 ]
 
 Network = Any
