@@ -9,11 +9,16 @@ holding its parameters), so `math.native_call(net, x)` runs them on tensors, and
 pickles them.
 """
 
-from collections.abc import Callable, Sequence
-from typing import Any
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from ..backend import BACKENDS, default_backend
 from ..math import Tensor, use
+
+if TYPE_CHECKING:  # not at run time: collections.abc.Callable has no docstring, and every public name here has one
+    from collections.abc import Callable
 
 __all__ = [
     'adagrad',
