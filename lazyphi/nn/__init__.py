@@ -9,16 +9,11 @@ holding its parameters), so `math.native_call(net, x)` runs them on tensors, and
 pickles them.
 """
 
-from __future__ import annotations
-
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Callable  # noqa: UP035 (typing's has a docstring, which phiml's tests want of every name)
 
 from ..backend import BACKENDS, default_backend
 from ..math import Tensor, use
-
-if TYPE_CHECKING:  # not at run time: collections.abc.Callable has no docstring, and every public name here has one
-    from collections.abc import Callable
 
 __all__ = [
     'adagrad',
