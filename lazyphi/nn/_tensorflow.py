@@ -5,6 +5,7 @@ trainable variables when made, so that their state exists (and can be saved) bef
 """
 
 import os
+import warnings
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -78,7 +79,12 @@ def save_state(obj: keras.Model | keras.optimizers.Optimizer, path: str) -> str:
     """Writes the weights of a network (`.weights.h5`, Keras' format) or the variables of an optimizer (`.npz`)."""
     if isinstance(obj, keras.Model):
         path = _with_extension(path, '.weights.h5')
-        obj.save_weights(path)
+        with warnings.catch_warnings():
+            # Keras reads each variable with np.array(variable), whose __array__ (TensorFlow's) predates NumPy 2's
+            # `copy` keyword: NumPy warns, and reads the values correctly.
+            warnings.filterwarnings('ignore', "__array__ implementation doesn't accept a copy keyword",
+                                    DeprecationWarning)
+            obj.save_weights(path)
     elif isinstance(obj, keras.optimizers.Optimizer):
         path = _with_extension(path, '.npz')
         np.savez(path, *[v.numpy() for v in obj.variables])
@@ -99,7 +105,7 @@ def load_state(obj: keras.Model | keras.optimizers.Optimizer, path: str) -> None
         if [v.shape for v in values] != shapes:
             raise ValueError(f"{path} holds the state of an optimizer with variables of shapes "
                              f"{[v.shape for v in values]}, this optimizer's have the shapes {shapes}")
-        for variable, value in zip(variables, values):
+        for variable, value in zip(variables, values, strict=True):
             variable.assign(value)
     else:
         raise TypeError(f"load_state() takes a Keras model or optimizer, got {type(obj).__name__}")
@@ -131,8 +137,8 @@ def update_weights(net: keras.Model, optimizer: keras.optimizers.Optimizer, loss
     gradients = tape.gradient(total, variables)
     decay = _L2_DECAY.get(optimizer)
     if decay:
-        gradients = [g + decay * v for g, v in zip(gradients, variables)]
-    optimizer.apply_gradients(zip(gradients, variables))
+        gradients = [g + decay * v for g, v in zip(gradients, variables, strict=True)]
+    optimizer.apply_gradients(zip(gradients, variables, strict=True))
     return output
 
 

@@ -219,7 +219,8 @@ def conv_classifier(in_features: int, in_spatial: tuple | list, num_classes: int
     spatial = spatial_input_shape(in_spatial)
     builder = _Builder(len(spatial), batch_norm, activation, periodic)
     x = inputs = keras.Input((*spatial, in_features), name='input')
-    for width, size in zip(_positive_ints(blocks, 'blocks'), _positive_ints(block_sizes, 'block_sizes')):
+    # as phiml: the shorter of `blocks` and `block_sizes` sets the number of blocks
+    for width, size in zip(_positive_ints(blocks, 'blocks'), _positive_ints(block_sizes, 'block_sizes'), strict=False):
         for _ in range(size):
             x = builder.conv_norm_act(x, width, 3)
         x = _MAX_POOL[builder.dims](2, name=builder.name('pool'))(x)
@@ -233,7 +234,8 @@ def conv_classifier(in_features: int, in_spatial: tuple | list, num_classes: int
 
 
 def dense_res_block(in_channels: int, out_channels: int | None = None, layers: Sequence[int] = (),
-                    batch_norm: bool = False, activation: str | Callable = 'ReLU', softmax: bool = False) -> keras.Model:
+                    batch_norm: bool = False, activation: str | Callable = 'ReLU',
+                    softmax: bool = False) -> keras.Model:
     """The network `invertible_net(construct_net='mlp')` uses: dense layers (`layers`, then `in_channels`), each
     followed by the activation and batch normalization, plus the input."""
     if softmax:
@@ -273,7 +275,7 @@ class CouplingBlock(keras.Model):
         super().__init__(name=name)
         self.reverse_mask = reverse_mask
         self.s1, self.t1, self.s2, self.t2 = nets = [construct_net(**construct_kwargs) for _ in range(4)]
-        for net, net_name in zip(nets, ('s1', 't1', 's2', 't2')):
+        for net, net_name in zip(nets, ('s1', 't1', 's2', 't2'), strict=True):
             if not isinstance(net, kl.Layer):
                 raise TypeError(f"construct_net must return Keras models; it returned {type(net).__name__}")
             net.name = net_name  # the networks' own names are all alike; get_parameters() names by layer name
@@ -311,7 +313,8 @@ class InvertibleNet(keras.Model):
 _CONSTRUCTORS = {'u_net': u_net, 'conv_net': conv_net, 'res_net': res_net, 'mlp': dense_res_block}
 
 
-def invertible_net(num_blocks: int = 3, construct_net: str | Callable = 'u_net', **construct_kwargs: Any) -> InvertibleNet:
+def invertible_net(num_blocks: int = 3, construct_net: str | Callable = 'u_net',
+                   **construct_kwargs: Any) -> InvertibleNet:
     """An `InvertibleNet` of `num_blocks` coupling blocks, each with four networks made by `construct_net`
     (a name of `_CONSTRUCTORS` or a function returning a Keras model) from `construct_kwargs`, whose
     `out_channels` default to their `in_channels`."""
