@@ -73,6 +73,14 @@ def test_native_call_shapes():
     np.testing.assert_allclose(math.sum(classes, 'vector').numpy('b'), 1, rtol=1e-5)
 
 
+def test_activation_by_name_layer_class_or_function():
+    x = np.array([[-1., 2.], [3., -4.]], np.float32)
+    for activation in ('relu', 'ReLU', tf.keras.layers.ReLU, tf.nn.relu):
+        net = nn.mlp(2, 2, [6], activation=activation)
+        before, after = tf.keras.Model(net.input, [net.get_layer('dense0').output, net.get_layer('act0').output])(x)
+        np.testing.assert_allclose(np.array(after), np.maximum(np.array(before), 0), err_msg=str(activation))
+
+
 def test_periodic_convolutions_commute_with_shifts():
     net = nn.u_net(1, 1, levels=2, filters=3, batch_norm=False, in_spatial=1, periodic=True)
     x = np.random.default_rng(0).random((1, 8, 1), np.float32)

@@ -35,18 +35,19 @@ _MAX_POOL = {1: kl.MaxPool1D, 2: kl.MaxPool2D, 3: kl.MaxPool3D}
 _UPSAMPLE = {1: kl.UpSampling1D, 2: kl.UpSampling2D, 3: kl.UpSampling3D}
 
 
-def activation_function(activation: str | Callable) -> Callable:
-    """The function for an activation given by name (case-insensitive), as a Keras layer class, or as a function."""
+def activation_layer(activation: str | Callable) -> Callable[[str], kl.Layer]:
+    """Makes activation layers of a given name from an activation given by name (case-insensitive), as a Keras
+    layer class (a new instance per use), or as a function of tensors."""
     if isinstance(activation, str):
         function = _ACTIVATIONS.get(activation.lower())
         if function is None:
             raise ValueError(f"Unknown activation {activation!r}; accepted (any case): {', '.join(_ACTIVATIONS)}, "
                              f"a Keras layer class or a function of TensorFlow tensors")
-        return function
+        return lambda name: kl.Activation(function, name=name)
     if isinstance(activation, type) and issubclass(activation, kl.Layer):
-        return activation()
-    if callable(activation):
-        return activation
+        return lambda name: activation(name=name)
+    if callable(activation) and not isinstance(activation, type):
+        return lambda name: kl.Activation(activation, name=name)
     raise TypeError(f"activation must be a name, a Keras layer class or a function, got {activation!r}")
 
 
@@ -96,7 +97,7 @@ class _Builder:
     def __init__(self, dims: int, batch_norm: bool, activation: str | Callable, periodic: bool) -> None:
         self.dims = dims
         self.batch_norm = batch_norm
-        self.activation = activation_function(activation)
+        self.activation = activation_layer(activation)
         self.periodic = periodic
         self.counts: dict[str, int] = {}
 
@@ -116,7 +117,7 @@ class _Builder:
         return kl.BatchNormalization(name=self.name('norm'))(x) if self.batch_norm else x
 
     def act(self, x: Any) -> Any:
-        return kl.Activation(self.activation, name=self.name('act'))(x)
+        return self.activation(self.name('act'))(x)
 
     def conv_norm_act(self, x: Any, filters: int, kernel_size: int) -> Any:
         return self.act(self.norm(self.conv(x, filters, kernel_size)))
