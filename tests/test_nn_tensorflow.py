@@ -1,6 +1,8 @@
 """lazyphi.nn on TensorFlow (Keras 3): phiml's parameter counts, training steps, saved states, learning rates,
 parameters, networks called on named tensors, invertible networks and errors."""
 
+import pickle
+
 import numpy as np
 import pytest
 
@@ -100,6 +102,15 @@ def test_invertible_net_inverts(construct, shape):
     assert float(math.max(abs(y - x), y.shape)) > 1e-3  # the blocks change their input
     back = math.native_call(net, y, backward=True)
     np.testing.assert_allclose(back.numpy(x.shape), x.numpy(x.shape), atol=1e-4)
+
+
+# Keras pickles through np.array(variable): TensorFlow's __array__ predates NumPy 2's copy keyword
+@pytest.mark.filterwarnings("ignore:__array__ implementation doesn't accept a copy keyword:DeprecationWarning")
+def test_networks_pickle_with_their_weights():
+    x = np.random.default_rng(0).random((2, 4, 4, 2), np.float32)
+    for net in (nn.u_net(2, 1, levels=2, filters=2, periodic=True),
+                nn.invertible_net(2, 'conv_net', in_channels=2, layers=[3], batch_norm=True)):
+        np.testing.assert_array_equal(np.array(pickle.loads(pickle.dumps(net))(x)), np.array(net(x)))
 
 
 def _fit(net, optimizer, loss_function, x, steps=6) -> list[float]:

@@ -294,15 +294,24 @@ class CouplingBlock(keras.Model):
         return v1 + v2
 
 
+_CONSTRUCTORS = {'u_net': u_net, 'conv_net': conv_net, 'res_net': res_net, 'mlp': dense_res_block}
+
+
+@keras.saving.register_keras_serializable(package='lazyphi')
 class InvertibleNet(keras.Model):
     """Coupling blocks in a row, alternating which half of the input each transforms first.
 
     Called as `net(x)` or, to invert, `net(y, backward=True)` (`math.native_call(net, y, backward=True)`).
+    Networks made by a named constructor pickle (Keras rebuilds them from `get_config()`); others do not.
     """
 
-    def __init__(self, num_blocks: int, construct_net: Callable, construct_kwargs: dict) -> None:
-        super().__init__(name='invertible_net')
-        self.blocks = [CouplingBlock(construct_net, construct_kwargs, i % 2 == 0, f'coupling{i}')
+    def __init__(self, num_blocks: int, construct_net: str | Callable, construct_kwargs: dict, **kwargs: Any) -> None:
+        super().__init__(**{'name': 'invertible_net', **kwargs})
+        self.num_blocks = num_blocks
+        self.construct_net = construct_net
+        self.construct_kwargs = dict(construct_kwargs)
+        construct = _CONSTRUCTORS[construct_net] if isinstance(construct_net, str) else construct_net
+        self.blocks = [CouplingBlock(construct, construct_kwargs, i % 2 == 0, f'coupling{i}')
                        for i in range(num_blocks)]
 
     def call(self, x: Any, backward: bool = False) -> Any:
@@ -310,8 +319,12 @@ class InvertibleNet(keras.Model):
             x = block(x, backward=backward)
         return x
 
-
-_CONSTRUCTORS = {'u_net': u_net, 'conv_net': conv_net, 'res_net': res_net, 'mlp': dense_res_block}
+    def get_config(self) -> dict:
+        if not isinstance(self.construct_net, str):
+            raise NotImplementedError(f"An invertible net made by the function {self.construct_net!r} cannot be "
+                                      f"rebuilt from a config; make it with a named construct_net to pickle it")
+        return {'name': self.name, 'num_blocks': self.num_blocks, 'construct_net': self.construct_net,
+                'construct_kwargs': self.construct_kwargs}
 
 
 def invertible_net(num_blocks: int = 3, construct_net: str | Callable = 'u_net',
@@ -321,12 +334,10 @@ def invertible_net(num_blocks: int = 3, construct_net: str | Callable = 'u_net',
     `out_channels` default to their `in_channels`."""
     if not isinstance(num_blocks, int) or num_blocks < 1:
         raise ValueError(f"num_blocks must be a positive int, got {num_blocks!r}")
-    if isinstance(construct_net, str):
-        if construct_net not in _CONSTRUCTORS:
-            raise ValueError(f"construct_net={construct_net!r}; accepted: {', '.join(_CONSTRUCTORS)} or a function "
-                             f"returning a Keras model")
-        construct_net = _CONSTRUCTORS[construct_net]
-    elif not callable(construct_net):
+    if isinstance(construct_net, str) and construct_net not in _CONSTRUCTORS:
+        raise ValueError(f"construct_net={construct_net!r}; accepted: {', '.join(_CONSTRUCTORS)} or a function "
+                         f"returning a Keras model")
+    if not isinstance(construct_net, str) and not callable(construct_net):
         raise TypeError(f"construct_net must be a name or a function returning a Keras model, got {construct_net!r}")
     if 'in_channels' in construct_kwargs:
         construct_kwargs.setdefault('out_channels', construct_kwargs['in_channels'])
