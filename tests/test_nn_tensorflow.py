@@ -213,3 +213,8 @@ def test_bad_input_raises():
         nn.save_state([1, 2], 'x')
     with pytest.raises(TypeError, match='Keras model'):
         nn.get_parameters(lambda x: x)
+    with pytest.raises(TypeError, match='mlp layers must be a list'):
+        nn.mlp(1, 1, 4)
+    net = nn.mlp(1, 1, [])
+    with pytest.raises(ValueError, match='does not depend on any trainable variable'):
+        nn.update_weights(net, nn.adam(net), lambda x: math.sum(x, 'b'), math.ones(batch(b=2)))

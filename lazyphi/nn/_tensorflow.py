@@ -134,11 +134,15 @@ def update_weights(net: keras.Model, optimizer: keras.optimizers.Optimizer, loss
         output = loss_function(*loss_args, **loss_kwargs)
         loss = output[0] if isinstance(output, tuple) else output
         total = sum_(loss, loss.shape).native() if isinstance(loss, Tensor) else tf.reduce_sum(loss)
-    gradients = tape.gradient(total, variables)
+    # as torch: variables the loss does not depend on (gradient None) are left alone, weight decay included
+    pairs = [(g, v) for g, v in zip(tape.gradient(total, variables), variables, strict=True) if g is not None]
+    if not pairs:
+        raise ValueError(f"The loss of {getattr(loss_function, '__name__', loss_function)} does not depend on any "
+                         f"trainable variable of the network; call the network inside loss_function")
     decay = _L2_DECAY.get(optimizer)
     if decay:
-        gradients = [g + decay * v for g, v in zip(gradients, variables, strict=True)]
-    optimizer.apply_gradients(zip(gradients, variables, strict=True))
+        pairs = [(g + decay * v, v) for g, v in pairs]
+    optimizer.apply_gradients(pairs)
     return output
 
 

@@ -137,6 +137,8 @@ class _Builder:
 
 
 def _positive_ints(values: Sequence[int], what: str) -> list[int]:
+    if not isinstance(values, (tuple, list)):
+        raise TypeError(f"{what} must be a list or tuple of positive ints, got {values!r}")
     values = list(values)
     if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values):
         raise ValueError(f"{what} must be positive ints, got {values!r}")
