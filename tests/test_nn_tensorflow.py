@@ -213,6 +213,8 @@ def test_bad_input_raises():
         nn.save_state([1, 2], 'x')
     with pytest.raises(TypeError, match='Keras model'):
         nn.get_parameters(lambda x: x)
+    with pytest.raises(TypeError, match='Keras optimizer'):
+        nn.get_learning_rate('adam')
     with pytest.raises(TypeError, match='mlp layers must be a list'):
         nn.mlp(1, 1, 4)
     net = nn.mlp(1, 1, [])

@@ -32,6 +32,12 @@ def _check_network(net: Any) -> None:
         raise TypeError(f"Expected a Keras model (a network of lazyphi.nn on TensorFlow), got {type(net).__name__}")
 
 
+def _check_optimizer(optimizer: Any) -> None:
+    if not isinstance(optimizer, keras.optimizers.Optimizer):
+        raise TypeError(f"Expected a Keras optimizer (made by adam(), sgd(), adagrad() or rmsprop() on TensorFlow), "
+                        f"got {type(optimizer).__name__}")
+
+
 def _leaf_layers(layer: keras.layers.Layer, prefix: str):
     """`(name prefix, layer)` for the layers in `layer` that hold variables themselves, models descended into."""
     if isinstance(layer, keras.Model):
@@ -127,8 +133,7 @@ def update_weights(net: keras.Model, optimizer: keras.optimizers.Optimizer, loss
     """One step of `optimizer` along the gradient of the loss (summed over all its dims) by `net`'s trainable
     variables, taken with a `tf.GradientTape` (also through a `jit_compile`d `loss_function`)."""
     _check_network(net)
-    if not isinstance(optimizer, keras.optimizers.Optimizer):
-        raise TypeError(f"update_weights() takes a Keras optimizer, got {type(optimizer).__name__}")
+    _check_optimizer(optimizer)
     variables = net.trainable_variables
     with tf.GradientTape() as tape:
         output = loss_function(*loss_args, **loss_kwargs)
@@ -161,17 +166,20 @@ def _unsupported(name: str, value: float, optimizer: str) -> None:
 
 
 def adam(net: keras.Model, learning_rate: float, betas: tuple[float, float], epsilon: float) -> keras.optimizers.Adam:
+    """Keras' Adam with phiml's arguments (`betas` are `beta_1, beta_2`)."""
     return _built(keras.optimizers.Adam(learning_rate, beta_1=betas[0], beta_2=betas[1], epsilon=epsilon), net)
 
 
 def sgd(net: keras.Model, learning_rate: float, momentum: float, dampening: float, weight_decay: float,
         nesterov: bool) -> keras.optimizers.SGD:
+    """Keras' SGD; `weight_decay` as torch applies it, `dampening` only 0."""
     _unsupported('dampening', dampening, 'SGD')
     return _built(keras.optimizers.SGD(learning_rate, momentum=momentum, nesterov=nesterov), net, weight_decay)
 
 
 def adagrad(net: keras.Model, learning_rate: float, lr_decay: float, weight_decay: float,
             initial_accumulator_value: float, eps: float) -> keras.optimizers.Adagrad:
+    """Keras' Adagrad; `weight_decay` as torch applies it, `lr_decay` only 0."""
     _unsupported('lr_decay', lr_decay, 'Adagrad')
     optimizer = keras.optimizers.Adagrad(learning_rate, initial_accumulator_value=initial_accumulator_value,
                                          epsilon=eps)
@@ -180,13 +188,18 @@ def adagrad(net: keras.Model, learning_rate: float, lr_decay: float, weight_deca
 
 def rmsprop(net: keras.Model, learning_rate: float, alpha: float, eps: float, weight_decay: float, momentum: float,
             centered: bool) -> keras.optimizers.RMSprop:
+    """Keras' RMSprop (`alpha` is its `rho`); `weight_decay` as torch applies it."""
     optimizer = keras.optimizers.RMSprop(learning_rate, rho=alpha, momentum=momentum, epsilon=eps, centered=centered)
     return _built(optimizer, net, weight_decay)
 
 
 def set_learning_rate(optimizer: keras.optimizers.Optimizer, learning_rate: float) -> None:
+    """Assigns the optimizer's learning-rate variable."""
+    _check_optimizer(optimizer)
     optimizer.learning_rate = learning_rate
 
 
 def get_learning_rate(optimizer: keras.optimizers.Optimizer) -> float:
+    """The value of the optimizer's learning-rate variable."""
+    _check_optimizer(optimizer)
     return float(optimizer.learning_rate)
