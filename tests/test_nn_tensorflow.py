@@ -59,6 +59,24 @@ def test_get_parameters_names_and_dims():
     assert names[:2] == ['coupling0.s1.dense0.weight', 'coupling0.s1.dense0.bias'] and len(names) == 16
 
 
+class _AlikeNamed(tf.keras.Model):
+    """Two sub-networks of the same name, as a user may make them."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = tf.keras.Sequential([tf.keras.Input((2,)), tf.keras.layers.Dense(3, name='d')], name='same')
+        self.b = tf.keras.Sequential([tf.keras.Input((3,)), tf.keras.layers.Dense(2, name='d')], name='same')
+
+    def call(self, x):
+        return self.b(self.a(x))
+
+
+def test_get_parameters_of_alike_named_layers_numbers_them():
+    params = nn.get_parameters(_AlikeNamed())
+    assert {n: v.shape.sizes for n, v in params.items()} == {
+        'same.d.weight': (2, 3), 'same.d.bias': (3,), 'same.d.weight_1': (3, 2), 'same.d.bias_1': (2,)}
+
+
 def test_native_call_shapes():
     x = math.random_uniform(batch(b=3), spatial(x=8, y=4), channel(c=2))
     assert math.native_call(nn.u_net(2, 5, levels=2, filters=4), x).shape == batch(b=3) & spatial(x=8, y=4) & \

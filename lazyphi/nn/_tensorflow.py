@@ -61,12 +61,15 @@ def get_parameters(net: keras.Model) -> dict[str, Tensor]:
         for variable in layer.weights:
             if id(variable) not in trainable:
                 continue
-            # the path in the layer: after the layer's name in the variable's path (a layer holding layers of
-            # its own adds theirs), or the variable's name
-            _, found, inner = variable.path.rpartition(f'{layer.name}/')
-            name = prefix + (inner if found else variable.name).replace('/', '.')
+            # the path in the layer: what follows the layer's name in the variable's path (a layer holding layers
+            # of its own adds theirs), or the variable's name
+            parts = variable.path.split('/')
+            inner = parts[len(parts) - parts[::-1].index(layer.name):] if layer.name in parts else [variable.name]
+            name = prefix + '.'.join(inner)
             if name.endswith('.kernel'):
                 name = name[:-len('kernel')] + 'weight'
+            if name in result:  # layers a user named alike: numbered in order, so that none is left out
+                name = next(f'{name}_{i}' for i in range(1, len(result) + 2) if f'{name}_{i}' not in result)
             result[name] = _named_value(variable)
     return result
 
