@@ -17,6 +17,7 @@ Beyond NumPy: `jit_compile` (`tf.function`), gradients (`jacobian` with `tf.Grad
 (`tf.vectorized_map`) and `numpy_call` (`tf.numpy_function`).
 """
 
+import importlib
 import os
 
 # TensorFlow's C++ code logs INFO lines (CPU instruction sets, oneDNN) when imported; keep a user's own setting.
@@ -87,6 +88,11 @@ class TensorFlowBackend(Backend):
             return tensor
         with tf.device(device.ref):
             return tf.identity(tensor)
+
+    def nn_library(self) -> Any:
+        """The module of `lazyphi.nn` for TensorFlow networks (Keras models), `lazyphi.nn._tensorflow`."""
+        # looked up by name, as the registry finds backend modules: the backend layer does not import lazyphi.nn
+        return importlib.import_module('lazyphi.nn._tensorflow')
 
     # --- compilation, differentiation and control flow ---
 
