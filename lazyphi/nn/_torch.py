@@ -23,9 +23,9 @@ from typing import Any
 import torch
 from torch import nn, optim
 
-from .. import nn as public_api
 from ..backend.torch import TORCH
 from ..math import Tensor, channel, wrap
+from . import _api
 
 # Names are compared case-insensitively and without underscores: 'ReLU', 'relu', 'leaky_relu', 'LeakyReLU'.
 ACTIVATIONS: dict[str, type[nn.Module]] = {
@@ -343,7 +343,7 @@ def _dense_residual(in_channels: int, layers: Sequence[int], batch_norm: bool = 
 
 def _by_name(name: str) -> Callable[..., nn.Module]:
     """A network function of this module taking keyword arguments, with the defaults of the public one."""
-    public, build = getattr(public_api, name), globals()[name]
+    public, build = getattr(_api, name), globals()[name]
 
     def construct(**kwargs: Any) -> nn.Module:
         try:
