@@ -10,9 +10,9 @@ pickles them.
 """
 
 from ..math import use
+from ._api import Network as Network  # the type names, as in phiml.nn (not in __all__: they are typing.Any)
+from ._api import Optimizer as Optimizer
 from ._api import (
-    Network,
-    Optimizer,
     adagrad,
     adam,
     conv_classifier,
@@ -34,8 +34,6 @@ from ._api import (
 from ._train import StopTraining, TrainingState, train
 
 __all__ = [
-    'Network',
-    'Optimizer',
     'StopTraining',
     'TrainingState',
     'adagrad',
