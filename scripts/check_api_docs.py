@@ -9,7 +9,7 @@ import re
 import sys
 from pathlib import Path
 
-PAGES = {'math': 'api/math', 'backend': 'api/backend', 'dataclasses': 'api/dataclasses',
+PAGES = {'math': 'api/math', 'backend': 'api/backend', 'dataclasses': 'api/dataclasses', 'nn': 'api/nn',
          'parallel': 'api/parallel', 'storage': 'api/storage'}
 
 

@@ -1,12 +1,13 @@
 """The layer rule, checked on the source: each package imports only downward, and only public modules of others.
 
-Layers, bottom up: `_errors` and `_lazy` (PEP 562 helpers); `backend`; `math`; `storage` and `dataclasses`
-(siblings, neither imports the other); `parallel`; the top-level modules (`lazyphi/__init__.py`, `cli.py`,
+Layers, bottom up: `_errors` and `_lazy` (PEP 562 helpers); `backend`; `math`; `storage`, `dataclasses` and
+`nn` (siblings, none imports another); `parallel`; the top-level modules (`lazyphi/__init__.py`, `cli.py`,
 `cache.py`). A module may import its own package freely; from another package only public modules (no path
 part starting with `_`), except the shared `lazyphi._errors` and `lazyphi._lazy`. Module paths in string
 constants (`importlib.import_module('lazyphi...')`, PEP 562 tables) count as imports; the allowed references
-are `lazyphi.dataclasses` naming the parallel API of the reference's older layout, and `TensorClass` resolving
-`lazyphi.storage` on first use of its memmap methods. No lazyphi module is imported inside a function, except
+are `lazyphi.dataclasses` naming the parallel API of the reference's older layout, `TensorClass` resolving
+`lazyphi.storage` on first use of its memmap methods, and a backend's `nn_library()` finding its module of
+`lazyphi.nn`. No lazyphi module is imported inside a function, except
 under `if TYPE_CHECKING:`.
 """
 
@@ -20,10 +21,11 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / 'lazyphi'
-LAYERS = {'_errors': 0, '_lazy': 0, 'backend': 1, 'math': 2, 'storage': 3, 'dataclasses': 3, 'parallel': 4}
+LAYERS = {'_errors': 0, '_lazy': 0, 'backend': 1, 'math': 2, 'storage': 3, 'dataclasses': 3, 'nn': 3, 'parallel': 4}
 TOP = 5
-# the PEP 562 alias and TensorClass's memmap methods, resolved on first use, documented in docs/design.md
-ALLOWED_UPWARD = {('dataclasses', 'lazyphi.parallel'), ('dataclasses', 'lazyphi.storage')}
+# the PEP 562 alias, TensorClass's memmap methods and the backends' `nn_library()` (a plug-in lookup of the
+# library's lazyphi.nn module), resolved on first use, documented in docs/design.md
+ALLOWED_UPWARD = {('dataclasses', 'lazyphi.parallel'), ('dataclasses', 'lazyphi.storage'), ('backend', 'lazyphi.nn')}
 MODULE_PATH = re.compile(r'^\.?lazyphi(\.\w+)+$|^\.\.?\w+(\.\w+)*$')
 
 

@@ -2,10 +2,10 @@
 
 import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from kernels import use_this_interpreter
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK_DIR = ROOT / 'notebooks'
@@ -13,20 +13,6 @@ _SPEC = importlib.util.spec_from_file_location('executed_notebooks', ROOT / 'scr
 executed_notebooks = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(executed_notebooks)
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob('*.ipynb'))
-
-
-def _use_this_interpreter(tmp_path: Path, monkeypatch) -> None:
-    """Makes 'python3' name a kernel running this interpreter (e.g. the tox venv's), not whatever 'python3'
-    kernel spec happens to be installed on the machine: JUPYTER_PATH is searched before every other place."""
-    from jupyter_client.kernelspec import KernelSpecManager
-
-    spec_dir = tmp_path / 'jupyter' / 'kernels' / 'python3'
-    spec_dir.mkdir(parents=True)
-    spec = {'argv': [sys.executable, '-m', 'ipykernel_launcher', '-f', '{connection_file}'],
-            'display_name': 'Python 3 (test interpreter)', 'language': 'python'}
-    (spec_dir / 'kernel.json').write_text(json.dumps(spec))
-    monkeypatch.setenv('JUPYTER_PATH', str(tmp_path / 'jupyter'))
-    assert KernelSpecManager().get_kernel_spec('python3').argv[0] == sys.executable
 
 
 @pytest.mark.slow
@@ -37,10 +23,7 @@ def test_notebook_runs_without_errors(path, tmp_path, monkeypatch):
     pytest.importorskip('nbclient')
     pytest.importorskip('ipykernel')
     pytest.importorskip('matplotlib')
-    # the kernel imports matplotlib: keep its caches and config out of the user's home, and headless
-    monkeypatch.setenv('MPLCONFIGDIR', str(tmp_path / 'mpl'))
-    monkeypatch.setenv('MPLBACKEND', 'Agg')
-    _use_this_interpreter(tmp_path, monkeypatch)
+    use_this_interpreter(tmp_path, monkeypatch)
     # raises CellExecutionError, naming the cell, on the first cell that fails
     nb = nbformat.read(executed_notebooks.executed(path, timeout=300), as_version=4)
     errors = [output for cell in nb.cells for output in cell.get('outputs', []) if output.output_type == 'error']

@@ -17,8 +17,10 @@ than dense triangular ones, and `minimize` are left out, as in the NumPy backend
 """
 
 import functools
+import importlib
 import os
 from collections.abc import Callable, Sequence
+from types import ModuleType
 from typing import Any, ClassVar
 
 import torch
@@ -84,6 +86,14 @@ class TorchBackend(Backend):
                 native.element_size():
             return native.clone()
         return native
+
+    def nn_library(self) -> ModuleType:
+        """The module of `lazyphi.nn`'s networks and optimizers on torch.
+
+        Looked up by module path, as the registry finds backends by name: a plug-in lookup, so that the
+        backend layer imports nothing of the nn layer above it.
+        """
+        return importlib.import_module('lazyphi.nn._torch')
 
     # --- functions of functions ---
 
