@@ -1,12 +1,11 @@
 """Neural networks, optimizers and training on PyTorch, JAX and TensorFlow, with phiml.nn's names.
 
-Every function here hands the work to the network module of one machine-learning library:
-`lazyphi.nn._torch`, `lazyphi.nn._jax` or `lazyphi.nn._tensorflow`, found through the backend's
-`nn_library()`. Which library is used: the default backend's (`nn.use('torch')`, `math.use(...)`) if it is
-one of the three, else the one library of the three already loaded (a warning names the choice when
-several are). Networks are the library's own objects (a `torch.nn.Module`, a Keras model, a JAX network
-holding its parameters), so `math.native_call(net, x)` runs them on tensors, and they pickle as the library
-pickles them.
+Every function here hands the work to the network module of one machine-learning library: `lazyphi.nn._torch`,
+`lazyphi.nn._jax` or `lazyphi.nn._tensorflow`, found through the backend's `nn_library()`. Which library is used:
+the default backend's (`nn.use('torch')`, `math.use(...)`) if it is one of the three, else the one library of the
+three the program has imported (with several, a `RuntimeError` asks to choose with `nn.use(name)`). Networks are
+the library's own objects (a `torch.nn.Module`, a Keras model, a JAX network holding its parameters), so
+`math.native_call(net, x)` runs them on tensors, and they pickle as the library pickles them.
 """
 
 from ..math import use

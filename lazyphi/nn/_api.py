@@ -1,9 +1,10 @@
 """The public functions of `lazyphi.nn`, each handing its work to the network module of the library in use."""
 
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..backend import BACKENDS, default_backend
+from ..backend import BACKENDS, backend_by_name, default_backend
 from ..math import Tensor
 
 Network = Any
@@ -19,19 +20,20 @@ def _library():
     backend = default_backend()
     if backend.name in _LIBRARIES:
         return backend.nn_library()
-    loaded = [b for b in BACKENDS if b.name in _LIBRARIES]
+    # a library the program imported counts as loaded even before any of its values passed through lazyphi
+    loaded = [name for name in _LIBRARIES if any(b.name == name for b in BACKENDS) or name in sys.modules]
     if not loaded:
         raise RuntimeError(f"lazyphi.nn needs one of {', '.join(_LIBRARIES)}; none is loaded and the default "
                            f"backend is {backend.name}. Choose one with nn.use('torch'), nn.use('jax') or "
                            f"nn.use('tensorflow').")
     if len(loaded) > 1:
-        raise RuntimeError(f"lazyphi.nn cannot tell which library to use: {', '.join(b.name for b in loaded)} "
-                           f"are loaded and the default backend is {backend.name}. Choose one with nn.use(name).")
-    return loaded[0].nn_library()
+        raise RuntimeError(f"lazyphi.nn cannot tell which library to use: {', '.join(loaded)} are loaded and the "
+                           f"default backend is {backend.name}. Choose one with nn.use(name).")
+    return backend_by_name(loaded[0]).nn_library()
 
 
 def parameter_count(net: Network) -> int:
-    """The number of trainable and running-statistics values of `net`, as counted by `get_parameters()`."""
+    """The number of trainable values of `net`, as phiml counts (batch norms' running statistics are not)."""
     return sum(value.shape.volume for value in get_parameters(net).values())
 
 
