@@ -351,6 +351,46 @@ def _jacobian(f: Callable, wrt: Sequence[int], get_output: bool, is_f_scalar: bo
     return gradient_of_f
 
 
+def _hessian(f: Callable, wrt: Sequence[int], get_output: bool, get_gradient: bool) -> Callable:
+    """Hessians of `f`'s loss by the arguments at `wrt`, per entry of the batch (first) axis; see
+    `TorchBackend.hessian` for the arguments and results.
+
+    Entries are independent, so the derivative of the gradient along a parameter direction set in every entry at
+    once gives that column of each entry's Hessian: one forward-mode product per parameter, mapped with `vmap`.
+    """
+    wrt = tuple(wrt)
+
+    def hessian_of_f(*args: Any) -> tuple:
+        args = [_differentiable(a) if i in wrt else a for i, a in enumerate(args)]
+
+        def loss_of(*variables: Any) -> tuple:
+            replaced = list(args)
+            for i, v in zip(wrt, variables, strict=True):
+                replaced[i] = v
+            loss, output = f(*replaced)
+            return jnp.sum(loss), output
+        gradient = jax.grad(loss_of, argnums=tuple(range(len(wrt))), has_aux=True)
+        variables = [jnp.asarray(args[i]) for i in wrt]
+        gradients, output = gradient(*variables)
+        columns = []
+        for j, v in enumerate(variables):
+            batch, params = v.shape[0], v.shape[1:]
+
+            def column(k: Any, j: int = j, v: Any = v, batch: int = batch, params: tuple = params) -> tuple:
+                direction = jnp.broadcast_to(jax.nn.one_hot(k, v[0].size, dtype=v.dtype).reshape(params), v.shape)
+                tangents = [direction if m == j else jnp.zeros_like(u) for m, u in enumerate(variables)]
+                return jax.jvp(lambda *u: gradient(*u)[0], variables, tangents)[1]
+            columns.append(jax.vmap(column)(jnp.arange(v[0].size)))  # per argument i: (columns, batch, *params_i)
+        hessian = tuple(tuple(jnp.moveaxis(columns[j][i], 0, -1).reshape(*g.shape, *variables[j].shape[1:])
+                              for j in range(len(wrt))) for i, g in enumerate(gradients))
+        result = (tuple(output) if isinstance(output, tuple | list) else (output,),) if get_output else ()
+        if get_gradient:
+            result += (tuple(gradients),)
+        return (*result, hessian)
+    hessian_of_f.__name__ = f"hessian_of_{getattr(f, '__name__', 'f')}"
+    return hessian_of_f
+
+
 def _cotangent(gradient: Any, primal: Any) -> Any:
     """The gradient `jax.custom_vjp` expects for `primal`: `float0` zeros for integers, zeros for `None`."""
     primal = jnp.asarray(primal)
@@ -430,6 +470,9 @@ OPS: dict[str, Callable] = {
     'jit_compile': jax.jit,
     'jacobian': _jacobian,
     'jit_compile_grad': lambda f, wrt, get_output, is_f_scalar: jax.jit(_jacobian(f, wrt, get_output, is_f_scalar)),
+    'hessian': _hessian,
+    'jit_compile_hessian': lambda f, wrt, get_output, get_gradient: jax.jit(_hessian(f, wrt, get_output,
+                                                                                     get_gradient)),
     'custom_gradient': _custom_gradient,
     'stop_gradient': lax.stop_gradient,
     'numpy_call': _numpy_call,

@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from .._errors import UnsupportedDType
+from . import _torch_sparse as sparse
 from ._dtype import DType, inexact_type
 from ._numpy import NUMPY
 from ._precision import get_precision
@@ -609,6 +610,9 @@ OPS: dict[str, Callable] = {
     'size': lambda tensor: tensor.numel() if isinstance(tensor, torch.Tensor) else np.size(tensor),
     'is_module': lambda obj: isinstance(obj, torch.nn.Module),
     'is_sparse': lambda x: isinstance(x, torch.Tensor) and x.layout != torch.strided,
+    'get_sparse_format': sparse.get_sparse_format,
+    'disassemble': sparse.disassemble,
+    'variable': lambda value: torch.nn.Parameter(as_tensor(value)),
     'prefers_channels_last': lambda: False,
     'stop_gradient': lambda value: value.detach() if isinstance(value, torch.Tensor) else value,
     'numpy_call': _numpy_call,
@@ -669,9 +673,16 @@ OPS: dict[str, Callable] = {
     # --- linear algebra and signals ---
     'tensordot': _tensordot,
     'einsum': torch.einsum,
-    'mul_matrix_batched_vector': lambda matrix, vector: torch.matmul(matrix, vector[..., None])[..., 0],
+    'mul_matrix_batched_vector': sparse.mul_matrix_batched_vector,
     'conv': _conv,
     'solve_triangular_dense': _solve_triangular_dense,
+    # --- sparse matrices ---
+    'sparse_coo_tensor': sparse.sparse_coo_tensor,
+    'sparse_coo_tensor_batched': sparse.sparse_coo_tensor_batched,
+    'csr_matrix': sparse.csr_matrix,
+    'csr_matrix_batched': sparse.csr_matrix,  # the batch axis of the parts makes a batch of matrices
+    'csc_matrix': sparse.csc_matrix,
+    'csc_matrix_batched': sparse.csc_matrix,
     'fft': _fourier(torch.fft.fftn),
     'ifft': _fourier(torch.fft.ifftn),
     'svd': lambda matrix, full_matrices=True: tuple(torch.linalg.svd(matrix, full_matrices=full_matrices)),

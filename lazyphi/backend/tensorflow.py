@@ -124,6 +124,36 @@ class TensorFlowBackend(Backend):
         gradient_of_f.__name__ = f"gradient_of_{getattr(f, '__name__', 'f')}"
         return gradient_of_f
 
+    def hessian(self, f: Callable, wrt: Sequence[int], get_output: bool, get_gradient: bool) -> Callable:
+        """Hessians of `f`'s loss by `args[i]`, `i in wrt`, per entry of the batch (first) axis, with nested
+        `tf.GradientTape`s; see `TorchBackend.hessian` for the arguments and results."""
+        def hessian_of_f(*args: Any) -> tuple:
+            args = [self._differentiable(a) if i in wrt else a for i, a in enumerate(args)]
+            sources = [args[i] for i in wrt]
+            zero = tf.UnconnectedGradients.ZERO
+            with tf.GradientTape(persistent=True, watch_accessed_variables=False) as outer:
+                for source in sources:
+                    outer.watch(source)
+                with tf.GradientTape(watch_accessed_variables=False) as inner:
+                    for source in sources:
+                        inner.watch(source)
+                    loss, output = f(*args)
+                gradients = inner.gradient(loss, sources, unconnected_gradients=zero)
+            # entries are independent: the batch Jacobian of an entry's gradient is that entry's Hessian
+            hessian = tuple(tuple(outer.batch_jacobian(g, s, unconnected_gradients=zero) for s in sources)
+                            for g in gradients)
+            del outer
+            result = (tuple(output) if isinstance(output, tuple | list) else (output,),) if get_output else ()
+            if get_gradient:
+                result += (tuple(gradients),)
+            return (*result, hessian)
+        hessian_of_f.__name__ = f"hessian_of_{getattr(f, '__name__', 'f')}"
+        return hessian_of_f
+
+    def jit_compile_hessian(self, f: Callable, wrt: Sequence[int], get_output: bool, get_gradient: bool) -> Callable:
+        """`hessian(f, ...)` traced into a TensorFlow graph."""
+        return self.jit_compile(self.hessian(f, wrt, get_output, get_gradient))
+
     def _differentiable(self, value: Any) -> Any:
         value = to_native(value)
         return self.to_float(value) if self.dtype(value).kind in (bool, int) else value
