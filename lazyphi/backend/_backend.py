@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from . import _linear_solvers
+from . import _linear_solvers, _minimize
 from ._device import ComputeDevice
 from ._dtype import DType, combine_types
 from ._precision import get_precision
@@ -50,7 +50,7 @@ NATIVE_OPS = frozenset({
     'sparse_coo_tensor', 'sparse_coo_tensor_batched', 'csr_matrix', 'csr_matrix_batched', 'csc_matrix',
     'csc_matrix_batched', 'mul_coo_dense', 'mul_csr_dense', 'coo_to_dense', 'csr_to_coo', 'csr_to_dense',
     # solvers (the iterative linear ones are compositions, below)
-    'matrix_solve_least_squares', 'solve_triangular_dense', 'solve_triangular_sparse', 'minimize',
+    'matrix_solve_least_squares', 'solve_triangular_dense', 'solve_triangular_sparse',
 })
 
 
@@ -660,6 +660,27 @@ class Backend:
         if poly_order != 1:
             raise ValueError(f"bi_conjugate_gradient offers poly_order=1 (BiCGStab) only, got {poly_order!r}")
         return _linear_solvers.iterative_solve(self, 'biCG-stab', lin, y, x0, rtol, atol, max_iter, pre)
+
+    @_composite('jacobian', 'numpy', 'as_tensor', 'cast', 'dtype', 'sum', 'is_tensor')
+    def minimize(self, method: str, f: Callable, x0: Any, atol: Any, max_iter: Any,
+                 trj: bool) -> _linear_solvers.SolveResult | list:
+        """Minimises `f` from `x0 (batch, parameters)`: a `scipy.optimize.minimize` run per batch entry (in threads,
+        each evaluation of `f` covering all entries waiting for one), the gradients from `jacobian`.
+
+        Args:
+            method: 'auto' (= 'L-BFGS-B'), a SciPy method taking gradients ('L-BFGS-B', 'BFGS', 'CG', 'SLSQP',
+                'trust-constr') or one without ('Nelder-Mead', 'Powell', 'COBYLA').
+            f: Takes parameters `(batch, parameters)` and returns the losses `(batch,)`; entries are independent.
+            x0: The initial parameters `(batch, parameters)`.
+            atol: SciPy's `tol`, per entry `(batch,)` or one number.
+            max_iter: The most iterations, per entry `(batch,)` (or the last row of `(checkpoints, batch)`).
+            trj: Whether to return the trajectory: a `SolveResult` for the start and each iteration.
+
+        Returns:
+            A `SolveResult` with `x (batch, parameters)` and the final losses as `residual (batch,)`, or a list of
+            them with `trj`.
+        """
+        return _minimize.minimize(self, method, f, x0, atol, max_iter, trj)
 
     @_composite('copy')
     def copy_leaves(self, tree: Any, only_mutable: bool = False) -> Any:

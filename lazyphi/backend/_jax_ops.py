@@ -20,6 +20,7 @@ from jax.core import Tracer
 from jax.scipy import special
 from jax.scipy.ndimage import map_coordinates
 
+from . import _jax_sparse as sparse
 from ._dtype import DType, from_numpy_dtype, inexact_type, to_numpy_dtype
 from ._numpy import NUMPY
 from ._numpy_like import complex_dtype, float_dtype, numpy_like_ops
@@ -301,7 +302,9 @@ def _grid_sample(grid: Any, coordinates: Any, extrapolation: str) -> Any:
 # --- linear algebra and signals ---
 
 def _mul_matrix_batched_vector(matrix: Any, vector: Any) -> jax.Array:
-    """Multiplies `matrix (rows, cols)` or `(batch, rows, cols)` with `vector (batch, cols)`."""
+    """Multiplies `matrix (rows, cols)`, dense or sparse, or `(batch, rows, cols)` with `vector (batch, cols)`."""
+    if sparse.is_sparse(matrix):
+        return sparse.sparse_times_vector(matrix, vector)
     return jnp.matmul(matrix, jnp.asarray(vector)[..., None], precision=_HIGHEST)[..., 0]
 
 
@@ -502,6 +505,15 @@ OPS: dict[str, Callable] = {
     'mul_matrix_batched_vector': _mul_matrix_batched_vector,
     'conv': _conv,
     'solve_triangular_dense': _solve_triangular_dense,
+    # --- sparse matrices (JAX has no variables: its arrays are values) ---
+    'is_sparse': sparse.is_sparse,
+    'get_sparse_format': sparse.get_sparse_format,
+    'disassemble': sparse.disassemble,
+    'sparse_coo_tensor': sparse.sparse_coo_tensor,
+    'sparse_coo_tensor_batched': sparse.sparse_coo_tensor_batched,
+    'csr_matrix': sparse.csr_matrix,
+    'csr_matrix_batched': sparse.csr_matrix,  # the batch axis of the parts makes a batch of matrices
+    'csc_matrix': sparse.csc_matrix,
     'erf': special.erf,
     'log_gamma': special.gammaln,
     'gamma_inc_l': special.gammainc,

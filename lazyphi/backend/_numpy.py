@@ -268,12 +268,14 @@ def _solve_triangular_sparse(matrix: Any, rhs: Any, lower: bool, unit_diagonal: 
     if dtype == np.float16:  # SuperLU has no float16 solver
         dtype = np.dtype(np.float32)
     solve = _SPARSE['solve_triangular'].load()
-    result = solve(matrix.tocsr().astype(dtype), np.asarray(rhs, dtype).T, lower=lower, unit_diagonal=unit_diagonal)
+    triangle = _SPARSE['tril' if lower else 'triu'].load()(matrix, format='csr')  # SciPy reads the other one too
+    result = solve(triangle.astype(dtype), np.asarray(rhs, dtype).T, lower=lower, unit_diagonal=unit_diagonal)
     return np.asarray(result, dtype).T
 
 
 _SPARSE = {'coo': LazyFunction('scipy.sparse', 'coo_matrix'), 'csr': LazyFunction('scipy.sparse', 'csr_matrix'),
            'csc': LazyFunction('scipy.sparse', 'csc_matrix'),
+           'tril': LazyFunction('scipy.sparse', 'tril'), 'triu': LazyFunction('scipy.sparse', 'triu'),
            'solve_triangular': LazyFunction('scipy.sparse.linalg', 'spsolve_triangular')}
 _SHARED = numpy_like_ops(np)
 _mul_dense_matrix_batched_vector = _SHARED['mul_matrix_batched_vector']

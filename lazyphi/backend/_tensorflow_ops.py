@@ -12,6 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from . import _tensorflow_compositions as compositions
+from . import _tensorflow_sparse as sparse
 from ._dtype import DType, to_numpy_dtype
 from ._numpy import NUMPY
 from ._precision import get_precision
@@ -301,6 +302,11 @@ OPS: dict[str, Callable] = {
     'shape': shape,
     'is_module': lambda obj: isinstance(obj, tf.Module),
     'is_sparse': lambda x: isinstance(x, tf.SparseTensor),
+    'get_sparse_format': lambda x: 'coo' if isinstance(x, tf.SparseTensor) else 'dense',
+    'disassemble': sparse.disassemble,
+    'sparse_coo_tensor': sparse.sparse_coo_tensor,
+    'sparse_coo_tensor_batched': sparse.sparse_coo_tensor_batched,
+    'variable': lambda value: tf.Variable(as_tensor(value)),
     'prefers_channels_last': lambda: True,
     'stop_gradient': tf.stop_gradient,
     'numpy_call': _numpy_call,
@@ -362,7 +368,7 @@ OPS: dict[str, Callable] = {
     # --- linear algebra and signals ---
     'tensordot': compositions.tensordot,
     'einsum': lambda equation, *tensors: tf.einsum(equation, *common(tensors)),
-    'mul_matrix_batched_vector': compositions.mul_matrix_batched_vector,
+    'mul_matrix_batched_vector': sparse.mul_matrix_batched_vector,
     'conv': compositions.conv,
     'solve_triangular_dense': compositions.solve_triangular_dense,
     'fft': compositions.fourier({1: tf.signal.fft, 2: tf.signal.fft2d, 3: tf.signal.fft3d}),

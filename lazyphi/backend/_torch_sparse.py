@@ -4,6 +4,7 @@ Only `lazyphi.backend.torch` imports this module (through `_torch_ops`). Indices
 integer type of the index parts (CSR, CSC); values keep their data type. Matrices land on the device of `values`.
 """
 
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -36,7 +37,7 @@ def sparse_coo_tensor(indices: Any, values: Any, shape: Sequence[int]) -> torch.
     """A COO tensor of `values (nnz, dense...)` at `indices (nnz, len(shape))`; repeated indices add up."""
     values = _native(values)
     indices = _native(indices, values.device).to(torch.int64)
-    return torch.sparse_coo_tensor(indices.T, values, tuple(shape) + tuple(values.shape[1:]))
+    return torch.sparse_coo_tensor(indices.T, values, tuple(shape) + tuple(values.shape[1:]), check_invariants=True)
 
 
 def sparse_coo_tensor_batched(indices: Any, values: Any, shape: Sequence[int]) -> torch.Tensor:
@@ -47,26 +48,28 @@ def sparse_coo_tensor_batched(indices: Any, values: Any, shape: Sequence[int]) -
     entry = torch.arange(batch, device=values.device).repeat_interleave(nnz)[None]
     flat = torch.cat([entry, indices.permute(1, 0, 2).reshape(dims, batch * nnz)])
     return torch.sparse_coo_tensor(flat, values.reshape(batch * nnz, *values.shape[2:]),
-                                   (batch, *shape, *values.shape[2:]))
+                                   (batch, *shape, *values.shape[2:]), check_invariants=True)
+
+
+def _compressed(make: Callable, pointers: Any, indices: Any, values: Any, shape: Sequence[int]) -> torch.Tensor:
+    values = _native(values)
+    pointers, indices = _index_parts(pointers, indices, device=values.device)
+    batch = tuple(indices.shape[:-1])
+    with warnings.catch_warnings():  # torch says once per process that compressed layouts are in beta
+        warnings.filterwarnings('ignore', message='Sparse (CSR|CSC) tensor support is in beta', category=UserWarning)
+        return make(pointers, indices, values, batch + tuple(shape) + tuple(values.shape[len(batch) + 1:]),
+                    check_invariants=True)
 
 
 def csr_matrix(column_indices: Any, row_pointers: Any, values: Any, shape: Sequence[int]) -> torch.Tensor:
     """A CSR matrix; with a leading batch axis on every part, a batch of them `(batch, rows, cols)`. Values may
     have trailing dense axes `(..., nnz, dense...)`."""
-    values = _native(values)
-    pointers, columns = _index_parts(row_pointers, column_indices, device=values.device)
-    batch = tuple(columns.shape[:-1])
-    return torch.sparse_csr_tensor(pointers, columns, values, batch + tuple(shape) + tuple(values.shape[len(batch)
-                                                                                                       + 1:]))
+    return _compressed(torch.sparse_csr_tensor, row_pointers, column_indices, values, shape)
 
 
 def csc_matrix(column_pointers: Any, row_indices: Any, values: Any, shape: Sequence[int]) -> torch.Tensor:
     """A CSC matrix; with a leading batch axis on every part, a batch of them `(batch, rows, cols)`."""
-    values = _native(values)
-    pointers, rows = _index_parts(column_pointers, row_indices, device=values.device)
-    batch = tuple(rows.shape[:-1])
-    return torch.sparse_csc_tensor(pointers, rows, values, batch + tuple(shape) + tuple(values.shape[len(batch)
-                                                                                                     + 1:]))
+    return _compressed(torch.sparse_csc_tensor, column_pointers, row_indices, values, shape)
 
 
 def disassemble(x: Any) -> tuple[Callable, tuple]:
