@@ -438,23 +438,23 @@ def test_composite_errors_name_the_problem():
 # --- supports() and missing operations ---
 
 @pytest.mark.parametrize('feature', ['add', 'divide_no_nan', 'get_device', 'erf', 'grid_sample', 'conv', 'name',
-                                     'solve_triangular_dense',
-                                     NUMPY.concat, NUMPY.tile_to, Backend.fft, np.absolute])
+                                     'solve_triangular_dense', 'csr_matrix', 'sparse_coo_tensor', 'linear_solve',
+                                     'conjugate_gradient', 'bi_conjugate_gradient', 'solve_triangular_sparse',
+                                     NUMPY.concat, NUMPY.tile_to, Backend.fft, np.absolute, NUMPY.csr_matrix])
 def test_supports_implemented_operations(feature):
     assert NUMPY.supports(feature)
 
 
-@pytest.mark.parametrize('feature', ['csr_matrix', 'sparse_coo_tensor', 'linear_solve',
-                                     'conjugate_gradient', 'bi_conjugate_gradient', 'solve_triangular_sparse',
-                                     'minimize', 'jacobian', 'hessian', 'jit_compile',
-                                     'custom_gradient', 'variable', Backend.sparse_coo_tensor, NUMPY.csr_matrix])
+@pytest.mark.parametrize('feature', ['minimize', 'jacobian', 'hessian', 'jit_compile_hessian', 'jit_compile',
+                                     'custom_gradient', 'variable', 'sparse_coo_tensor_batched', 'csr_matrix_batched',
+                                     Backend.hessian, NUMPY.variable])
 def test_supports_is_false_for_left_out_operations(feature):
     assert not NUMPY.supports(feature)
 
 
 def test_missing_operation_raises_not_implemented_naming_backend_and_op():
-    with pytest.raises(NotImplementedError, match="Backend 'numpy' does not implement 'csr_matrix'"):
-        NUMPY.csr_matrix(None, None, None, (2, 2))
+    with pytest.raises(NotImplementedError, match="Backend 'numpy' does not implement 'csr_matrix_batched'"):
+        NUMPY.csr_matrix_batched(None, None, None, (2, 2))
     with pytest.raises(NotImplementedError, match="Backend 'object' does not implement 'add'"):
         OBJECTS.add('a', 'b')
     assert not OBJECTS.supports('divide_no_nan')  # a composition of operations OBJECTS lacks
@@ -489,6 +489,10 @@ def test_import_loads_no_heavy_library_and_scipy_only_on_first_use():
         backend.NUMPY.erf(0.5)
         import scipy.special
         assert backend.NUMPY.erf is scipy.special.erf
+        assert 'scipy.sparse' not in sys.modules and not backend.NUMPY.is_sparse(backend.NUMPY.zeros((2, 2)))
+        assert backend.NUMPY.get_sparse_format(backend.NUMPY.zeros((2, 2))) == 'dense'
+        assert 'scipy.sparse' not in sys.modules
+        assert backend.NUMPY.is_sparse(backend.NUMPY.csr_matrix([1], [0, 1], [2.0], (1, 1)))
     """)
     subprocess.run([sys.executable, '-c', code], check=True, cwd=os.path.dirname(os.path.dirname(__file__)))
 
