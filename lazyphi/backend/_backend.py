@@ -645,7 +645,8 @@ class Backend:
     def conjugate_gradient_adaptive(self, lin: Any, y: Any, x0: Any, rtol: Any, atol: Any, max_iter: Any,
                                     pre: Any) -> _linear_solvers.SolveResult:
         """Conjugate gradients measuring each step against the residual (Hestenes and Stiefel's variant, phiml's
-        'CG-adaptive'), which also settles many nearly symmetric systems; see `linear_solve`."""
+        'CG-adaptive'), which also settles many nearly symmetric systems; see `linear_solve`. With a preconditioner
+        it runs the preconditioned `conjugate_gradient`, as phiml does."""
         return _linear_solvers.iterative_solve(self, 'CG-adaptive', lin, y, x0, rtol, atol, max_iter, pre)
 
     @_composite(*_ITERATIVE_SOLVER_OPS)

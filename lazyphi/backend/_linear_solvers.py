@@ -113,10 +113,13 @@ def iterative_solve(b: Any, method: str, lin: Any, y: Any, x0: Any, rtol: Any, a
 
     A batch entry has converged when `|y - lin(x)|^2 <= max(rtol^2 * reference, atol^2)`, the reference being the
     initial squared residual for 'CG' (its preconditioned measure with `pre`) and `|y|^2` for the others.
-    'CG-adaptive' and 'biCG-stab' take `pre` from the right: they solve `lin(pre(u)) = y - lin(x0)` for `u`
-    and return `x = x0 + pre(u)`, whose residual is the residual of that system.
+    With `pre`, 'CG-adaptive' runs the preconditioned CG, as phiml does (a preconditioner from the right would make
+    the operator unsymmetric, which costs adaptive CG many iterations); 'biCG-stab' takes it from the right: it
+    solves `lin(pre(u)) = y - lin(x0)` for `u` and returns `x = x0 + pre(u)`, whose residual is that system's.
     """
     precondition = _preconditioner(pre)
+    if method == 'CG-adaptive' and precondition is not None:
+        method = 'CG'
     y, x0 = b.auto_cast(b.to_float(y), b.to_float(x0))
     dtype = b.dtype(y)
     batch = b.determine_size([y, x0], 0)
@@ -137,7 +140,7 @@ def iterative_solve(b: Any, method: str, lin: Any, y: Any, x0: Any, rtol: Any, a
         return b.sum(u * v, -1, True)
 
     operator = apply
-    right = precondition is not None and method != 'CG'
+    right = precondition is not None and method == 'biCG-stab'
     if right:  # x = x0 + pre(u) with lin(pre(u)) = r0
         start = x0
         operator = lambda u: apply(precondition(u))  # noqa: E731
