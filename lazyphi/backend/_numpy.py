@@ -3,6 +3,11 @@
 Its table is the one shared with JAX (`numpy_like_ops(numpy)`, mostly NumPy's functions themselves) plus the
 entries below, which adapt NumPy where the backend signature differs. SciPy is imported only when one of its
 functions is first called.
+
+Sparse matrices are SciPy's COO, CSR and CSC matrices (`scipy.sparse`, triangular solves by
+`scipy.sparse.linalg.spsolve_triangular`); the iterative linear solvers are the base class's. Left out, as NumPy
+cannot differentiate: `jacobian`, `hessian` and their compiled forms, `minimize` (it takes gradients) and
+`variable`; and the batched sparse constructors, as SciPy's sparse matrices have two dims.
 """
 
 import itertools

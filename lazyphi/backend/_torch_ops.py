@@ -540,6 +540,16 @@ def _solve_triangular_dense(matrix: Any, rhs: Any, lower: bool, unit_diagonal: b
     return torch.linalg.solve_triangular(matrix, rhs[..., None], upper=not lower, unitriangular=unit_diagonal)[..., 0]
 
 
+def _solve_triangular_sparse(matrix: torch.Tensor, rhs: Any, lower: bool, unit_diagonal: bool) -> torch.Tensor:
+    """Solves the sparse triangular `matrix (rows, cols) @ x = rhs (batch, rows)` for `x (batch, cols)`, reading only
+    the triangle named (`torch.triangular_solve` is torch's solver that takes CSR matrices); float16 gives float32."""
+    dtype = inexact_type(_dtype(matrix), _dtype(rhs))
+    dtype = _torch_dtype(DType(float, 32) if dtype == DType(float, 16) else dtype)
+    rows = sparse.compressed_rows(matrix.to(dtype))
+    return torch.triangular_solve(as_tensor(rhs).to(dtype).T, rows, upper=not lower,
+                                  unitriangular=unit_diagonal).solution.T
+
+
 _CONVOLUTIONS = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
 
 
@@ -676,6 +686,7 @@ OPS: dict[str, Callable] = {
     'mul_matrix_batched_vector': sparse.mul_matrix_batched_vector,
     'conv': _conv,
     'solve_triangular_dense': _solve_triangular_dense,
+    'solve_triangular_sparse': _solve_triangular_sparse,
     # --- sparse matrices ---
     'sparse_coo_tensor': sparse.sparse_coo_tensor,
     'sparse_coo_tensor_batched': sparse.sparse_coo_tensor_batched,

@@ -72,6 +72,15 @@ def csc_matrix(column_pointers: Any, row_indices: Any, values: Any, shape: Seque
     return _compressed(torch.sparse_csc_tensor, column_pointers, row_indices, values, shape)
 
 
+def compressed_rows(matrix: torch.Tensor) -> torch.Tensor:
+    """A sparse `matrix` in the CSR layout."""
+    if matrix.layout == torch.sparse_csr:
+        return matrix
+    with warnings.catch_warnings():
+        warnings.filterwarnings('ignore', message='Sparse CSR tensor support is in beta', category=UserWarning)
+        return matrix.to_sparse_csr()
+
+
 def disassemble(x: Any) -> tuple[Callable, tuple]:
     """`assemble(backend, *parts)` and the parts of `x`: (indices (nnz, 2), values) of a COO tensor (coalesced,
     so repeats are summed), (values, column indices, row pointers) of CSR, (values, row indices, column pointers)

@@ -9,12 +9,14 @@ entries first cast their operands to the types NumPy's ufunc would pick (`ufunc.
 `_tensorflow_types`), and reductions accumulate small integers in 64 bits as NumPy does. What TensorFlow lacks
 (quantiles, sorted `unique`, histograms, FFTs over arbitrary axes, edge and periodic padding, ...) is composed of
 TensorFlow operations in the operation table (`_tensorflow_ops`); no operation passes data through NumPy except
-`numpy_call`, whose purpose that is. Left out, as in the NumPy backend: sparse matrices, linear solvers other
-than dense triangular ones, and `minimize`; also `hessian`.
+`numpy_call`, whose purpose that is. Sparse matrices are `tf.SparseTensor`s (`_tensorflow_sparse`); left out are
+`csr_matrix`, `csc_matrix` and their batched forms (TensorFlow has no public compressed sparse type) and
+`solve_triangular_sparse` (nor a sparse triangular solve). The iterative linear solvers and `minimize` are the base
+class's.
 
-Beyond NumPy: `jit_compile` (`tf.function`), gradients (`jacobian` with `tf.GradientTape`, `custom_gradient`,
-`stop_gradient`), `while_loop` (`tf.while_loop`, also in compiled functions), `vectorized_call`
-(`tf.vectorized_map`) and `numpy_call` (`tf.numpy_function`).
+Beyond NumPy: `jit_compile` (`tf.function`), gradients (`jacobian` with `tf.GradientTape`, `hessian` with nested
+tapes, `custom_gradient`, `stop_gradient`), `variable` (`tf.Variable`), `while_loop` (`tf.while_loop`, also in
+compiled functions), `vectorized_call` (`tf.vectorized_map`) and `numpy_call` (`tf.numpy_function`).
 """
 
 import os

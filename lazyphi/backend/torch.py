@@ -12,8 +12,13 @@ current precision, and tensors created by the backend land on the default device
 What NumPy cannot do: gradients (`jacobian`, `custom_gradient`, `stop_gradient`), vectorisation with
 `torch.vmap` (`vectorized_call`) and calling NumPy code from torch (`numpy_call`). `jit_compile` runs
 functions eagerly: `torch.compile` takes seconds to compile per shape and fails on many CPU setups, which
-costs more than it saves for the array sizes lazyphi hands to one call. Sparse matrices, linear solvers other
-than dense triangular ones, and `minimize` are left out, as in the NumPy backend.
+costs more than it saves for the array sizes lazyphi hands to one call (so do `jit_compile_grad` and
+`jit_compile_hessian`). `hessian` differentiates autograd's gradient once per parameter; `variable` makes a
+`torch.nn.Parameter`.
+
+Sparse matrices are torch's COO, CSR and CSC layouts, batched ones included (`_torch_sparse`); the iterative
+linear solvers and `minimize` (SciPy, gradients by autograd) are the base class's; `solve_triangular_sparse` runs
+`torch.triangular_solve`, the one torch solver that takes CSR matrices.
 """
 
 import functools
