@@ -115,6 +115,20 @@ def test_solver_errors_name_the_problem():
         NUMPY.conjugate_gradient(*arguments, ITERATIONS, 'jacobi')
 
 
+def test_sparse_natives_are_tensors_that_go_to_numpy_as_scipy_matrices(backend):
+    t = native_converter(backend)
+    made = [backend.sparse_coo_tensor(*map(t, SPARSE_COO), (4, 3))]
+    if backend.supports('csr_matrix'):
+        made.append(backend.csr_matrix(*map(t, SPARSE_CSR), (4, 3)))
+    for matrix in made:
+        assert backend.is_tensor(matrix, True) and backend.is_sparse(matrix)
+        assert tuple(backend.staticshape(matrix)) == (4, 3)
+        on_host = backend.numpy(matrix)
+        assert NUMPY.is_sparse(on_host) and NUMPY.get_sparse_format(on_host) == backend.get_sparse_format(matrix)
+        np.testing.assert_array_equal(on_host.toarray(), SPARSE)
+    assert not backend.is_sparse(t(RHS)) and backend.get_sparse_format(t(RHS)) == 'dense'
+
+
 # --- what NumPy lacks, on each backend that has it ---
 
 def _loss(b):

@@ -22,7 +22,7 @@ from jax.scipy.ndimage import map_coordinates
 
 from . import _jax_sparse as sparse
 from ._dtype import DType, from_numpy_dtype, inexact_type, to_numpy_dtype
-from ._numpy import NUMPY
+from ._numpy import NUMPY, sparse_to_scipy
 from ._numpy_like import complex_dtype, float_dtype, numpy_like_ops
 from ._precision import get_precision
 
@@ -37,7 +37,7 @@ _placement: jax.Device | None = None  # where created arrays go; None: JAX's def
 # --- tensors, types and devices ---
 
 def _is_tensor(x: Any, only_native: bool = False) -> bool:
-    if isinstance(x, jax.Array):  # tracers included
+    if isinstance(x, jax.Array) or sparse.is_sparse(x):  # tracers included
         return True
     if only_native:
         return False
@@ -450,6 +450,11 @@ def _solve_triangular_dense(matrix: Any, rhs: Any, lower: bool, unit_diagonal: b
                                        unit_diagonal=unit_diagonal)[..., 0]
 
 
+def _numpy(x: Any) -> Any:
+    """`x` as a NumPy array; sparse matrices as SciPy's, as phiml gives them."""
+    return sparse_to_scipy(x, sparse.disassemble, _numpy) if sparse.is_sparse(x) else np.asarray(x)
+
+
 def _gather(values: Any, indices: Any, axis: int | None = None) -> jax.Array:
     """Like `numpy.take`; `indices` may also be a Python list or tuple, which `jnp.take` refuses."""
     return jnp.take(values, jnp.asarray(indices) if isinstance(indices, list | tuple) else indices, axis)
@@ -459,6 +464,7 @@ OPS: dict[str, Callable] = {
     **numpy_like_ops(jnp),
     # --- tensors and types ---
     'is_tensor': _is_tensor,
+    'numpy': _numpy,
     'as_tensor': _as_tensor,
     'is_available': lambda tensor: not isinstance(tensor, Tracer),
     'content_hash': lambda x: NUMPY.content_hash(np.asarray(x)),  # equal data hashes equal on every backend

@@ -36,6 +36,8 @@ _rng = None  # NumPy's Generator, made on first use: numpy.random took a sixth o
 def _is_tensor(x: Any, only_native: bool = False) -> bool:
     if isinstance(x, _NATIVE):
         return x.dtype.kind != 'O'  # object arrays belong to the OBJECTS backend
+    if _is_sparse(x):
+        return True
     if only_native:
         return False
     if isinstance(x, _PYTHON_NUMBERS):
@@ -83,7 +85,7 @@ def _content_hash(x: Any) -> str:
 
 
 def _dtype(x: Any) -> DType:
-    if isinstance(x, _NATIVE):
+    if isinstance(x, _NATIVE) or _is_sparse(x):
         return from_numpy_dtype(x.dtype)
     if isinstance(x, bool):
         return DType(bool)
@@ -239,6 +241,17 @@ def _is_sparse(x: Any) -> bool:
     return type(x).__module__.startswith('scipy.sparse')
 
 
+def sparse_to_scipy(x: Any, disassemble: Callable, to_numpy: Callable) -> Any:
+    """The SciPy matrix of another library's sparse matrix `x`, assembled from its parts as NumPy arrays."""
+    assemble, parts = disassemble(x)
+    return assemble(NUMPY, *[to_numpy(part) for part in parts])
+
+
+def _numpy(x: Any) -> Any:
+    """`x` as a NumPy array; SciPy's sparse matrices as they are (phiml's NumPy backend holds them)."""
+    return x if _is_sparse(x) else np.asarray(x)
+
+
 def _get_sparse_format(x: Any) -> str:
     """SciPy's name of the format of `x` ('coo', 'csr', 'csc', ...), 'dense' for arrays and numbers."""
     return x.format if _is_sparse(x) else 'dense'
@@ -372,6 +385,7 @@ class NumPyBackend(Backend):
         **_SHARED,
         # --- tensors and types ---
         'is_tensor': _is_tensor,
+        'numpy': _numpy,
         'as_tensor': _as_tensor,
         'is_available': lambda tensor: True,
         'content_hash': _content_hash,

@@ -26,12 +26,10 @@ from ._tensorflow_types import (
     dtype_of,
     from_dlpack,
     inexact,
-    is_tensor,
     loop_types,
     on_default_device,
     operand_type,
     shape,
-    staticshape,
     tf_dtype,
     tf_dtype_of,
     to_dlpack,
@@ -287,10 +285,10 @@ def _numpy_call(f: Callable, output_shapes: Any, output_dtypes: Any, *args: Any,
 
 OPS: dict[str, Callable] = {
     # --- tensors and types ---
-    'is_tensor': is_tensor,
+    'is_tensor': sparse.is_tensor,
     'as_tensor': as_tensor,
     'is_available': lambda tensor: not (isinstance(tensor, tf.Tensor) and tf.is_symbolic_tensor(tensor)),
-    'numpy': to_numpy,
+    'numpy': sparse.numpy,
     'content_hash': lambda x: NUMPY.content_hash(to_numpy(x)),  # equal data hashes equal on every backend
     'copy': lambda tensor, only_mutable=False: tensor if only_mutable and isinstance(tensor, tf.Tensor) else
     tf.identity(tensor),
@@ -298,7 +296,7 @@ OPS: dict[str, Callable] = {
     'from_dlpack': from_dlpack,
     'dtype': dtype_of,
     'cast': cast,
-    'staticshape': staticshape,
+    'staticshape': sparse.staticshape,
     'shape': shape,
     'is_module': lambda obj: isinstance(obj, tf.Module),
     'is_sparse': lambda x: isinstance(x, tf.SparseTensor),

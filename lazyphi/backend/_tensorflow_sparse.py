@@ -9,6 +9,8 @@ from typing import Any
 
 import tensorflow as tf
 
+from . import _tensorflow_types as types
+from ._numpy import sparse_to_scipy
 from ._tensorflow_types import common, to_native
 
 
@@ -35,6 +37,19 @@ def disassemble(x: Any) -> tuple[Callable, tuple]:
         shape = tuple(int(s) for s in x.dense_shape)
         return (lambda b, i, v: b.sparse_coo_tensor(i, v, shape)), (x.indices, x.values)
     return (lambda b, t: t), (x,)
+
+
+def is_tensor(x: Any, only_native: bool = False) -> bool:
+    return isinstance(x, tf.SparseTensor) or types.is_tensor(x, only_native)
+
+
+def staticshape(x: Any) -> tuple:
+    return tuple(int(s) for s in x.dense_shape) if isinstance(x, tf.SparseTensor) else types.staticshape(x)
+
+
+def numpy(x: Any) -> Any:
+    """`x` as a NumPy array; a `tf.SparseTensor` as a SciPy matrix, as phiml gives it."""
+    return sparse_to_scipy(x, disassemble, types.to_numpy) if isinstance(x, tf.SparseTensor) else types.to_numpy(x)
 
 
 def mul_matrix_batched_vector(matrix: Any, vector: Any) -> Any:

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from .._errors import UnsupportedDType
 from . import _torch_sparse as sparse
 from ._dtype import DType, inexact_type
-from ._numpy import NUMPY
+from ._numpy import NUMPY, sparse_to_scipy
 from ._precision import get_precision
 
 _PYTHON_NUMBERS = (bool, int, float, complex)
@@ -98,8 +98,10 @@ def as_tensor(x: Any, convert_external: bool = True) -> Any:
     return _with_precision(_from_numpy(np.asarray(x)))
 
 
-def _numpy(x: Any) -> np.ndarray:
+def _numpy(x: Any) -> Any:
     if isinstance(x, torch.Tensor):
+        if x.layout != torch.strided:  # a SciPy matrix, as phiml gives
+            return sparse_to_scipy(x, sparse.disassemble, _numpy)
         return x.numpy(force=True)  # detached, on the CPU, conjugation resolved; shares memory where possible
     return np.asarray(x)
 
