@@ -139,7 +139,7 @@ def iterative_solve(b: Any, method: str, lin: Any, y: Any, x0: Any, rtol: Any, a
     def dot(u: Any, v: Any) -> Any:
         return b.sum(u * v, -1, True)
 
-    operator = apply
+    operator, y_norm = apply, dot(y, y)
     right = precondition is not None and method == 'biCG-stab'
     if right:  # x = x0 + pre(u) with lin(pre(u)) = r0
         start = x0
@@ -154,12 +154,12 @@ def iterative_solve(b: Any, method: str, lin: Any, y: Any, x0: Any, rtol: Any, a
         step = cg_step if precondition is None else lambda *a: cg_step(*a, precondition=precondition)
     elif method == 'CG-adaptive':
         state = {'x': x0, 'residual': r0, 'direction': r0, 'image': operator(r0), 'rsq': dot(r0, r0)}
-        reference, step, evaluations = dot(y, y), adaptive_cg_step, 2
+        reference, step, evaluations = y_norm, adaptive_cg_step, 2
     elif method == 'biCG-stab':
         one, zero = b.ones((batch, 1), dtype), b.zeros((batch, size), dtype)
         state = {'x': x0, 'residual': r0, 'shadow': r0, 'p': zero, 'v': zero, 'rho': one, 'alpha': one,
                  'omega': one, 'rsq': dot(r0, r0)}
-        reference, step = dot(y, y), bicgstab_step
+        reference, step = y_norm, bicgstab_step
     else:
         raise ValueError(f"iterative_solve takes 'CG', 'CG-adaptive' or 'biCG-stab', got {method!r}")
     bound = b.maximum(per_entry(rtol, dtype) ** 2 * reference, per_entry(atol, dtype) ** 2)
