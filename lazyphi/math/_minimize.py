@@ -16,8 +16,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..backend import default_backend
-from ..backend._minimize import GRADIENT_METHODS, VALUE_METHODS, run_scipy_minimize, trajectory_points
+from ..backend import GRADIENT_METHODS, VALUE_METHODS, default_backend, run_scipy_minimize, trajectory_points
 from ._autodiff import compiling, gradient
 from ._conversion import reshaped_numpy
 from ._convert import to_backend

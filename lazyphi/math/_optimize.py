@@ -19,8 +19,17 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..backend import NUMPY, DType, NoBackendFound, choose_backend, convert
-from ..backend._linear_solvers import DIVERGENCE_GROWTH, adaptive_cg_step, bicgstab_step, cg_step
+from ..backend import (
+    DIVERGENCE_GROWTH,
+    NUMPY,
+    DType,
+    NoBackendFound,
+    adaptive_cg_step,
+    bicgstab_step,
+    cg_step,
+    choose_backend,
+    convert,
+)
 from ._autodiff import compiling, custom_gradient, when_available
 from ._conversion import reshaped_native
 from ._creation import reshaped_tensor, wrap, zeros_like
