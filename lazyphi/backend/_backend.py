@@ -588,7 +588,7 @@ class Backend:
 
     @_composite('mul_matrix_batched_vector', 'stack', 'staticshape')
     def linear(self, lin: Any, vector: Any) -> Any:
-        """Applies `lin` (a function, a matrix, or one matrix per batch entry) to `vector (batch, vec)`."""
+        """Applies `lin` (a function, a dense or sparse matrix, or a matrix per batch entry) to `vector (batch, n)`."""
         if callable(lin):
             return lin(vector)
         if isinstance(lin, tuple | list):
