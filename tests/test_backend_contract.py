@@ -324,10 +324,11 @@ CASES = {
         for m in (b.csr_matrix(*map(t, TRIANGULAR_CSR), (3, 3)), b.sparse_coo_tensor(*map(t, TRIANGULAR_COO), (3, 3)))],
     'conjugate_gradient': lambda b, t: _solves(b, t, b.conjugate_gradient, SYMMETRIC),
     'conjugate_gradient_adaptive': lambda b, t: _solves(b, t, b.conjugate_gradient_adaptive, SYMMETRIC),
-    'bi_conjugate_gradient': lambda b, t: _solves(b, t, b.bi_conjugate_gradient, UNSYMMETRIC),
+    'bi_conjugate_gradient': lambda b, t: [_solves(b, t, b.bi_conjugate_gradient, UNSYMMETRIC, poly_order=order)
+                                           for order in (1, 2, 3)],
     'linear_solve': lambda b, t: [_solves(b, t, functools.partial(b.linear_solve, method), matrix)
                                   for method, matrix in (('auto', SYMMETRIC), ('CG', SYMMETRIC),
-                                                         ('biCG-stab(1)', UNSYMMETRIC))],
+                                                         ('biCG-stab(1)', UNSYMMETRIC), ('biCG-stab(2)', UNSYMMETRIC))],
     'linear': lambda b, t, v=f32(5, 4): (b.linear(t(_X), t(v)), b.linear(lambda x: b.mul(x, 2), t(v))),
     'conv': lambda b, t, v=f32(2, 3, 9), v2=f32(2, 3, 6, 5), k=[f32(1, 2, 3, 4), f32(2, 2, 3, 3), f32(2, 4, 3, 3, 2),
                                                                 f32(1, 1, 3, 2, 3)]: (

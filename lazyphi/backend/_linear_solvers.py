@@ -1,5 +1,5 @@
 """Iterative linear solvers written once in terms of backend operations: conjugate gradient (plain, preconditioned,
-adaptive) and BiCGStab, as `Backend.linear_solve` and its siblings run them.
+adaptive), BiCGStab and BiCGStab(l), as `Backend.linear_solve` and its siblings run them.
 
 The step functions take the state as a dict of natives, the operator, an inner product and a division that gives 0
 for 0 / 0; they are also the steps of the math layer's `solve_linear`, which runs them on its own state layout.
@@ -81,6 +81,50 @@ def bicgstab_step(operator: Callable, s: dict, dot: Callable, div: Callable) -> 
             'rho': rho, 'alpha': alpha, 'omega': omega, 'rsq': dot(residual, residual), 'evaluations': 2}
 
 
+def bicgstab_l_step(order: int) -> Callable:
+    """The step of BiCGStab(l) (Sleijpen and Fokkema) for `order = l >= 2`: `l` BiCG steps, then a minimal-residual
+    polynomial of degree `l` (by modified Gram-Schmidt), which copes with complex spectra where BiCGStab stagnates.
+
+    The state holds `x`, `residual`, `u` (the last search direction), `shadow` (the fixed shadow residual) and the
+    scalars `rho`, `alpha`, `omega` (starting at 1, 0, 1 with `u = 0`); a step costs `2 l` operator evaluations.
+    """
+    def step(operator: Callable, s: dict, dot: Callable, div: Callable) -> dict:
+        shadow, alpha, x = s['shadow'], s['alpha'], s['x']
+        rho = -s['omega'] * s['rho']
+        r, u = [s['residual']], [s['u']]
+        for j in range(order):  # the BiCG part: r[i], u[i] are A^i applied to the residual and the direction
+            rho_next = dot(shadow, r[j])
+            beta = alpha * div(rho_next, rho)
+            rho = rho_next
+            u = [r[i] - beta * u[i] for i in range(j + 1)]
+            u.append(operator(u[j]))
+            alpha = div(rho, dot(shadow, u[j + 1]))
+            r = [r[i] - alpha * u[i + 1] for i in range(j + 1)]
+            r.append(operator(r[j]))
+            x = x + alpha * u[0]
+        tau, sigma, gamma_r = {}, [None] * (order + 1), [None] * (order + 1)
+        for j in range(1, order + 1):  # the minimal-residual part: r[1:] made orthogonal
+            for i in range(1, j):
+                tau[i, j] = div(dot(r[j], r[i]), sigma[i])
+                r[j] = r[j] - tau[i, j] * r[i]
+            sigma[j] = dot(r[j], r[j])
+            gamma_r[j] = div(dot(r[0], r[j]), sigma[j])
+        gamma = [None] * (order + 1)
+        gamma[order] = gamma_r[order]
+        for j in range(order - 1, 0, -1):
+            gamma[j] = gamma_r[j] - sum(tau[j, i] * gamma[i] for i in range(j + 1, order + 1))
+        x = x + gamma[1] * r[0]
+        residual = r[0] - gamma_r[order] * r[order]
+        direction = u[0] - gamma[order] * u[order]
+        for j in range(1, order):
+            direction = direction - gamma[j] * u[j]
+            x = x + (gamma[j + 1] + sum(tau[j, i] * gamma[i + 1] for i in range(j + 1, order))) * r[j]
+            residual = residual - gamma_r[j] * r[j]
+        return {'x': x, 'residual': residual, 'u': direction, 'shadow': shadow, 'rho': rho, 'alpha': alpha,
+                'omega': gamma[order], 'rsq': dot(residual, residual), 'evaluations': 2 * order}
+    return step
+
+
 def _preconditioner(pre: Any) -> Callable | None:
     """`pre` as a function of a `(batch, vector)` native: phiml's `Preconditioner` objects offer `apply`."""
     if pre is None or callable(pre):
@@ -108,8 +152,9 @@ def _iteration_limits(max_iter: Any) -> tuple[np.ndarray, int | list[int]]:
 
 
 def iterative_solve(b: Any, method: str, lin: Any, y: Any, x0: Any, rtol: Any, atol: Any, max_iter: Any,
-                    pre: Any) -> SolveResult:
-    """Runs `method` ('CG', 'CG-adaptive' or 'biCG-stab') on `b` for `lin(x) = y`; see `Backend.linear_solve`.
+                    pre: Any, order: int = 1) -> SolveResult:
+    """Runs `method` ('CG', 'CG-adaptive' or 'biCG-stab' of polynomial `order`) on `b` for `lin(x) = y`; see
+    `Backend.linear_solve`.
 
     A batch entry has converged when `|y - lin(x)|^2 <= max(rtol^2 * reference, atol^2)`, the reference being the
     initial squared residual for 'CG' (its preconditioned measure with `pre`) and `|y|^2` for the others.
@@ -155,13 +200,19 @@ def iterative_solve(b: Any, method: str, lin: Any, y: Any, x0: Any, rtol: Any, a
     elif method == 'CG-adaptive':
         state = {'x': x0, 'residual': r0, 'direction': r0, 'image': operator(r0), 'rsq': dot(r0, r0)}
         reference, step, evaluations = y_norm, adaptive_cg_step, 2
-    elif method == 'biCG-stab':
+    elif method == 'biCG-stab' and order == 1:
         one, zero = b.ones((batch, 1), dtype), b.zeros((batch, size), dtype)
         state = {'x': x0, 'residual': r0, 'shadow': r0, 'p': zero, 'v': zero, 'rho': one, 'alpha': one,
                  'omega': one, 'rsq': dot(r0, r0)}
         reference, step = y_norm, bicgstab_step
+    elif method == 'biCG-stab' and order >= 2:
+        one = b.ones((batch, 1), dtype)
+        state = {'x': x0, 'residual': r0, 'u': b.zeros((batch, size), dtype), 'shadow': r0, 'rho': one,
+                 'alpha': one * 0, 'omega': one, 'rsq': dot(r0, r0)}
+        reference, step = y_norm, bicgstab_l_step(order)
     else:
-        raise ValueError(f"iterative_solve takes 'CG', 'CG-adaptive' or 'biCG-stab', got {method!r}")
+        raise ValueError(f"iterative_solve takes 'CG', 'CG-adaptive' or 'biCG-stab' of an order >= 1, got {method!r} "
+                         f"of order {order!r}")
     bound = b.maximum(per_entry(rtol, dtype) ** 2 * reference, per_entry(atol, dtype) ** 2)
     initial = state['rsq']
     limit = per_entry(limits[-1], _INT32)
@@ -192,7 +243,8 @@ def iterative_solve(b: Any, method: str, lin: Any, y: Any, x0: Any, rtol: Any, a
                      else precondition(x))
     scalars = {n: final[n][..., 0] for n in ('iterations', 'evaluations', 'converged', 'diverged')}
     suffix = ' with preconditioner' if precondition is not None else ''
-    return SolveResult(f'lazyphi {method} ({b.name}){suffix}', x, final['residual'], scalars['iterations'],
+    name = f'{method}({order})' if method == 'biCG-stab' and order != 1 else method
+    return SolveResult(f'lazyphi {name} ({b.name}){suffix}', x, final['residual'], scalars['iterations'],
                        scalars['evaluations'], scalars['converged'], scalars['diverged'],
                        _messages(b, method, scalars, batch))
 
@@ -220,6 +272,6 @@ def method_of(method: str) -> tuple[str, int | None]:
         return 'biCG-stab', 1
     if method.startswith('biCG-stab(') and method.endswith(')') and method[10:-1].isdigit():
         return 'biCG-stab', int(method[10:-1])
-    raise ValueError(f"linear_solve method must be 'auto', 'CG', 'CG-adaptive', 'biCG-stab' or 'biCG-stab(1)', "
-                     f"got {method!r}")
+    raise ValueError(f"linear_solve method must be 'auto', 'CG', 'CG-adaptive', 'biCG-stab' or 'biCG-stab(l)' for "
+                     f"l >= 1, got {method!r}")
 
