@@ -95,6 +95,21 @@ def _scipy_csr():
     return csr_matrix((_CSR[2], _CSR[0], _CSR[1]), shape=(3, 4))
 
 
+def _sparse_identity(n: int):
+    from scipy.sparse import identity
+    return identity(n, format='csr')
+
+
+_SPD = (lambda m: m @ m.T + 4 * np.eye(4, dtype=np.float32))(f32(4, 4))
+
+
+def _solved(solve) -> tuple:
+    """The solution of a solve of two right-hand sides of `_SPD` in float32, and NumPy's direct one."""
+    rhs = f32(2, 4)
+    found = solve(_SPD, rhs, np.zeros((1, 4), np.float32), 1e-6, 1e-7, np.array([[30, 30]]), None)
+    return found.x, np.linalg.solve(_SPD.astype(np.float64), rhs.T.astype(np.float64)).T.astype(np.float32)
+
+
 CASES = {
     # --- tensors and types ---
     'is_tensor': lambda: ((NUMPY.is_tensor(_X, True), NUMPY.is_tensor([1, 2.5]), NUMPY.is_tensor('a'),
@@ -294,6 +309,27 @@ CASES = {
     'mul_csr_dense': lambda d=np.arange(8.).reshape(4, 2): (
         NUMPY.mul_csr_dense(_CSR[0][None], _CSR[1][None], _CSR[2][None, :, None], (3, 4), d[None, :, None, :])[0, :, 0],
         _scipy_csr() @ d),
+    # SciPy's sparse matrices and the solvers (tests/test_backend_catalogue.py checks them further)
+    'sparse_coo_tensor': lambda coo=_scipy_csr().tocoo(): (
+        NUMPY.sparse_coo_tensor(np.stack([coo.row, coo.col], -1), coo.data, (3, 4)).toarray(), coo.toarray()),
+    'csr_matrix': lambda: (NUMPY.csr_matrix(*_CSR, (3, 4)).toarray(), _scipy_csr().toarray()),
+    'csc_matrix': lambda csc=_scipy_csr().tocsc(): (NUMPY.csc_matrix(csc.indptr, csc.indices, csc.data,
+                                                                     (3, 4)).toarray(), csc.toarray()),
+    'get_sparse_format': lambda: ([NUMPY.get_sparse_format(m) for m in (_scipy_csr(), _scipy_csr().tocsc(),
+                                                                        _scipy_csr().tocoo(), _X)],
+                                  ['csr', 'csc', 'coo', 'dense']),
+    'disassemble': lambda: ((lambda assemble, parts: assemble(NUMPY, *parts).toarray())(
+        *NUMPY.disassemble(_scipy_csr().tocoo())), _scipy_csr().toarray()),
+    'solve_triangular': lambda r=f32(2, 3): (
+        NUMPY.solve_triangular(_scipy_csr()[:, :3] + 2 * _sparse_identity(3), r, True, False),
+        np.linalg.solve(np.tril(_scipy_csr().toarray()[:, :3] + 2 * np.eye(3)), r.T).T),
+    'solve_triangular_sparse': lambda r=f32(2, 3): (
+        NUMPY.solve_triangular_sparse(_scipy_csr()[:, :3], r, False, True),
+        np.linalg.solve(np.triu(_scipy_csr().toarray()[:, :3], 1) + np.eye(3), r.T).T),
+    'linear_solve': lambda: _solved(lambda *a: NUMPY.linear_solve('auto', *a)),
+    'conjugate_gradient': lambda: _solved(NUMPY.conjugate_gradient),
+    'conjugate_gradient_adaptive': lambda: _solved(NUMPY.conjugate_gradient_adaptive),
+    'bi_conjugate_gradient': lambda: _solved(NUMPY.bi_conjugate_gradient),
     'softplus': lambda x=np.array([-100, -1, 0, 1, 100], np.float32): (NUMPY.softplus(x), np.logaddexp(0, x)),
     'factorial': lambda i=np.arange(13, dtype=np.int32): (
         (NUMPY.factorial(i), NUMPY.factorial(np.arange(21)), NUMPY.factorial(np.float32([3, 4.5]))),
@@ -438,23 +474,23 @@ def test_composite_errors_name_the_problem():
 # --- supports() and missing operations ---
 
 @pytest.mark.parametrize('feature', ['add', 'divide_no_nan', 'get_device', 'erf', 'grid_sample', 'conv', 'name',
-                                     'solve_triangular_dense',
-                                     NUMPY.concat, NUMPY.tile_to, Backend.fft, np.absolute])
+                                     'solve_triangular_dense', 'csr_matrix', 'sparse_coo_tensor', 'linear_solve',
+                                     'conjugate_gradient', 'bi_conjugate_gradient', 'solve_triangular_sparse',
+                                     NUMPY.concat, NUMPY.tile_to, Backend.fft, np.absolute, NUMPY.csr_matrix])
 def test_supports_implemented_operations(feature):
     assert NUMPY.supports(feature)
 
 
-@pytest.mark.parametrize('feature', ['csr_matrix', 'sparse_coo_tensor', 'linear_solve',
-                                     'conjugate_gradient', 'bi_conjugate_gradient', 'solve_triangular_sparse',
-                                     'minimize', 'jacobian', 'hessian', 'jit_compile',
-                                     'custom_gradient', 'variable', Backend.sparse_coo_tensor, NUMPY.csr_matrix])
+@pytest.mark.parametrize('feature', ['minimize', 'jacobian', 'hessian', 'jit_compile_hessian', 'jit_compile',
+                                     'custom_gradient', 'variable', 'sparse_coo_tensor_batched', 'csr_matrix_batched',
+                                     Backend.hessian, NUMPY.variable])
 def test_supports_is_false_for_left_out_operations(feature):
     assert not NUMPY.supports(feature)
 
 
 def test_missing_operation_raises_not_implemented_naming_backend_and_op():
-    with pytest.raises(NotImplementedError, match="Backend 'numpy' does not implement 'csr_matrix'"):
-        NUMPY.csr_matrix(None, None, None, (2, 2))
+    with pytest.raises(NotImplementedError, match="Backend 'numpy' does not implement 'csr_matrix_batched'"):
+        NUMPY.csr_matrix_batched(None, None, None, (2, 2))
     with pytest.raises(NotImplementedError, match="Backend 'object' does not implement 'add'"):
         OBJECTS.add('a', 'b')
     assert not OBJECTS.supports('divide_no_nan')  # a composition of operations OBJECTS lacks
@@ -489,6 +525,10 @@ def test_import_loads_no_heavy_library_and_scipy_only_on_first_use():
         backend.NUMPY.erf(0.5)
         import scipy.special
         assert backend.NUMPY.erf is scipy.special.erf
+        assert 'scipy.sparse' not in sys.modules and not backend.NUMPY.is_sparse(backend.NUMPY.zeros((2, 2)))
+        assert backend.NUMPY.get_sparse_format(backend.NUMPY.zeros((2, 2))) == 'dense'
+        assert 'scipy.sparse' not in sys.modules
+        assert backend.NUMPY.is_sparse(backend.NUMPY.csr_matrix([1], [0, 1], [2.0], (1, 1)))
     """)
     subprocess.run([sys.executable, '-c', code], check=True, cwd=os.path.dirname(os.path.dirname(__file__)))
 

@@ -8,6 +8,8 @@ exactly when `supports()` says so. Further: precision rules, device placement, `
 """
 # ruff: noqa: B008  (the op cases draw their random inputs once, as default arguments, when the table is built)
 
+import functools
+
 import numpy as np
 import pytest
 from backends import FOREIGN_PAIRS, get_backend
@@ -90,6 +92,42 @@ def test_sparse_matrix_operations_of_numpy_match_scipy():
                                                            other)[i, :, c], scipy_csr @ other[0, :, c], rtol=1e-5,
                                        atol=1e-6)
     np.testing.assert_array_equal(NUMPY.csr_to_coo(_CSR_COLUMNS, _CSR_POINTERS)[0], _COO[0])
+
+
+# one 4 x 3 matrix with an empty row, as coordinates, compressed rows and compressed columns
+SPARSE = np.array([[0, 2, 0], [1, 0, 0], [0, 0, 0], [3, 0, 4]], np.float64)
+SPARSE_COO = (np.array([[0, 1], [1, 0], [3, 0], [3, 2]]), np.array([2., 1, 3, 4]))
+SPARSE_CSR = (np.array([1, 0, 0, 2]), np.array([0, 1, 2, 2, 4]), np.array([2., 1, 3, 4]))  # columns, row pointers
+SPARSE_CSC = (np.array([0, 2, 3, 4]), np.array([1, 3, 0, 3]), np.array([1., 3, 2, 4]))  # column pointers, rows
+_SPARSE_VECTORS = RNG.standard_normal((2, 3))
+# [[2, 1, 0], [5, 3, 0], [0, 0, 4]]: a triangular solve reads one triangle of it
+TRIANGULAR_CSR = (np.array([0, 1, 0, 1, 2]), np.array([0, 2, 4, 5]), np.array([2., 1, 5, 3, 4]))
+TRIANGULAR_COO = (np.array([[0, 0], [0, 1], [1, 0], [1, 1], [2, 2]]), np.array([2., 1, 5, 3, 4]))
+# linear systems of 4 unknowns, solved for 3 right-hand sides; the third entry stops after 2 iterations
+SYMMETRIC = (lambda m: m @ m.T + 4 * np.eye(4))(RNG.standard_normal((4, 4)))
+UNSYMMETRIC = SYMMETRIC + np.triu(RNG.uniform(0, 1, (4, 4)), 1)
+RHS = RNG.standard_normal((3, 4))
+ITERATIONS = np.array([[30, 30, 2]])
+
+
+def _sparse_facts(b, matrix, t):
+    """What every library agrees on about a sparse matrix: its format, that it is sparse, its products with vectors,
+    and the same of the matrix reassembled from its parts (whose order differs between libraries)."""
+    assemble, parts = b.disassemble(matrix)
+    again = assemble(b, *parts)
+    return [(b.get_sparse_format(m), b.is_sparse(m), b.mul_matrix_batched_vector(m, t(_SPARSE_VECTORS)))
+            for m in (matrix, again)]
+
+
+def _solves(b, t, solve, matrix, **options):
+    """The fields of `SolveResult` but the method's name (which names the backend) of solves with a matrix, a function,
+    a Jacobi preconditioner, and of three checkpoints."""
+    with precision(64):
+        a, y, x0 = t(matrix), t(RHS), t(np.zeros((1, 4)))
+        jacobi = t(1 / np.diag(matrix))
+        runs = [(a, None, ITERATIONS), (lambda v: b.mul_matrix_batched_vector(a, v), None, ITERATIONS),
+                (a, lambda v: v * jacobi, ITERATIONS), (a, None, np.array([[1] * 3, [2] * 3, [30] * 3]))]
+        return [tuple(solve(lin, y, x0, 1e-9, 1e-12, limits, pre, **options)[1:]) for lin, pre, limits in runs]
 
 
 # Each case takes (backend, to_native) and returns results. The expected results come from the same case run on
@@ -272,6 +310,25 @@ CASES = {
         b.solve_triangular_dense(t(m[:1]), t(r), False, False),  # one matrix for every right-hand side
         b.solve_triangular_dense(t(m.astype(np.float64)), t(r[:1]), True, True),
         b.solve_triangular_dense(t(m_int), t(r_int), True, False)),  # integers give floats of the current precision
+    'sparse_coo_tensor': lambda b, t: _sparse_facts(b, b.sparse_coo_tensor(*map(t, SPARSE_COO), (4, 3)), t),
+    'csr_matrix': lambda b, t: _sparse_facts(b, b.csr_matrix(*map(t, SPARSE_CSR), (4, 3)), t),
+    'csc_matrix': lambda b, t: _sparse_facts(b, b.csc_matrix(*map(t, SPARSE_CSC), (4, 3)), t),
+    'get_sparse_format': lambda b, t: (b.get_sparse_format(b.sparse_coo_tensor(*map(t, SPARSE_COO), (4, 3))),
+                                       b.get_sparse_format(t(_X))),
+    'disassemble': lambda b, t: (b.disassemble(t(_X))[0](b, *b.disassemble(t(_X))[1]),
+                                 _sparse_facts(b, b.sparse_coo_tensor(*map(t, SPARSE_COO), (4, 3)), t)),
+    'solve_triangular': lambda b, t, m=f32(3, 4, 4) + 4 * np.eye(4, dtype=np.float32), r=f32(3, 4): (
+        b.solve_triangular(t(m), t(r), True, False), b.solve_triangular(t(m), t(r), False, True)),
+    'solve_triangular_sparse': lambda b, t, r=f32(2, 3): [
+        b.solve_triangular_sparse(m, t(r), lower, unit) for lower, unit in ((True, False), (False, False), (True, True))
+        for m in (b.csr_matrix(*map(t, TRIANGULAR_CSR), (3, 3)), b.sparse_coo_tensor(*map(t, TRIANGULAR_COO), (3, 3)))],
+    'conjugate_gradient': lambda b, t: _solves(b, t, b.conjugate_gradient, SYMMETRIC),
+    'conjugate_gradient_adaptive': lambda b, t: _solves(b, t, b.conjugate_gradient_adaptive, SYMMETRIC),
+    'bi_conjugate_gradient': lambda b, t: [_solves(b, t, b.bi_conjugate_gradient, UNSYMMETRIC, poly_order=order)
+                                           for order in (1, 2, 3)],
+    'linear_solve': lambda b, t: [_solves(b, t, functools.partial(b.linear_solve, method), matrix)
+                                  for method, matrix in (('auto', SYMMETRIC), ('CG', SYMMETRIC),
+                                                         ('biCG-stab(1)', UNSYMMETRIC), ('biCG-stab(2)', UNSYMMETRIC))],
     'linear': lambda b, t, v=f32(5, 4): (b.linear(t(_X), t(v)), b.linear(lambda x: b.mul(x, 2), t(v))),
     'conv': lambda b, t, v=f32(2, 3, 9), v2=f32(2, 3, 6, 5), k=[f32(1, 2, 3, 4), f32(2, 2, 3, 3), f32(2, 4, 3, 3, 2),
                                                                 f32(1, 1, 3, 2, 3)]: (

@@ -9,6 +9,17 @@ from .._errors import NoBackendFound, UnsupportedDType
 from ._backend import Backend
 from ._device import ComputeDevice
 from ._dtype import DType, combine_types, to_numpy_dtype
+
+# re-exported, not in __all__: the solver steps and the SciPy driver that the math layer shares with
+# `Backend.linear_solve` and `Backend.minimize` (lazyphi's layers import only each other's packages)
+from ._linear_solvers import DIVERGENCE_GROWTH as DIVERGENCE_GROWTH
+from ._linear_solvers import adaptive_cg_step as adaptive_cg_step
+from ._linear_solvers import bicgstab_step as bicgstab_step
+from ._linear_solvers import cg_step as cg_step
+from ._minimize import GRADIENT_METHODS as GRADIENT_METHODS
+from ._minimize import VALUE_METHODS as VALUE_METHODS
+from ._minimize import run_scipy_minimize as run_scipy_minimize
+from ._minimize import trajectory_points as trajectory_points
 from ._numpy import NUMPY
 from ._objects import OBJECTS
 from ._precision import get_precision, precision, set_global_precision

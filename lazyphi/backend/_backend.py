@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from . import _linear_solvers, _minimize
 from ._device import ComputeDevice
 from ._dtype import DType, combine_types
 from ._precision import get_precision
@@ -48,14 +49,19 @@ NATIVE_OPS = frozenset({
     # sparse matrices
     'sparse_coo_tensor', 'sparse_coo_tensor_batched', 'csr_matrix', 'csr_matrix_batched', 'csc_matrix',
     'csc_matrix_batched', 'mul_coo_dense', 'mul_csr_dense', 'coo_to_dense', 'csr_to_coo', 'csr_to_dense',
-    # solvers
-    'linear_solve', 'conjugate_gradient', 'conjugate_gradient_adaptive', 'bi_conjugate_gradient',
-    'matrix_solve_least_squares', 'solve_triangular', 'solve_triangular_dense', 'solve_triangular_sparse', 'minimize',
+    # solvers (the iterative linear ones are compositions, below)
+    'matrix_solve_least_squares', 'solve_triangular_dense', 'solve_triangular_sparse',
 })
 
 
 _FLOAT_TYPES = {bits: DType(float, bits) for bits in (16, 32, 64)}
 _COMPLEX_TYPES = {bits: DType(complex, max(64, 2 * bits)) for bits in (16, 32, 64)}
+
+
+# what `_linear_solvers.iterative_solve` calls: the loop, the products and the convergence checks
+_ITERATIVE_SOLVER_OPS = ('while_loop', 'linear', 'sum', 'maximum', 'isfinite', 'divide_no_nan', 'where', 'zeros',
+                         'zeros_like', 'ones', 'tile', 'reshape', 'as_tensor', 'cast', 'dtype', 'staticshape', 'stack',
+                         'numpy')
 
 
 def _native_stub(op: str) -> Callable:
@@ -582,7 +588,7 @@ class Backend:
 
     @_composite('mul_matrix_batched_vector', 'stack', 'staticshape')
     def linear(self, lin: Any, vector: Any) -> Any:
-        """Applies `lin` (a function, a matrix, or one matrix per batch entry) to `vector (batch, vec)`."""
+        """Applies `lin` (a function, a dense or sparse matrix, or a matrix per batch entry) to `vector (batch, n)`."""
         if callable(lin):
             return lin(vector)
         if isinstance(lin, tuple | list):
@@ -591,6 +597,95 @@ class Backend:
         if len(self.staticshape(lin)) != 2:
             raise ValueError(f"lin must be a matrix but has shape {self.staticshape(lin)}")
         return self.mul_matrix_batched_vector(lin, vector)
+
+    @_composite('is_sparse', 'solve_triangular_dense')
+    def solve_triangular(self, matrix: Any, rhs: Any, lower: bool, unit_diagonal: bool) -> Any:
+        """`solve_triangular_sparse` for a sparse `matrix` of this backend, else `solve_triangular_dense`."""
+        if self.is_sparse(matrix):
+            return self.solve_triangular_sparse(matrix, rhs, lower, unit_diagonal)
+        return self.solve_triangular_dense(matrix, rhs, lower, unit_diagonal)
+
+    @_composite(*_ITERATIVE_SOLVER_OPS)
+    def linear_solve(self, method: str, lin: Any, y: Any, x0: Any, rtol: Any, atol: Any, max_iter: Any,
+                     pre: Any) -> _linear_solvers.SolveResult:
+        """Solves the linear systems `lin(x) = y`, one per batch entry, iteratively.
+
+        Args:
+            method: 'auto' (= 'CG-adaptive'), 'CG', 'CG-adaptive', 'biCG-stab' (= 'biCG-stab(1)') or
+                'biCG-stab(l)' for BiCGStab(l) of a higher degree `l`.
+            lin: A matrix `(rows, cols)` for all entries (dense, or sparse where the backend has sparse
+                matrices), a list of one matrix per entry, or a function of `(batch, cols)` natives.
+            y: The right-hand sides `(batch, rows)`.
+            x0: The initial guesses `(batch, cols)`; batch 1 broadcasts.
+            rtol: Relative tolerances `(batch,)` or one number: an entry has converged when `|y - lin(x)| <=
+                max(rtol * |y|, atol)` ('CG': `rtol` times the initial residual's norm).
+            atol: Absolute tolerances `(batch,)` or one number.
+            max_iter: Iteration limits, a NumPy integer array `(checkpoints, batch)` (or `(batch,)`). With several
+                checkpoints the results get a first axis listing the state at each.
+            pre: None, or a preconditioner: a function of `(batch, rows)` natives approximating the inverse of `lin`
+                (or an object with such an `apply` method, as phiml's `Preconditioner`).
+
+        Returns:
+            A `SolveResult` (method, x, residual, iterations, function_evaluations, converged, diverged, message).
+        """
+        solver, order = _linear_solvers.method_of(method)
+        if solver == 'CG':
+            return self.conjugate_gradient(lin, y, x0, rtol, atol, max_iter, pre)
+        if solver == 'CG-adaptive':
+            return self.conjugate_gradient_adaptive(lin, y, x0, rtol, atol, max_iter, pre)
+        return self.bi_conjugate_gradient(lin, y, x0, rtol, atol, max_iter, pre, poly_order=order)
+
+    @_composite(*_ITERATIVE_SOLVER_OPS)
+    def conjugate_gradient(self, lin: Any, y: Any, x0: Any, rtol: Any, atol: Any, max_iter: Any,
+                           pre: Any) -> _linear_solvers.SolveResult:
+        """The (preconditioned) conjugate gradient method for symmetric positive definite systems; see
+        `linear_solve`. Its relative tolerance is relative to the initial residual."""
+        return _linear_solvers.iterative_solve(self, 'CG', lin, y, x0, rtol, atol, max_iter, pre)
+
+    @_composite(*_ITERATIVE_SOLVER_OPS)
+    def conjugate_gradient_adaptive(self, lin: Any, y: Any, x0: Any, rtol: Any, atol: Any, max_iter: Any,
+                                    pre: Any) -> _linear_solvers.SolveResult:
+        """Conjugate gradients measuring each step against the residual (Hestenes and Stiefel's variant, phiml's
+        'CG-adaptive'), which also settles many nearly symmetric systems; see `linear_solve`. With a preconditioner
+        it runs the preconditioned `conjugate_gradient`, as phiml does."""
+        return _linear_solvers.iterative_solve(self, 'CG-adaptive', lin, y, x0, rtol, atol, max_iter, pre)
+
+    @_composite(*_ITERATIVE_SOLVER_OPS)
+    def bi_conjugate_gradient(self, lin: Any, y: Any, x0: Any, rtol: Any, atol: Any, max_iter: Any, pre: Any,
+                              poly_order: int = 2) -> _linear_solvers.SolveResult:
+        """The stabilised biconjugate gradient method BiCGStab(l) for general systems; see `linear_solve`.
+
+        Args:
+            poly_order: The degree `l` of the stabilising polynomial: 1 is BiCGStab, 2 (the default, as phiml's)
+                and more suit systems with complex eigenvalues. An iteration costs `2 l` evaluations of `lin`.
+                Plain BiCG (0) is not offered: it needs the transposed operator.
+        """
+        if not isinstance(poly_order, int) or poly_order < 1:
+            raise ValueError(f"bi_conjugate_gradient takes poly_order >= 1 (plain BiCG, 0, needs the transposed "
+                             f"operator and is not offered), got {poly_order!r}")
+        return _linear_solvers.iterative_solve(self, 'biCG-stab', lin, y, x0, rtol, atol, max_iter, pre,
+                                               order=poly_order)
+
+    @_composite('jacobian', 'numpy', 'as_tensor', 'cast', 'dtype', 'sum', 'is_tensor')
+    def minimize(self, method: str, f: Callable, x0: Any, atol: Any, max_iter: Any,
+                 trj: bool) -> _linear_solvers.SolveResult | list:
+        """Minimises `f` from `x0 (batch, parameters)`: a `scipy.optimize.minimize` run per batch entry (in threads,
+        each evaluation of `f` covering all entries waiting for one), the gradients from `jacobian`.
+
+        Args:
+            method: 'auto' (= 'L-BFGS-B'), a SciPy method taking gradients ('L-BFGS-B', 'BFGS', 'CG', 'SLSQP',
+                'trust-constr') or one without ('Nelder-Mead', 'Powell', 'COBYLA').
+            f: Takes parameters `(batch, parameters)` and returns the losses `(batch,)`; entries are independent.
+            x0: The initial parameters `(batch, parameters)`.
+            atol: SciPy's `tol`, per entry `(batch,)` or one number.
+            max_iter: The most iterations, per entry `(batch,)` (or the last row of `(checkpoints, batch)`).
+            trj: Whether to return the trajectory: a `SolveResult` for the start and each iteration.
+
+        Returns:
+            A `SolveResult` with `x (batch, parameters)` and the final losses as `residual (batch,)`, or a list of
+            them with `trj`.
+        """
+        return _minimize.minimize(self, method, f, x0, atol, max_iter, trj)
 
     @_composite('copy')
     def copy_leaves(self, tree: Any, only_mutable: bool = False) -> Any:

@@ -20,8 +20,9 @@ from jax.core import Tracer
 from jax.scipy import special
 from jax.scipy.ndimage import map_coordinates
 
+from . import _jax_sparse as sparse
 from ._dtype import DType, from_numpy_dtype, inexact_type, to_numpy_dtype
-from ._numpy import NUMPY
+from ._numpy import NUMPY, sparse_to_scipy
 from ._numpy_like import complex_dtype, float_dtype, numpy_like_ops
 from ._precision import get_precision
 
@@ -36,7 +37,7 @@ _placement: jax.Device | None = None  # where created arrays go; None: JAX's def
 # --- tensors, types and devices ---
 
 def _is_tensor(x: Any, only_native: bool = False) -> bool:
-    if isinstance(x, jax.Array):  # tracers included
+    if isinstance(x, jax.Array) or sparse.is_sparse(x):  # tracers included
         return True
     if only_native:
         return False
@@ -301,7 +302,9 @@ def _grid_sample(grid: Any, coordinates: Any, extrapolation: str) -> Any:
 # --- linear algebra and signals ---
 
 def _mul_matrix_batched_vector(matrix: Any, vector: Any) -> jax.Array:
-    """Multiplies `matrix (rows, cols)` or `(batch, rows, cols)` with `vector (batch, cols)`."""
+    """Multiplies `matrix (rows, cols)`, dense or sparse, or `(batch, rows, cols)` with `vector (batch, cols)`."""
+    if sparse.is_sparse(matrix):
+        return sparse.sparse_times_vector(matrix, vector)
     return jnp.matmul(matrix, jnp.asarray(vector)[..., None], precision=_HIGHEST)[..., 0]
 
 
@@ -349,6 +352,46 @@ def _jacobian(f: Callable, wrt: Sequence[int], get_output: bool, is_f_scalar: bo
         return (*output, *gradients) if isinstance(output, tuple | list) else (output, *gradients)
     gradient_of_f.__name__ = f"gradient_of_{getattr(f, '__name__', 'f')}"
     return gradient_of_f
+
+
+def _hessian(f: Callable, wrt: Sequence[int], get_output: bool, get_gradient: bool) -> Callable:
+    """Hessians of `f`'s loss by the arguments at `wrt`, per entry of the batch (first) axis; see
+    `TorchBackend.hessian` for the arguments and results.
+
+    Entries are independent, so the derivative of the gradient along a parameter direction set in every entry at
+    once gives that column of each entry's Hessian: one forward-mode product per parameter, mapped with `vmap`.
+    """
+    wrt = tuple(wrt)
+
+    def hessian_of_f(*args: Any) -> tuple:
+        args = [_differentiable(a) if i in wrt else a for i, a in enumerate(args)]
+
+        def loss_of(*variables: Any) -> tuple:
+            replaced = list(args)
+            for i, v in zip(wrt, variables, strict=True):
+                replaced[i] = v
+            loss, output = f(*replaced)
+            return jnp.sum(loss), output
+        gradient = jax.grad(loss_of, argnums=tuple(range(len(wrt))), has_aux=True)
+        variables = [jnp.asarray(args[i]) for i in wrt]
+        gradients, output = gradient(*variables)
+        columns = []
+        for j, v in enumerate(variables):
+            batch, params = v.shape[0], v.shape[1:]
+
+            def column(k: Any, j: int = j, v: Any = v, batch: int = batch, params: tuple = params) -> tuple:
+                direction = jnp.broadcast_to(jax.nn.one_hot(k, v[0].size, dtype=v.dtype).reshape(params), v.shape)
+                tangents = [direction if m == j else jnp.zeros_like(u) for m, u in enumerate(variables)]
+                return jax.jvp(lambda *u: gradient(*u)[0], variables, tangents)[1]
+            columns.append(jax.vmap(column)(jnp.arange(v[0].size)))  # per argument i: (columns, batch, *params_i)
+        hessian = tuple(tuple(jnp.moveaxis(columns[j][i], 0, -1).reshape(*g.shape, *variables[j].shape[1:])
+                              for j in range(len(wrt))) for i, g in enumerate(gradients))
+        result = (tuple(output) if isinstance(output, tuple | list) else (output,),) if get_output else ()
+        if get_gradient:
+            result += (tuple(gradients),)
+        return (*result, hessian)
+    hessian_of_f.__name__ = f"hessian_of_{getattr(f, '__name__', 'f')}"
+    return hessian_of_f
 
 
 def _cotangent(gradient: Any, primal: Any) -> Any:
@@ -407,6 +450,11 @@ def _solve_triangular_dense(matrix: Any, rhs: Any, lower: bool, unit_diagonal: b
                                        unit_diagonal=unit_diagonal)[..., 0]
 
 
+def _numpy(x: Any) -> Any:
+    """`x` as a NumPy array; sparse matrices as SciPy's, as phiml gives them."""
+    return sparse_to_scipy(x, sparse.disassemble, _numpy) if sparse.is_sparse(x) else np.asarray(x)
+
+
 def _gather(values: Any, indices: Any, axis: int | None = None) -> jax.Array:
     """Like `numpy.take`; `indices` may also be a Python list or tuple, which `jnp.take` refuses."""
     return jnp.take(values, jnp.asarray(indices) if isinstance(indices, list | tuple) else indices, axis)
@@ -416,6 +464,7 @@ OPS: dict[str, Callable] = {
     **numpy_like_ops(jnp),
     # --- tensors and types ---
     'is_tensor': _is_tensor,
+    'numpy': _numpy,
     'as_tensor': _as_tensor,
     'is_available': lambda tensor: not isinstance(tensor, Tracer),
     'content_hash': lambda x: NUMPY.content_hash(np.asarray(x)),  # equal data hashes equal on every backend
@@ -430,6 +479,9 @@ OPS: dict[str, Callable] = {
     'jit_compile': jax.jit,
     'jacobian': _jacobian,
     'jit_compile_grad': lambda f, wrt, get_output, is_f_scalar: jax.jit(_jacobian(f, wrt, get_output, is_f_scalar)),
+    'hessian': _hessian,
+    'jit_compile_hessian': lambda f, wrt, get_output, get_gradient: jax.jit(_hessian(f, wrt, get_output,
+                                                                                     get_gradient)),
     'custom_gradient': _custom_gradient,
     'stop_gradient': lax.stop_gradient,
     'numpy_call': _numpy_call,
@@ -459,6 +511,15 @@ OPS: dict[str, Callable] = {
     'mul_matrix_batched_vector': _mul_matrix_batched_vector,
     'conv': _conv,
     'solve_triangular_dense': _solve_triangular_dense,
+    # --- sparse matrices (JAX has no variables: its arrays are values) ---
+    'is_sparse': sparse.is_sparse,
+    'get_sparse_format': sparse.get_sparse_format,
+    'disassemble': sparse.disassemble,
+    'sparse_coo_tensor': sparse.sparse_coo_tensor,
+    'sparse_coo_tensor_batched': sparse.sparse_coo_tensor_batched,
+    'csr_matrix': sparse.csr_matrix,
+    'csr_matrix_batched': sparse.csr_matrix,  # the batch axis of the parts makes a batch of matrices
+    'csc_matrix': sparse.csc_matrix,
     'erf': special.erf,
     'log_gamma': special.gammaln,
     'gamma_inc_l': special.gammainc,

@@ -3,6 +3,11 @@
 Its table is the one shared with JAX (`numpy_like_ops(numpy)`, mostly NumPy's functions themselves) plus the
 entries below, which adapt NumPy where the backend signature differs. SciPy is imported only when one of its
 functions is first called.
+
+Sparse matrices are SciPy's COO, CSR and CSC matrices (`scipy.sparse`, triangular solves by
+`scipy.sparse.linalg.spsolve_triangular`); the iterative linear solvers are the base class's. Left out, as NumPy
+cannot differentiate: `jacobian`, `hessian` and their compiled forms, `minimize` (it takes gradients) and
+`variable`; and the batched sparse constructors, as SciPy's sparse matrices have two dims.
 """
 
 import itertools
@@ -31,6 +36,8 @@ _rng = None  # NumPy's Generator, made on first use: numpy.random took a sixth o
 def _is_tensor(x: Any, only_native: bool = False) -> bool:
     if isinstance(x, _NATIVE):
         return x.dtype.kind != 'O'  # object arrays belong to the OBJECTS backend
+    if _is_sparse(x):
+        return True
     if only_native:
         return False
     if isinstance(x, _PYTHON_NUMBERS):
@@ -78,7 +85,7 @@ def _content_hash(x: Any) -> str:
 
 
 def _dtype(x: Any) -> DType:
-    if isinstance(x, _NATIVE):
+    if isinstance(x, _NATIVE) or _is_sparse(x):
         return from_numpy_dtype(x.dtype)
     if isinstance(x, bool):
         return DType(bool)
@@ -228,7 +235,78 @@ def _solve_triangular_dense(matrix: Any, rhs: Any, lower: bool, unit_diagonal: b
     return np.stack(results).astype(dtype, copy=False)  # LAPACK has no float16 solver
 
 
+def _is_sparse(x: Any) -> bool:
+    """Whether `x` is a SciPy sparse matrix or array; such a value proves `scipy.sparse` imported, so testing
+    costs no import."""
+    return type(x).__module__.startswith('scipy.sparse')
+
+
+def sparse_to_scipy(x: Any, disassemble: Callable, to_numpy: Callable) -> Any:
+    """The SciPy matrix of another library's sparse matrix `x`, assembled from its parts as NumPy arrays."""
+    assemble, parts = disassemble(x)
+    return assemble(NUMPY, *[to_numpy(part) for part in parts])
+
+
+def _numpy(x: Any) -> Any:
+    """`x` as a NumPy array; SciPy's sparse matrices as they are (phiml's NumPy backend holds them)."""
+    return x if _is_sparse(x) else np.asarray(x)
+
+
+def _get_sparse_format(x: Any) -> str:
+    """SciPy's name of the format of `x` ('coo', 'csr', 'csc', ...), 'dense' for arrays and numbers."""
+    return x.format if _is_sparse(x) else 'dense'
+
+
+def _sparse_coo_tensor(indices: Any, values: Any, shape: Sequence[int]) -> Any:
+    """A `scipy.sparse.coo_matrix` of `values (nnz,)` at `indices (nnz, 2)` (row, column); repeats add up."""
+    if len(shape) != 2:
+        raise ValueError(f"SciPy's sparse matrices have two dims, got shape {tuple(shape)}")
+    indices = np.asarray(indices)
+    return _SPARSE['coo'].load()((np.asarray(values), (indices[:, 0], indices[:, 1])), shape=tuple(shape))
+
+
+def _disassemble(x: Any) -> tuple[Callable, tuple]:
+    """`assemble(backend, *parts)` and the parts of `x`: (indices (nnz, 2), values) of COO matrices, (values,
+    column indices, row pointers) of CSR ones, (values, row indices, column pointers) of CSC ones, `(x,)` else."""
+    if not _is_sparse(x):
+        return (lambda b, t: t), (x,)
+    shape = x.shape
+    if x.format == 'coo':
+        return (lambda b, i, v: b.sparse_coo_tensor(i, v, shape)), (np.stack([x.row, x.col], -1), x.data)
+    if x.format == 'csr':
+        return (lambda b, v, i, p: b.csr_matrix(i, p, v, shape)), (x.data, x.indices, x.indptr)
+    if x.format == 'csc':
+        return (lambda b, v, i, p: b.csc_matrix(p, i, v, shape)), (x.data, x.indices, x.indptr)
+    raise ValueError(f"disassemble takes COO, CSR and CSC matrices, got SciPy's format {x.format!r}")
+
+
+def _solve_triangular_sparse(matrix: Any, rhs: Any, lower: bool, unit_diagonal: bool) -> np.ndarray:
+    """Solves the sparse triangular `matrix (rows, cols) @ x = rhs (batch, rows)` for `x (batch, cols)`."""
+    dtype = to_numpy_dtype(inexact_type(from_numpy_dtype(matrix.dtype), _dtype(rhs)))
+    if dtype == np.float16:  # SuperLU has no float16 solver
+        dtype = np.dtype(np.float32)
+    solve = _SPARSE['solve_triangular'].load()
+    triangle = _SPARSE['tril' if lower else 'triu'].load()(matrix, format='csr')  # SciPy reads the other one too
+    result = solve(triangle.astype(dtype), np.asarray(rhs, dtype).T, lower=lower, unit_diagonal=unit_diagonal)
+    return np.asarray(result, dtype).T
+
+
+_SPARSE = {'coo': LazyFunction('scipy.sparse', 'coo_matrix'), 'csr': LazyFunction('scipy.sparse', 'csr_matrix'),
+           'csc': LazyFunction('scipy.sparse', 'csc_matrix'),
+           'tril': LazyFunction('scipy.sparse', 'tril'), 'triu': LazyFunction('scipy.sparse', 'triu'),
+           'solve_triangular': LazyFunction('scipy.sparse.linalg', 'spsolve_triangular')}
 _SHARED = numpy_like_ops(np)
+_mul_dense_matrix_batched_vector = _SHARED['mul_matrix_batched_vector']
+
+
+def _mul_matrix_batched_vector(matrix: Any, vector: Any) -> np.ndarray:
+    """`matrix (rows, cols)`, dense or sparse, or `(batch, rows, cols)` times `vector (batch, cols)`."""
+    if _is_sparse(matrix):
+        return np.asarray(matrix @ np.asarray(vector).T).T
+    return _mul_dense_matrix_batched_vector(matrix, vector)
+
+
+
 _batched_gather_nd = _SHARED['batched_gather_nd']
 _SCATTER_MODES = {'add': np.add, 'max': np.maximum, 'min': np.minimum}
 
@@ -307,6 +385,7 @@ class NumPyBackend(Backend):
         **_SHARED,
         # --- tensors and types ---
         'is_tensor': _is_tensor,
+        'numpy': _numpy,
         'as_tensor': _as_tensor,
         'is_available': lambda tensor: True,
         'content_hash': _content_hash,
@@ -342,6 +421,17 @@ class NumPyBackend(Backend):
         # --- linear algebra, signals and special functions ---
         'conv': _conv,
         'solve_triangular_dense': _solve_triangular_dense,
+        'mul_matrix_batched_vector': _mul_matrix_batched_vector,
+        # --- sparse matrices of SciPy ---
+        'is_sparse': _is_sparse,
+        'get_sparse_format': _get_sparse_format,
+        'disassemble': _disassemble,
+        'sparse_coo_tensor': _sparse_coo_tensor,
+        'csr_matrix': lambda column_indices, row_pointers, values, shape: _SPARSE['csr'].load()(
+            (values, column_indices, row_pointers), shape=tuple(shape)),
+        'csc_matrix': lambda column_pointers, row_indices, values, shape: _SPARSE['csc'].load()(
+            (values, row_indices, column_pointers), shape=tuple(shape)),
+        'solve_triangular_sparse': _solve_triangular_sparse,
         'erf': LazyFunction('scipy.special', 'erf'),
         'log_gamma': LazyFunction('scipy.special', 'gammaln'),
         'gamma_inc_l': LazyFunction('scipy.special', 'gammainc'),

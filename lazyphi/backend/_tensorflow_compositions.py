@@ -339,12 +339,6 @@ def tensordot(a: Any, a_axes: int | Sequence[int], b: Any, b_axes: int | Sequenc
     return tf.tensordot(*common([a, b]), axes)
 
 
-def mul_matrix_batched_vector(matrix: Any, vector: Any) -> Any:
-    """Multiplies `matrix (rows, cols)` or `(batch, rows, cols)` with `vector (batch, cols)`."""
-    matrix, vector = common([matrix, vector])
-    return tf.linalg.matmul(matrix, vector[..., None])[..., 0]
-
-
 def solve_triangular_dense(matrix: Any, rhs: Any, lower: bool, unit_diagonal: bool) -> Any:
     """Solves `matrix (batch, rows, cols) @ x = rhs (batch, rows)` for `x (batch, cols)`; batch 1 broadcasts."""
     dtype = tf_dtype(inexact_type(dtype_of(matrix), dtype_of(rhs)))

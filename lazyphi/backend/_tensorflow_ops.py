@@ -12,6 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from . import _tensorflow_compositions as compositions
+from . import _tensorflow_sparse as sparse
 from ._dtype import DType, to_numpy_dtype
 from ._numpy import NUMPY
 from ._precision import get_precision
@@ -25,12 +26,10 @@ from ._tensorflow_types import (
     dtype_of,
     from_dlpack,
     inexact,
-    is_tensor,
     loop_types,
     on_default_device,
     operand_type,
     shape,
-    staticshape,
     tf_dtype,
     tf_dtype_of,
     to_dlpack,
@@ -286,10 +285,10 @@ def _numpy_call(f: Callable, output_shapes: Any, output_dtypes: Any, *args: Any,
 
 OPS: dict[str, Callable] = {
     # --- tensors and types ---
-    'is_tensor': is_tensor,
+    'is_tensor': sparse.is_tensor,
     'as_tensor': as_tensor,
     'is_available': lambda tensor: not (isinstance(tensor, tf.Tensor) and tf.is_symbolic_tensor(tensor)),
-    'numpy': to_numpy,
+    'numpy': sparse.numpy,
     'content_hash': lambda x: NUMPY.content_hash(to_numpy(x)),  # equal data hashes equal on every backend
     'copy': lambda tensor, only_mutable=False: tensor if only_mutable and isinstance(tensor, tf.Tensor) else
     tf.identity(tensor),
@@ -297,10 +296,15 @@ OPS: dict[str, Callable] = {
     'from_dlpack': from_dlpack,
     'dtype': dtype_of,
     'cast': cast,
-    'staticshape': staticshape,
+    'staticshape': sparse.staticshape,
     'shape': shape,
     'is_module': lambda obj: isinstance(obj, tf.Module),
     'is_sparse': lambda x: isinstance(x, tf.SparseTensor),
+    'get_sparse_format': lambda x: 'coo' if isinstance(x, tf.SparseTensor) else 'dense',
+    'disassemble': sparse.disassemble,
+    'sparse_coo_tensor': sparse.sparse_coo_tensor,
+    'sparse_coo_tensor_batched': sparse.sparse_coo_tensor_batched,
+    'variable': lambda value: tf.Variable(as_tensor(value)),
     'prefers_channels_last': lambda: True,
     'stop_gradient': tf.stop_gradient,
     'numpy_call': _numpy_call,
@@ -362,7 +366,7 @@ OPS: dict[str, Callable] = {
     # --- linear algebra and signals ---
     'tensordot': compositions.tensordot,
     'einsum': lambda equation, *tensors: tf.einsum(equation, *common(tensors)),
-    'mul_matrix_batched_vector': compositions.mul_matrix_batched_vector,
+    'mul_matrix_batched_vector': sparse.mul_matrix_batched_vector,
     'conv': compositions.conv,
     'solve_triangular_dense': compositions.solve_triangular_dense,
     'fft': compositions.fourier({1: tf.signal.fft, 2: tf.signal.fft2d, 3: tf.signal.fft3d}),

@@ -16,8 +16,9 @@ import torch
 import torch.nn.functional as F
 
 from .._errors import UnsupportedDType
+from . import _torch_sparse as sparse
 from ._dtype import DType, inexact_type
-from ._numpy import NUMPY
+from ._numpy import NUMPY, sparse_to_scipy
 from ._precision import get_precision
 
 _PYTHON_NUMBERS = (bool, int, float, complex)
@@ -97,8 +98,10 @@ def as_tensor(x: Any, convert_external: bool = True) -> Any:
     return _with_precision(_from_numpy(np.asarray(x)))
 
 
-def _numpy(x: Any) -> np.ndarray:
+def _numpy(x: Any) -> Any:
     if isinstance(x, torch.Tensor):
+        if x.layout != torch.strided:  # a SciPy matrix, as phiml gives
+            return sparse_to_scipy(x, sparse.disassemble, _numpy)
         return x.numpy(force=True)  # detached, on the CPU, conjugation resolved; shares memory where possible
     return np.asarray(x)
 
@@ -539,6 +542,16 @@ def _solve_triangular_dense(matrix: Any, rhs: Any, lower: bool, unit_diagonal: b
     return torch.linalg.solve_triangular(matrix, rhs[..., None], upper=not lower, unitriangular=unit_diagonal)[..., 0]
 
 
+def _solve_triangular_sparse(matrix: torch.Tensor, rhs: Any, lower: bool, unit_diagonal: bool) -> torch.Tensor:
+    """Solves the sparse triangular `matrix (rows, cols) @ x = rhs (batch, rows)` for `x (batch, cols)`, reading only
+    the triangle named (`torch.triangular_solve` is torch's solver that takes CSR matrices); float16 gives float32."""
+    dtype = inexact_type(_dtype(matrix), _dtype(rhs))
+    dtype = _torch_dtype(DType(float, 32) if dtype == DType(float, 16) else dtype)
+    rows = sparse.compressed_rows(matrix.to(dtype))
+    return torch.triangular_solve(as_tensor(rhs).to(dtype).T, rows, upper=not lower,
+                                  unitriangular=unit_diagonal).solution.T
+
+
 _CONVOLUTIONS = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
 
 
@@ -609,6 +622,9 @@ OPS: dict[str, Callable] = {
     'size': lambda tensor: tensor.numel() if isinstance(tensor, torch.Tensor) else np.size(tensor),
     'is_module': lambda obj: isinstance(obj, torch.nn.Module),
     'is_sparse': lambda x: isinstance(x, torch.Tensor) and x.layout != torch.strided,
+    'get_sparse_format': sparse.get_sparse_format,
+    'disassemble': sparse.disassemble,
+    'variable': lambda value: torch.nn.Parameter(as_tensor(value)),
     'prefers_channels_last': lambda: False,
     'stop_gradient': lambda value: value.detach() if isinstance(value, torch.Tensor) else value,
     'numpy_call': _numpy_call,
@@ -669,9 +685,17 @@ OPS: dict[str, Callable] = {
     # --- linear algebra and signals ---
     'tensordot': _tensordot,
     'einsum': torch.einsum,
-    'mul_matrix_batched_vector': lambda matrix, vector: torch.matmul(matrix, vector[..., None])[..., 0],
+    'mul_matrix_batched_vector': sparse.mul_matrix_batched_vector,
     'conv': _conv,
     'solve_triangular_dense': _solve_triangular_dense,
+    'solve_triangular_sparse': _solve_triangular_sparse,
+    # --- sparse matrices ---
+    'sparse_coo_tensor': sparse.sparse_coo_tensor,
+    'sparse_coo_tensor_batched': sparse.sparse_coo_tensor_batched,
+    'csr_matrix': sparse.csr_matrix,
+    'csr_matrix_batched': sparse.csr_matrix,  # the batch axis of the parts makes a batch of matrices
+    'csc_matrix': sparse.csc_matrix,
+    'csc_matrix_batched': sparse.csc_matrix,
     'fft': _fourier(torch.fft.fftn),
     'ifft': _fourier(torch.fft.ifftn),
     'svd': lambda matrix, full_matrices=True: tuple(torch.linalg.svd(matrix, full_matrices=full_matrices)),

@@ -16,6 +16,12 @@ tracing, so a compiled function returns the same random values on every call.
 
 **Devices.** New arrays go to the backend's default device (`set_default_device`); where that is JAX's
 own default device they are left uncommitted, so JAX may still move them as usual.
+
+**Sparse matrices** are `jax.experimental.sparse`'s BCOO and BCSR (batched ones included) and CSC
+(`_jax_sparse`), imported on first use. Left out: `csc_matrix_batched` (JAX's CSC has no batches),
+`solve_triangular_sparse` (JAX has no sparse triangular solve) and `variable` (JAX arrays are values; there is
+nothing to make trainable). `hessian` takes a forward-mode product of the gradient per parameter, mapped with
+`vmap`; the iterative linear solvers and `minimize` are the base class's.
 """
 
 import os

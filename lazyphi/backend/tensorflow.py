@@ -9,12 +9,14 @@ entries first cast their operands to the types NumPy's ufunc would pick (`ufunc.
 `_tensorflow_types`), and reductions accumulate small integers in 64 bits as NumPy does. What TensorFlow lacks
 (quantiles, sorted `unique`, histograms, FFTs over arbitrary axes, edge and periodic padding, ...) is composed of
 TensorFlow operations in the operation table (`_tensorflow_ops`); no operation passes data through NumPy except
-`numpy_call`, whose purpose that is. Left out, as in the NumPy backend: sparse matrices, linear solvers other
-than dense triangular ones, and `minimize`; also `hessian`.
+`numpy_call`, whose purpose that is. Sparse matrices are `tf.SparseTensor`s (`_tensorflow_sparse`); left out are
+`csr_matrix`, `csc_matrix` and their batched forms (TensorFlow has no public compressed sparse type) and
+`solve_triangular_sparse` (nor a sparse triangular solve). The iterative linear solvers and `minimize` are the base
+class's.
 
-Beyond NumPy: `jit_compile` (`tf.function`), gradients (`jacobian` with `tf.GradientTape`, `custom_gradient`,
-`stop_gradient`), `while_loop` (`tf.while_loop`, also in compiled functions), `vectorized_call`
-(`tf.vectorized_map`) and `numpy_call` (`tf.numpy_function`).
+Beyond NumPy: `jit_compile` (`tf.function`), gradients (`jacobian` with `tf.GradientTape`, `hessian` with nested
+tapes, `custom_gradient`, `stop_gradient`), `variable` (`tf.Variable`), `while_loop` (`tf.while_loop`, also in
+compiled functions), `vectorized_call` (`tf.vectorized_map`) and `numpy_call` (`tf.numpy_function`).
 """
 
 import importlib
@@ -129,6 +131,36 @@ class TensorFlowBackend(Backend):
             return (*(output if isinstance(output, tuple | list) else (output,)), *gradients)
         gradient_of_f.__name__ = f"gradient_of_{getattr(f, '__name__', 'f')}"
         return gradient_of_f
+
+    def hessian(self, f: Callable, wrt: Sequence[int], get_output: bool, get_gradient: bool) -> Callable:
+        """Hessians of `f`'s loss by `args[i]`, `i in wrt`, per entry of the batch (first) axis, with nested
+        `tf.GradientTape`s; see `TorchBackend.hessian` for the arguments and results."""
+        def hessian_of_f(*args: Any) -> tuple:
+            args = [self._differentiable(a) if i in wrt else a for i, a in enumerate(args)]
+            sources = [args[i] for i in wrt]
+            zero = tf.UnconnectedGradients.ZERO
+            with tf.GradientTape(persistent=True, watch_accessed_variables=False) as outer:
+                for source in sources:
+                    outer.watch(source)
+                with tf.GradientTape(watch_accessed_variables=False) as inner:
+                    for source in sources:
+                        inner.watch(source)
+                    loss, output = f(*args)
+                gradients = inner.gradient(loss, sources, unconnected_gradients=zero)
+            # entries are independent: the batch Jacobian of an entry's gradient is that entry's Hessian
+            hessian = tuple(tuple(outer.batch_jacobian(g, s, unconnected_gradients=zero) for s in sources)
+                            for g in gradients)
+            del outer
+            result = (tuple(output) if isinstance(output, tuple | list) else (output,),) if get_output else ()
+            if get_gradient:
+                result += (tuple(gradients),)
+            return (*result, hessian)
+        hessian_of_f.__name__ = f"hessian_of_{getattr(f, '__name__', 'f')}"
+        return hessian_of_f
+
+    def jit_compile_hessian(self, f: Callable, wrt: Sequence[int], get_output: bool, get_gradient: bool) -> Callable:
+        """`hessian(f, ...)` traced into a TensorFlow graph."""
+        return self.jit_compile(self.hessian(f, wrt, get_output, get_gradient))
 
     def _differentiable(self, value: Any) -> Any:
         value = to_native(value)

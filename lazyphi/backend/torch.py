@@ -12,8 +12,13 @@ current precision, and tensors created by the backend land on the default device
 What NumPy cannot do: gradients (`jacobian`, `custom_gradient`, `stop_gradient`), vectorisation with
 `torch.vmap` (`vectorized_call`) and calling NumPy code from torch (`numpy_call`). `jit_compile` runs
 functions eagerly: `torch.compile` takes seconds to compile per shape and fails on many CPU setups, which
-costs more than it saves for the array sizes lazyphi hands to one call. Sparse matrices, linear solvers other
-than dense triangular ones, and `minimize` are left out, as in the NumPy backend.
+costs more than it saves for the array sizes lazyphi hands to one call (so do `jit_compile_grad` and
+`jit_compile_hessian`). `hessian` differentiates autograd's gradient once per parameter; `variable` makes a
+`torch.nn.Parameter`.
+
+Sparse matrices are torch's COO, CSR and CSC layouts, batched ones included (`_torch_sparse`); the iterative
+linear solvers and `minimize` (SciPy, gradients by autograd) are the base class's; `solve_triangular_sparse` runs
+`torch.triangular_solve`, the one torch solver that takes CSR matrices.
 """
 
 import functools
@@ -35,6 +40,22 @@ from ._registry import register_backend
 def _zeros_if_none(gradient: torch.Tensor | None, variable: torch.Tensor) -> torch.Tensor:
     """Autograd reports variables the loss does not depend on with `None`; their gradient is zero."""
     return torch.zeros_like(variable) if gradient is None else gradient
+
+
+def _watched(args: Sequence, wrt: Sequence[int]) -> tuple[list, list[torch.Tensor]]:
+    """`args` with those at `wrt` made float tensors that record gradients, and these tensors."""
+    args = list(args)
+    for i in wrt:
+        arg = ops.as_tensor(args[i])
+        if not (arg.is_floating_point() or arg.is_complex()):
+            arg = arg.to(ops.FLOAT_BY_PRECISION[get_precision()])
+        args[i] = arg.detach().requires_grad_(True)
+    return args, [args[i] for i in wrt]
+
+
+def _detached(output: Any) -> tuple:
+    output = tuple(output) if isinstance(output, tuple | list) else (output,)
+    return tuple(o.detach() if isinstance(o, torch.Tensor) else o for o in output)
 
 
 class TorchBackend(Backend):
@@ -114,13 +135,7 @@ class TorchBackend(Backend):
             is_f_scalar: Whether `loss` is a scalar. Otherwise the gradients have `loss`'s axes first (Jacobians).
         """
         def gradient_of_f(*args: Any) -> tuple:
-            args = list(args)
-            for i in wrt:
-                arg = ops.as_tensor(args[i])
-                if not (arg.is_floating_point() or arg.is_complex()):
-                    arg = arg.to(ops.FLOAT_BY_PRECISION[get_precision()])
-                args[i] = arg.detach().requires_grad_(True)
-            variables = [args[i] for i in wrt]
+            args, variables = _watched(args, wrt)
             with torch.enable_grad():
                 loss, output = f(*args)
             if is_f_scalar or loss.dim() == 0:
@@ -133,10 +148,51 @@ class TorchBackend(Backend):
             gradients = tuple(_zeros_if_none(g, v) for g, v in zip(gradients, variables, strict=True))
             if not get_output:
                 return gradients
-            output = tuple(output) if isinstance(output, tuple | list) else (output,)
-            return (*(o.detach() if isinstance(o, torch.Tensor) else o for o in output), *gradients)
+            return (*_detached(output), *gradients)
         gradient_of_f.__name__ = f"gradient_of_{getattr(f, '__name__', 'f')}"
         return gradient_of_f
+
+    def hessian(self, f: Callable, wrt: Sequence[int], get_output: bool, get_gradient: bool) -> Callable:
+        """Returns `h(*args)` computing the Hessians of `f`'s loss by `args[i]`, `i in wrt`, per batch entry.
+
+        The first axis of every argument and of the loss is a batch of independent entries: the loss is summed over
+        it, and the second derivatives of an entry's loss by the same entry's parameters are returned.
+
+        Args:
+            f: Returns `(loss, output)`: the loss `(batch,)` (or a scalar) and a tuple of further outputs.
+            wrt: Indices of the arguments to differentiate by; integer and boolean arguments become floats.
+            get_output: Whether `h` returns `output` first.
+            get_gradient: Whether `h` returns the gradients (one `(batch, *params)` per argument) before the Hessian.
+
+        Returns:
+            A tuple of (`output`,) (the gradients,) the Hessian: `H[i][j]` of shape `(batch, *params_i, *params_j)`.
+        """
+        def hessian_of_f(*args: Any) -> tuple:
+            args, variables = _watched(args, wrt)
+            with torch.enable_grad():
+                loss, output = f(*args)
+                gradients = torch.autograd.grad(loss.sum(), variables, create_graph=True, allow_unused=True)
+                gradients = [_zeros_if_none(g, v) for g, v in zip(gradients, variables, strict=True)]
+                hessian = []
+                for g in gradients:
+                    batch, params = g.shape[0], tuple(g.shape[1:])
+                    columns = [torch.autograd.grad(entry.sum(), variables, retain_graph=True, allow_unused=True)
+                               if entry.requires_grad else (None,) * len(variables)
+                               for entry in g.reshape(batch, -1).unbind(1)]
+                    hessian.append(tuple(
+                        torch.stack([_zeros_if_none(c[j], v) for c in columns], 1).reshape(batch, *params,
+                                                                                             *v.shape[1:]).detach()
+                        for j, v in enumerate(variables)))
+            result = (_detached(output),) if get_output else ()
+            if get_gradient:
+                result += (tuple(g.detach() for g in gradients),)
+            return (*result, tuple(hessian))
+        hessian_of_f.__name__ = f"hessian_of_{getattr(f, '__name__', 'f')}"
+        return hessian_of_f
+
+    def jit_compile_hessian(self, f: Callable, wrt: Sequence[int], get_output: bool, get_gradient: bool) -> Callable:
+        """`hessian`, run eagerly like `jit_compile`."""
+        return self.hessian(f, wrt, get_output, get_gradient)
 
     def jit_compile_grad(self, f: Callable, wrt: Sequence[int], get_output: bool, is_f_scalar: bool) -> Callable:
         """`jacobian`, run eagerly like `jit_compile`."""

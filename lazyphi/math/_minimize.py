@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..backend import default_backend
+from ..backend import GRADIENT_METHODS, VALUE_METHODS, default_backend, run_scipy_minimize, trajectory_points
 from ._autodiff import compiling, gradient
 from ._conversion import reshaped_numpy
 from ._convert import to_backend
@@ -33,9 +33,7 @@ from ._tensor import Tensor
 from ._tree import tree_map
 from ._vectors import l2_loss
 
-_SCIPY_GRADIENT = ('L-BFGS-B', 'BFGS', 'CG', 'SLSQP', 'trust-constr')
-_SCIPY_VALUES_ONLY = ('Nelder-Mead', 'Powell', 'COBYLA')
-_MINIMIZERS = ('auto', 'GD', *_SCIPY_GRADIENT, *_SCIPY_VALUES_ONLY)
+_MINIMIZERS = ('auto', 'GD', *GRADIENT_METHODS, *VALUE_METHODS)
 _PARAMETERS = '_minimized_parameters'  # the channel dim holding every entry of x except its batch dims
 _GD_FIRST_STEP = 0.1  # the step size gradient descent starts with (as phiml)
 _GD_STEP_TRIES = 10  # the most step sizes gradient descent tries per iteration after the first
@@ -179,11 +177,11 @@ def minimize(f: Callable, solve: Solve):
         parameters = _Parameters(f, solve.x0)
         flat = parameters.flat()
     backend = flat._dense().backend
-    if method not in _SCIPY_VALUES_ONLY and not (backend.supports('jacobian')
+    if method not in VALUE_METHODS and not (backend.supports('jacobian')
                                                   or default_backend().supports('jacobian')):
         raise NotImplementedError(f'minimize(): method {method!r} needs gradients, which the {backend.name} backend '
                                   f'cannot compute; use tensors of torch, jax or tensorflow (or one of them as the '
-                                  f'default backend), or a method without gradients: {", ".join(_SCIPY_VALUES_ONLY)}')
+                                  f'default backend), or a method without gradients: {", ".join(VALUE_METHODS)}')
     start = time.perf_counter()
     with np.errstate(all='ignore'):  # a diverging minimisation meets non-finite values; the result reports them
         if method == 'GD':
@@ -283,57 +281,13 @@ def _minimize_messages(final: dict, method: str) -> Tensor:
     return _per_entry(message, shape)
 
 
-class _Stopped(Exception):
-    """Ends a SciPy run in its thread when the minimisation stops early."""
-
-
 def _scipy_minimize(method: str, parameters: _Parameters, flat: Tensor, solve: Solve) -> SolveInfo:
-    """`scipy.optimize.minimize` per batch entry, each in a thread; the main thread evaluates `f` once for all
-    entries waiting for a value (the finished ones held at their result), as `f` takes the whole batch."""
-    import queue
-    import threading
-
-    from scipy.optimize import minimize as scipy_minimize
+    """`scipy.optimize.minimize` per batch entry (`run_scipy_minimize`), `f` evaluated for all waiting entries."""
     batches, backend, dtype = parameters.batches, flat._dense().backend, flat.dtype
     x0 = reshaped_numpy(flat, [batches, _PARAMETERS]).astype(np.float64)
     abs_tol = reshaped_numpy(expand(solve.abs_tol, batches), [batches])
     max_iterations = reshaped_numpy(expand(solve.max_iterations, batches), [batches])
-    with_gradient = method in _SCIPY_GRADIENT
-    fg = _loss_and_gradient(parameters) if with_gradient else None
-    count = x0.shape[0]
-    requests: queue.Queue = queue.Queue()  # (entry, x to evaluate, or its OptimizeResult, or an exception)
-    replies = [queue.Queue() for _ in range(count)]  # the values for an entry; None stops it
-    iterations, evaluations = [0] * count, [0] * count
-    recent = [[] for _ in range(count)]  # per entry: the losses since its last iteration
-    trajectories = [[] for _ in range(count)] if recording(solve) else None  # (x, loss, evaluations) per iteration
-
-    def run(entry: int) -> None:
-        def fun(x: np.ndarray):
-            evaluations[entry] += 1
-            requests.put((entry, np.array(x, dtype=np.float64)))
-            reply = replies[entry].get()
-            if reply is None:
-                raise _Stopped()
-            recent[entry].append(float(reply[0] if with_gradient else reply))
-            if trajectories is not None and not trajectories[entry]:
-                trajectories[entry].append((x0[entry], recent[entry][0], 1))
-            return reply
-
-        def callback(*args) -> None:
-            iterations[entry] += 1
-            if trajectories is not None:  # the best loss since the last iteration, as phiml records it
-                trajectories[entry].append((np.array(args[0], dtype=np.float64), min(recent[entry]),
-                                            evaluations[entry]))
-            recent[entry].clear()
-        try:
-            result = scipy_minimize(fun, x0[entry], jac=with_gradient, method=method, tol=float(abs_tol[entry]),
-                                    options={'maxiter': int(max_iterations[entry])}, callback=callback)
-        except _Stopped:
-            return
-        except Exception as error:  # handed to the main thread, which raises it
-            requests.put((entry, error))
-            return
-        requests.put((entry, result))
+    fg = _loss_and_gradient(parameters) if method in GRADIENT_METHODS else None
 
     def evaluate(values: np.ndarray) -> tuple:
         x = _typed(to_backend(reshaped_tensor(values, [batches, channel(_PARAMETERS)], convert=False), backend), dtype)
@@ -342,33 +296,8 @@ def _scipy_minimize(method: str, parameters: _Parameters, flat: Tensor, solve: S
         loss, grad = fg(x)
         return (reshaped_numpy(loss, [batches]).astype(np.float64),
                 reshaped_numpy(grad, [batches, _PARAMETERS]).astype(np.float64))
-    threads = [threading.Thread(target=run, args=(entry,), daemon=True) for entry in range(count)]
-    for thread in threads:
-        thread.start()
-    results, current = [None] * count, x0.copy()
-    try:
-        while any(r is None for r in results):
-            waiting = []
-            while len(waiting) + sum(r is not None for r in results) < count:
-                entry, item = requests.get()
-                if isinstance(item, Exception):
-                    raise item
-                if isinstance(item, np.ndarray):
-                    waiting.append(entry)
-                    current[entry] = item
-                else:
-                    results[entry] = item
-                    current[entry] = item.x
-            if waiting:
-                losses, grads = evaluate(current)
-                for entry in waiting:
-                    replies[entry].put((losses[entry], grads[entry]) if with_gradient else losses[entry])
-    finally:
-        for entry, thread in enumerate(threads):
-            if thread.is_alive():
-                replies[entry].put(None)
-        for thread in threads:
-            thread.join()
+    runs = run_scipy_minimize(method, evaluate, x0, abs_tol, max_iterations, recording(solve))
+    results, iterations, evaluations, trajectories = runs
     x = _typed(to_backend(reshaped_tensor(np.stack([r.x for r in results]), [batches, channel(_PARAMETERS)],
                                           convert=False), backend), dtype)
 
@@ -381,9 +310,7 @@ def _scipy_minimize(method: str, parameters: _Parameters, flat: Tensor, solve: S
     loss, counts = per_entry([float(r.fun) for r in results]), per_entry(evaluations, np.int32)
     x_found = x
     if trajectories is not None:  # the final state replaces the last iteration's; the shorter ones repeat it
-        finals = [(r.x, float(r.fun), evaluations[entry]) for entry, r in enumerate(results)]
-        length = max(len(t) for t in trajectories)
-        points = [t[:-1] + [last] * (length - len(t) + 1) for t, last in zip(trajectories, finals, strict=True)]
+        points = trajectory_points(runs)
         steps = [batch(TRAJECTORY), batches]
         x_found = _typed(to_backend(reshaped_tensor(np.stack([[p[0] for p in entry] for entry in points], 1),
                                                     [*steps, channel(_PARAMETERS)], convert=False), backend), dtype)

@@ -19,7 +19,17 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..backend import NUMPY, DType, NoBackendFound, choose_backend, convert
+from ..backend import (
+    DIVERGENCE_GROWTH,
+    NUMPY,
+    DType,
+    NoBackendFound,
+    adaptive_cg_step,
+    bicgstab_step,
+    cg_step,
+    choose_backend,
+    convert,
+)
 from ._autodiff import compiling, custom_gradient, when_available
 from ._conversion import reshaped_native
 from ._creation import reshaped_tensor, wrap, zeros_like
@@ -42,7 +52,6 @@ from ._tree import tree_map
 
 _ITERATIVE = ('auto', 'CG', 'CG-adaptive', 'biCG-stab', 'biCG-stab(1)')
 _DIRECT = ('direct', 'scipy-direct')
-_DIVERGENCE_GROWTH = 1e5  # a squared residual this many times the initial one, after 8 iterations, counts as diverged
 _SWAP = '_solve_transposed_'  # prefix of the temporary names while the rows and columns of a matrix are swapped
 
 
@@ -483,11 +492,11 @@ def _iterative(operator: Callable, y: Tensor, solve: Solve, system: Shape) -> tu
     zero = expand(to_int32(wrap(0)), batches)
     common = {'iterations': zero, 'evaluations': zero + 1}
     if solve.method == 'biCG-stab' or solve.method == 'biCG-stab(1)':
-        state, step, name = _bicgstab_start(x0, r0, dot), _bicgstab_step, 'biCG-stab'
+        state, step, name = _bicgstab_start(x0, r0, dot), bicgstab_step, 'biCG-stab'
     elif solve.method == 'CG':
-        state, step, name = _cg_start(x0, r0, rsq0), _cg_step, 'CG'
+        state, step, name = _cg_start(x0, r0, rsq0), cg_step, 'CG'
     else:  # 'auto', 'CG-adaptive'
-        state, step, name = _adaptive_cg_start(operator, x0, r0, rsq0), _adaptive_cg_step, 'CG-adaptive'
+        state, step, name = _adaptive_cg_start(operator, x0, r0, rsq0), adaptive_cg_step, 'CG-adaptive'
         common['evaluations'] = zero + 2
     shapes = {**{k: batches for k in common}, **{k: s(x_shape, r_shape, batches) for k, s in state[1].items()}}
     state = {n: expand(as_tensor(v), shapes[n]) for n, v in {**common, **state[0]}.items()}
@@ -513,7 +522,7 @@ def _iterative(operator: Callable, y: Tensor, solve: Solve, system: Shape) -> tu
 
     def check(iterations, rsq) -> dict:
         converged = rsq <= bound
-        diverged = ~b.isfinite(rsq) | ((b.divide_no_nan(rsq, initial) > _DIVERGENCE_GROWTH) & (iterations >= 8))
+        diverged = ~b.isfinite(rsq) | ((b.divide_no_nan(rsq, initial) > DIVERGENCE_GROWTH) & (iterations >= 8))
         return {'continue': ~converged & ~diverged & (iterations < limits), 'converged': converged,
                 'diverged': diverged}
     natives.update(check(natives['iterations'], natives['rsq']))
@@ -550,35 +559,11 @@ def _cg_start(x0: Tensor, r0: Tensor, rsq0: Tensor) -> tuple:
     return state, shapes
 
 
-def _cg_step(operator: Callable, s: dict, dot: Callable, div: Callable) -> dict:
-    """One conjugate gradient step (Hestenes and Stiefel): along the direction, then a new conjugate one."""
-    image = operator(s['direction'])
-    alpha = div(s['rsq'], dot(s['direction'], image))
-    residual = s['residual'] - alpha * image
-    rsq = dot(residual, residual)
-    direction = residual + div(rsq, s['rsq']) * s['direction']
-    return {'x': s['x'] + alpha * s['direction'], 'residual': residual, 'direction': direction, 'rsq': rsq,
-            'evaluations': 1}
-
-
 def _adaptive_cg_start(operator: Callable, x0: Tensor, r0: Tensor, rsq0: Tensor) -> tuple:
     state = {'x': x0, 'residual': r0, 'direction': r0, 'image': operator(r0), 'rsq': rsq0}
     shapes = {'x': lambda xs, rs, b: xs, 'residual': lambda xs, rs, b: rs, 'direction': lambda xs, rs, b: rs,
               'image': lambda xs, rs, b: rs, 'rsq': lambda xs, rs, b: b}
     return state, shapes
-
-
-def _adaptive_cg_step(operator: Callable, s: dict, dot: Callable, div: Callable) -> dict:
-    """One step of the conjugate gradient form that measures its step against the residual itself (Hestenes
-    and Stiefel's variant, as phiml's 'CG-adaptive'): the step is `<d, r> / <d, A d>` and the next direction is
-    the residual made conjugate to `d` alone, `r - (<r, A d> / <d, A d>) d`. For a symmetric matrix it takes the
-    steps of CG; unlike CG it also settles many systems that are not quite symmetric (upwind advection)."""
-    curvature = dot(s['direction'], s['image'])
-    alpha = div(dot(s['direction'], s['residual']), curvature)
-    residual = s['residual'] - alpha * s['image']
-    direction = residual - div(dot(residual, s['image']), curvature) * s['direction']
-    return {'x': s['x'] + alpha * s['direction'], 'residual': residual, 'direction': direction,
-            'image': operator(direction), 'rsq': dot(residual, residual), 'evaluations': 1}
 
 
 def _bicgstab_start(x0: Tensor, r0: Tensor, dot: Callable) -> tuple:
@@ -589,21 +574,6 @@ def _bicgstab_start(x0: Tensor, r0: Tensor, dot: Callable) -> tuple:
     shapes = {'x': lambda xs, rs, b: xs, 'residual': vector, 'shadow': vector, 'p': vector, 'v': vector,
               'rho': scalar, 'alpha': scalar, 'omega': scalar, 'rsq': scalar}
     return state, shapes
-
-
-def _bicgstab_step(operator: Callable, s: dict, dot: Callable, div: Callable) -> dict:
-    """One step of BiCGStab (van der Vorst): a BiCG step, then a minimal-residual step along `A s`."""
-    rho = dot(s['shadow'], s['residual'])
-    beta = div(rho, s['rho']) * div(s['alpha'], s['omega'])
-    p = s['residual'] + beta * (s['p'] - s['omega'] * s['v'])
-    v = operator(p)
-    alpha = div(rho, dot(s['shadow'], v))
-    half = s['residual'] - alpha * v
-    t = operator(half)
-    omega = div(dot(t, half), dot(t, t))
-    residual = half - omega * t
-    return {'x': s['x'] + alpha * p + omega * half, 'residual': residual, 'shadow': s['shadow'], 'p': p, 'v': v,
-            'rho': rho, 'alpha': alpha, 'omega': omega, 'rsq': dot(residual, residual), 'evaluations': 2}
 
 
 def _while(body: Callable, state: dict, shapes: dict, max_iterations: int, trajectory: list | None = None) -> dict:
