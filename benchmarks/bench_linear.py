@@ -13,7 +13,8 @@ Cases, on square grids of n x n cells (`--sizes`, default 64 and 128), each time
   again, which steps with the function's matrix on NumPy in both libraries;
 * (torch) the same CG solves with the grid on PyTorch (CPU), beside lazyphi's on NumPy (where torch is importable).
 
-Figures are medians over the repeats; ratios lazyphi / phiml of the medians. A solve's residual is checked after
+Figures are medians over the repeats (`3 x` as many for the quick cases: the Laplace matrix and CG solves, whose
+figures the machine's load shifts most); ratios lazyphi / phiml of the medians. A solve's residual is checked after
 its timing (the operator on PyTorch alone takes a few ms at 128 x 128). Where phiml is not importable its
 columns are left out. Prints figures and ratios, and at the end the three ratios issue #33 sets targets for, per
 grid: (a) the CG solve again with a kept Laplace on NumPy, lazyphi / phiml <= 1; (b) `matrix_from_function` of the
@@ -89,7 +90,7 @@ def case(n: int, repeats: int) -> dict:
             try:
                 found[k] = median_seconds(lambda k=k, m=m, name=name: m.matrix_from_function(functions(m)[name],
                                                                                             grids[k]),
-                                          1 if name == 'x + mean(x)' else repeats)
+                                          1 if name == 'x + mean(x)' else 3 * repeats)
             except Exception as err:  # phiml's tracer refuses some functions: said, not timed
                 if k == 'lazy':
                     raise
@@ -121,7 +122,7 @@ def case(n: int, repeats: int) -> dict:
                 with warnings.catch_warnings():
                     warnings.simplefilter('ignore')  # phiml's spsolve warns about the format it is given
                     return m.solve_linear(operator, y, m.Solve(method, 1e-5, 1e-5, x0=0 * y))
-            found[k] = median_seconds(solve, repeats)
+            found[k] = median_seconds(solve, repeats if method == 'direct' else 3 * repeats)
             residuals[k] = float(m.max(abs(functions(m)[name](solve()) - y)))  # checked apart from the timing
         note = f"max |f(x) - y| {residuals['lazy']:.1e}" + (f" (phiml {residuals['phi']:.1e})" if 'phi' in residuals
                                                               else '')
