@@ -227,7 +227,8 @@ def test_matrix_from_function_of_a_stencil_is_sparse_and_built_from_bounded_batc
     expected = _laplace_matrix(6, 8)
     assert math.stored_values(matrix).shape.volume == np.count_nonzero(expected)
     np.testing.assert_allclose(math.dense(matrix).numpy('x,y,~x,~y').reshape(48, 48), expected)
-    assert max(probed) <= 200 and len(probed) > 12  # never the whole identity at once
+    # never the whole identity at once: 4 columns sampled alone, then 2 x 9 colour probes, at most 4 vectors a call
+    assert max(probed) <= 200 and len(probed) > 6
     math.assert_close(matrix @ x + bias, math.laplace(x, padding=0), abs_tolerance=1e-5)
     compressed, _ = math.matrix_from_function(laplace, x, auto_compress=True)
     assert math.get_format(compressed) == 'csr'

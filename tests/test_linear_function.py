@@ -194,7 +194,7 @@ def test_matrices_built_inside_jit_compile_are_not_kept(backend):
     assert all(t.available for _, found in function._matrices.values() for t in found)
 
 
-def test_numpy_iterative_solves_step_with_the_kept_matrix(backend):
+def test_iterative_solves_on_the_cpu_step_with_the_kept_matrix(backend):
     calls = []
 
     @jit_compile_linear
@@ -207,12 +207,30 @@ def test_numpy_iterative_solves_step_with_the_kept_matrix(backend):
     for method in ('CG', 'CG-adaptive', 'biCG-stab', 'auto'):
         with math.SolveTape() as tape:
             x = math.solve_linear(counted, y, math.Solve(method, 1e-6, 1e-6, x0=0 * y))
+        assert x.backend is y.backend  # stepped on the host, handed back
         np.testing.assert_allclose(x.numpy('x,y'), expected.numpy('x,y'), rtol=1e-4, atol=1e-5)
         evaluations += int(tape[0].function_evaluations.max)
-    if backend.name == 'numpy':  # one matrix, built by a few probes of the function and kept for all four solves
-        assert len(counted._matrices) == 1 and len(calls) < evaluations / 4
-    else:  # the compiled function runs at each step; no matrix is built
-        assert not counted._matrices
+    # every backend's values are on the CPU here: one matrix, built by a few probes of the function and kept for
+    # all four solves
+    assert len(counted._matrices) == 1 and len(calls) < evaluations / 4
+
+
+def test_iterative_solves_traced_by_jit_compile_call_the_function(backend):
+    calls = []
+
+    @jit_compile_linear
+    def counted(x):
+        calls.append(1)
+        return laplace(x)
+
+    @math.jit_compile
+    def solve(y):
+        return math.solve_linear(counted, y, math.Solve('CG', 1e-6, 1e-6, x0=0 * y))
+    y = math.tensor(np.random.default_rng(0).standard_normal((8, 8)), spatial('x,y'))
+    expected = math.solve_linear(lambda x: laplace(x), y, math.Solve('CG', 1e-6, 1e-6, x0=0 * y))
+    np.testing.assert_allclose(solve(y).numpy('x,y'), expected.numpy('x,y'), rtol=1e-4, atol=1e-5)
+    compiled = backend.name != 'numpy'  # NumPy has no compiler: jit_compile runs the function on values
+    assert len(counted._matrices) == (0 if compiled else 1)  # compiled: the function is called at each step
 
 
 def test_direct_solves_reuse_the_kept_matrix_but_build_one_to_differentiate_by_arguments():

@@ -355,7 +355,7 @@ def test_products_with_dense_tensors_equal_the_dense_matrix_products(coords, sid
 def test_numpy_products_run_through_one_kept_scipy_matrix(backend):
     m, y = matrix(), math.tensor(np.array([1., -2., 3.], np.float32), spatial('y'))
     expected = scipy_matrix().toarray() @ [1., -2., 3.]
-    with mock.patch('lazyphi.math._sparse.gather_in_range', side_effect=AssertionError('gathered')) as gathered:
+    with mock.patch('lazyphi.math._sparse_kind.gather_in_range', side_effect=AssertionError('gathered')) as gathered:
         if backend.name == 'numpy':
             np.testing.assert_allclose((m @ y).numpy('x'), expected, rtol=1e-6)
             np.testing.assert_allclose((m @ (2 * y)).numpy('x'), 2 * expected, rtol=1e-6)

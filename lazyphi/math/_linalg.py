@@ -501,29 +501,45 @@ def _coordinates_matrix(listed: np.ndarray, values: Tensor, rows: Shape, columns
     return make_sparse(to_backend(indices, backend), values, merge_shapes(rows, columns.as_dual()), unique=True)
 
 
-_SAMPLED = (0, 1, 2, -3, -2, -1)  # coordinates (from either end) of the columns probed alone to learn the reach
+# coordinates (from either end) of the columns probed alone, with the middle one, to learn the reach: first the lower
+# end only (a column wrapping round a periodic boundary shows it there), then, where the reach they show fails the
+# check, both ends and the columns next to them, which may reach farther (one-sided stencils)
+_SAMPLED = ((0,), (0, 1, 2, -3, -2, -1))
 
 
 def _colored_columns(f, given: dict, name: str, x: Tensor, origin: Tensor, dtype: DType) -> Tensor | None:
     """The matrix of an `f` whose output has the dims of its input and whose columns reach only nearby rows (a
     stencil on a grid), from a few probes instead of one per element; None where it cannot be shown exact.
 
-    The columns at the edges and in the middle of every dim are probed alone, which gives the reach `w` along each
+    The columns at the lower end and in the middle of every dim are probed alone, which gives the reach `w` along each
     dim (how far a column's nonzero rows lie from it, periodic boundaries counted the short way round). Columns
-    `2 w + 1` apart along every dim share a colour (the last few columns along a dim get colours of their own,
-    so that colours stay apart across a periodic boundary too), and one probe per colour, the sum of its basis
-    vectors, gives each row's entry to the one column of that colour in reach. That rests on the reach holding for
-    every column, which a second probe per colour checks: its basis vectors weighted by random factors must give
-    each row the same value times its column's factor. A nonzero row with no column of its colour in reach, or a
-    failed check, gives None (each column is then probed alone).
+    `2 w + 1` apart along every dim share a colour (along a dim where a probed column reached across the boundary,
+    the last few columns get colours of their own, so that colours stay apart across it), and one probe per colour,
+    the sum of its basis vectors, gives each row's entry to the one column of that colour in reach. That rests on
+    the reach holding for every column, which a second probe per colour checks: its basis vectors weighted by random
+    factors must give each row the same value times its column's factor. Where the check fails, the columns at and
+    next to both ends are probed too (`_SAMPLED`) and the colouring tried once more; a nonzero row with no column of its
+    colour in reach, or a failed check then, gives None (each column is then probed alone).
     """
     columns, rows = x.shape.non_batch, origin.shape
     if set(rows.names) != set(columns.names) or any(rows.get_size(n) != columns.get_size(n) for n in columns.names):
         return None
+    tried = []
+    for sampled in _SAMPLED:
+        axes = [sorted({c % n for c in sampled if -n <= c < n} | {n // 2}) for n in columns.sizes]
+        if axes in tried or math.prod(len(a) for a in axes) > 1024:
+            continue  # the same columns as before (a small grid), or too many
+        tried.append(axes)
+        found = _colored_with(f, given, name, x, origin, dtype, axes)
+        if found is not None:
+            return found
+    return None
+
+
+def _colored_with(f, given: dict, name: str, x: Tensor, origin: Tensor, dtype: DType, axes: list) -> Tensor | None:
+    """`_colored_columns` with the reach learnt from the columns at the coordinates `axes` (one list per dim)."""
+    columns = x.shape.non_batch
     sizes = columns.sizes
-    axes = [sorted({c % n for c in _SAMPLED if -n <= c < n} | {n // 2}) for n in sizes]
-    if math.prod(len(a) for a in axes) > 1024:
-        return None
     sample = np.ravel_multi_index(np.stack(np.meshgrid(*axes, indexing='ij'), 0).reshape(len(sizes), -1), sizes)
 
     def basis(start: int, stop: int) -> np.ndarray:
@@ -531,19 +547,27 @@ def _colored_columns(f, given: dict, name: str, x: Tensor, origin: Tensor, dtype
         vectors[np.arange(stop - start), sample[start:stop]] = 1
         return vectors
     reach = np.zeros(len(sizes), np.int64)
+    periodic = np.zeros(len(sizes), bool)  # whether a sampled column reached rows across the boundary
     for start, output in _probed(f, given, name, x, origin, dtype, basis, len(sample)):
         found = np.nonzero(output.numpy([_COLUMN, *columns.names]))
         column = np.unravel_index(sample[start + found[0]], sizes)
         for d, n in enumerate(sizes):
             distance = np.abs(found[1 + d] - column[d])
-            reach[d] = max(reach[d], int(np.max(np.minimum(distance, n - distance), initial=0)))
+            short = np.minimum(distance, n - distance)
+            reach[d] = max(reach[d], int(np.max(short, initial=0)))
+            periodic[d] |= bool(np.any(short < distance))
     spacing = 2 * reach + 1
-    repeats = [n // p for n, p in zip(sizes, spacing, strict=True)]
-    colors = [p + n - r * p if r >= 2 else n for n, p, r in zip(sizes, spacing, repeats, strict=True)]
+    # along a periodic dim the last few columns get colours of their own, so that colours stay apart across the
+    # boundary; along the others the colours repeat every 2 w + 1 columns (9 probes for a 5-point stencil, not 25)
+    repeats = [n // p if wraps else 0 for n, p, wraps in zip(sizes, spacing, periodic, strict=True)]
+    colors = [p + n - r * p if r >= 2 else (n if wraps else min(n, p))
+              for n, p, r, wraps in zip(sizes, spacing, repeats, periodic, strict=True)]
     if math.prod(colors) * 4 > columns.volume or math.prod(colors) * columns.volume > 8 * _PROBED_VALUES:
         return None  # no fewer probes, or their outputs together would take more memory than probing in batches
 
     def color(d: int, c: np.ndarray) -> np.ndarray:
+        if not periodic[d]:
+            return c % spacing[d]
         if repeats[d] < 2:
             return c
         return np.where(c < repeats[d] * spacing[d], c % spacing[d], spacing[d] + c - repeats[d] * spacing[d])
@@ -551,24 +575,26 @@ def _colored_columns(f, given: dict, name: str, x: Tensor, origin: Tensor, dtype
     flat_color = np.ravel_multi_index(tuple(color(d, c) for d, c in enumerate(coordinates)), colors)
     factors = np.random.default_rng(0).integers(256, 512, columns.volume) / 256  # exact in every float type
 
-    def colored(start: int, stop: int, weights: np.ndarray) -> np.ndarray:
-        vectors = np.zeros((stop - start, columns.volume))
-        inside = (flat_color >= start) & (flat_color < stop)
-        vectors[flat_color[inside] - start, np.nonzero(inside)[0]] = weights[inside]
-        return vectors
     count = math.prod(colors)
-    outputs = list(_probed(f, given, name, x, origin, dtype, lambda a, b: colored(a, b, np.ones(columns.volume)),
-                           count))
+    weights = np.stack([np.ones(columns.volume), factors])  # the plain probes, then the weighted ones
+
+    def colored(start: int, stop: int) -> np.ndarray:
+        probes = np.arange(start, stop)
+        return weights[probes // count] * (flat_color[None, :] == probes[:, None] % count)
+    outputs = list(_probed(f, given, name, x, origin, dtype, colored, 2 * count))
     order = [_COLUMN, *columns.names]
-    weighted = np.concatenate([o.numpy(order) for _, o in _probed(
-        f, given, name, x, origin, dtype, lambda a, b: colored(a, b, factors), count)])
-    plain = np.concatenate([o.numpy(order) for _, o in outputs])
+    probed = np.concatenate([o.numpy(order) for _, o in outputs])
+    plain, weighted = probed[:count], probed[count:]
     # the column of each colour in reach of each row, per dim (-1: none)
     owner = [np.full((n, k), -1) for n, k in zip(sizes, colors, strict=True)]
     for d, n in enumerate(sizes):
         for offset in range(-int(reach[d]), int(reach[d]) + 1):
-            wrapped = (np.arange(n) + offset) % n  # also across the boundary: colours stay apart there too
-            owner[d][np.arange(n), color(d, wrapped)] = wrapped
+            position, row = np.arange(n) + offset, np.arange(n)
+            if periodic[d]:  # also across the boundary: colours stay apart there too
+                position %= n
+            else:
+                row, position = row[(position >= 0) & (position < n)], position[(position >= 0) & (position < n)]
+            owner[d][row, color(d, position)] = position
     found = np.nonzero(plain)
     color_index = np.unravel_index(found[0], colors)
     column = [owner[d][found[1 + d], color_index[d]] for d in range(len(sizes))]
@@ -581,11 +607,14 @@ def _colored_columns(f, given: dict, name: str, x: Tensor, origin: Tensor, dtype
     expected[found] = plain[found] * factors[flat_column]
     if np.max(np.abs(weighted - expected), initial=0) > tolerance:
         return None
-    values = [_entries(o, np.stack(np.nonzero(plain[start:start + o.shape.get_size(_COLUMN)]), -1), order)
-              for start, o in outputs]
+    where = np.stack(found, -1)
+    bounds = np.searchsorted(found[0], [[start, start + o.shape.get_size(_COLUMN)] for start, o in outputs])
+    values = [_entries(o, where[low:high] - [start, *[0] * len(sizes)], order)
+              for (start, o), (low, high) in zip(outputs, bounds, strict=True) if start < count]
     listed = np.concatenate([np.stack(found[1:], -1), np.stack(column, -1)], 1)
-    return _coordinates_matrix(listed, concat(values, 'entries') if len(values) > 1 else values[0], rows.only(
-        columns.names, reorder=True), columns, x._dense().backend)
+    rows = origin.shape.only(columns.names, reorder=True)
+    return _coordinates_matrix(listed, concat(values, 'entries') if len(values) > 1 else values[0], rows, columns,
+                               x._dense().backend)
 
 
 def _dense_columns(f, given: dict, name: str, x: Tensor, origin: Tensor, bias: Tensor, dtype: DType) -> Tensor:

@@ -117,9 +117,9 @@ def jit_compile_linear(f: Callable | None = None, auxiliary_args: str | None = N
     """`jit_compile` for a function that is linear in its first argument: a `LinearFunction`.
 
     Calling it runs `f` compiled like `jit_compile`. `solve_linear` steps with its matrix, kept by the function,
-    where all tensors are NumPy's (phiml solves with its matrix on every backend), and calls it like any function
-    elsewhere. Its `sparse_matrix` and `sparse_matrix_and_bias` give the function's matrix (`matrix_from_function`).
-    Usable as `@jit_compile_linear` or `@jit_compile_linear(...)`.
+    where all tensors are at hand on the CPU (phiml solves with its matrix on every backend), and calls it like any
+    function elsewhere (on a GPU, inside `jit_compile`). Its `sparse_matrix` and `sparse_matrix_and_bias` give the
+    function's matrix (`matrix_from_function`). Usable as `@jit_compile_linear` or `@jit_compile_linear(...)`.
 
     Args:
         f: takes tensors and returns a tensor; linear (or affine) in its first argument.

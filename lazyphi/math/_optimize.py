@@ -3,7 +3,9 @@
 The iterative methods (conjugate gradient, BiCGStab) step on natives with the backend's operations: vectors laid
 out (batch entries, values of one system), the rest (batch entries, 1), so that they broadcast; only the operator
 sees tensors. The backend's `while_loop` runs them on NumPy, PyTorch, JAX and TensorFlow (JAX and TensorFlow
-inside their compiled loops where the values are traced).
+inside their compiled loops where the values are traced); a sparse matrix whose values, like the vectors', are at
+hand on the CPU is applied by SciPy, and the loop then steps on NumPy arrays whatever the tensors' library
+(`_host_product`).
 Each batch entry stops on its own: an entry that converged or diverged keeps its state while the others go on.
 The direct method lays the matrix out as one per batch entry (`reshaped_native`) and hands it to the backend's
 `matrix_solve_least_squares`, except a sparse matrix at hand shared by all entries, which SciPy factors on the
@@ -45,7 +47,7 @@ from ._reduce import any_, max_, sum_
 from ._scipy_linear import NEEDS_MATRIX, SCIPY_ITERATIVE, SparseDirect, host_matrix, scipy_solve, status_message
 from ._shape import EMPTY_SHAPE, Shape
 from ._solves import Solve, SolveInfo, _copy, _trajectory, record, recording
-from ._sparse import SparseTensor, stored_indices, tensor_like
+from ._sparse import SparseTensor, stored_indices, stored_values, tensor_like
 from ._tensor import Dense, Tensor, as_tensor
 from ._tree import leaves as tree_leaves
 from ._tree import tree_map
@@ -140,7 +142,7 @@ def solve_linear(f, y, solve: Solve, *f_args, grad_for_f=False, f_kwargs: dict |
     linear = _linear_in_x0(f, solve.x0, f_args, f_kwargs)
     if matrix is None and (solve.method in _DIRECT or solve.method in NEEDS_MATRIX or solve.preconditioner is not None
                            or grad_for_f or (solve.method in SCIPY_ITERATIVE and not _on_host(y, solve.x0))
-                           or (linear and solve.method in _ITERATIVE and _on_numpy(y, solve.x0, f_args, f_kwargs))):
+                           or (linear and solve.method in _ITERATIVE and _on_cpu(y, solve.x0, f_args, f_kwargs))):
         if linear and not grad_for_f:  # a matrix holding derivatives is built anew for each solve
             matrix, bias = f.sparse_matrix_and_bias(solve.x0, *f_args, **f_kwargs)
         else:
@@ -170,15 +172,21 @@ def _linear_in_x0(f, x0: Tensor, f_args: tuple, f_kwargs: dict) -> bool:
         return False
 
 
-def _on_numpy(y: Tensor, x0: Tensor, f_args: tuple, f_kwargs: dict) -> bool:
+def _on_cpu(y: Tensor, x0: Tensor, f_args: tuple, f_kwargs: dict) -> bool:
     """Whether lazyphi's iterative methods step with a function's matrix rather than calling it: where every tensor
-    is a NumPy tensor at hand, as phiml solves a `LinearFunction`, so that each product runs through SciPy's
-    compiled sparse product (`SparseTensor.host_csr`). The 5-point Laplace operator on a 64x64 grid, solved by CG:
-    58 ms calling the function at each step, 14 ms on its kept matrix (built once in 8 ms). Other backends call the
-    function, compiled, at each step."""
-    if compiling() or not non_batch(x0):
+    is at hand (nothing being compiled) on the CPU, as phiml solves a `LinearFunction` with its matrix, so that the
+    loop steps on the host with SciPy's compiled sparse product (`_host_product`). The 5-point Laplace operator on a
+    64x64 grid, solved by CG: 58 ms calling the function at each step, 14 ms on its kept matrix (built once in
+    8 ms). Elsewhere (a GPU, inside `jit_compile`) the function is called, compiled, at each step."""
+    return bool(non_batch(x0)) and _at_hand_on_cpu([y, x0, *tree_leaves(f_args), *tree_leaves(f_kwargs)])
+
+
+def _at_hand_on_cpu(tensors: list) -> bool:
+    """Whether every tensor's values are at hand on the CPU (NumPy's, or another library's CPU arrays, nothing
+    being compiled), where NumPy reads them without copying."""
+    if compiling():
         return False
-    return all(t.backend is NUMPY and t.available for t in (y, x0, *tree_leaves(f_args), *tree_leaves(f_kwargs)))
+    return all(t.available and (t.backend is NUMPY or t.device.device_type == 'CPU') for t in tensors)
 
 
 def _type_name(value) -> str:
@@ -394,7 +402,7 @@ def _solved(y: Tensor, matrix: Tensor | None, f_args: tuple, solve: Solve, funct
             result = _scipy_iterative(matrix, operator, y, solve)
     else:
         with np.errstate(all='ignore'):  # a diverging solve meets non-finite values; the result reports them
-            x, result = _iterative(operator, y, solve, _system_dims(matrix, y, solve.x0, returns))
+            x, result = _iterative(operator, y, solve, _system_dims(matrix, y, solve.x0, returns), matrix)
     if solve.method not in _ITERATIVE:
         x = result.x
     result.solve_time = time.perf_counter() - start
@@ -424,7 +432,7 @@ def _backward(inputs: dict, x: Tensor, dx: Tensor) -> dict:
     else:
         if gradient_solve.x0 is None:
             gradient_solve = _copy(gradient_solve, x0=zeros_like(y))
-        dy = solve_linear(_transposed(matrix, x.shape, y.shape), dx, gradient_solve)
+        dy = solve_linear(_transposed(matrix, x.shape), dx, gradient_solve)
     result = {'y': dy}
     if inputs['grad_for_f']:
         result['matrix'] = _matrix_gradient(matrix, x, dy)
@@ -446,10 +454,12 @@ def _matrix_gradient(matrix: Tensor, x: Tensor, dy: Tensor) -> Tensor:
     return tensor_like(matrix, sum_(products, products.shape.without(matrix.shape.names).without('entries')))
 
 
-def _transposed(matrix: Tensor, x_shape: Shape, y_shape: Shape) -> Tensor:
+def _transposed(matrix: Tensor, x_shape: Shape) -> Tensor:
     """`matrix` with rows and columns swapped: `~x, y` becomes `~y, x` (through temporary names, as `x` and
-    `y` often share theirs)."""
-    columns, rows = x_shape.non_batch, y_shape.non_batch
+    `y` often share theirs); `x_shape` gives the dims `x` their types. Dims of the solution `x` that the matrix lacks
+    (independent systems) stay out of it."""
+    columns = x_shape.non_batch.only([n[1:] for n in matrix.shape.dual.names])
+    rows = matrix.shape.non_batch.without(matrix.shape.dual.names)
     temporary = [f'{_SWAP}{n}' for n in rows.names]
     swapped = rename_dims(matrix, rows.names, temporary)
     swapped = rename_dims(swapped, columns.as_dual(), columns)
@@ -474,9 +484,18 @@ def _system_dims(matrix: Tensor | None, y: Tensor, x0: Tensor, returns: Shape | 
     return non_batch(x0).only(returns.non_batch.names)
 
 
-def _iterative(operator: Callable, y: Tensor, solve: Solve, system: Shape) -> tuple:
-    """The solution and the `SolveInfo` (with a trajectory where a tape records one) of an iterative method."""
+def _iterative(operator: Callable, y: Tensor, solve: Solve, system: Shape, matrix: Tensor | None = None) -> tuple:
+    """The solution and the `SolveInfo` (with a trajectory where a tape records one) of an iterative method; the
+    `operator` applies `matrix` where one is given."""
     y, x0 = to_float(y), to_float(solve.x0)
+    given = common_backend([y._dense(), x0._dense()])  # the solution's backend
+    product = _host_product(matrix, system, x0.dtype, [y, x0])
+    if product is not None:  # the products on the host, also r0's
+
+        def operator(x: Tensor) -> Tensor:
+            rest = x.shape.without(system.names)
+            image = product(convert(reshaped_native(x, [rest, system]), NUMPY))
+            return reshaped_tensor(convert(image, given), [rest, system], convert=False)
     r0 = y - operator(x0)
     independent = (non_batch(y) & non_batch(x0) & non_batch(r0)).without(system.names)
     batches = merge_shapes(batch(y), batch(x0), batch(r0), batch(solve.max_iterations), batch(solve.rel_tol),
@@ -502,17 +521,23 @@ def _iterative(operator: Callable, y: Tensor, solve: Solve, system: Shape) -> tu
     state = {n: expand(as_tensor(v), shapes[n]) for n, v in {**common, **state[0]}.items()}
     # the loop runs on natives: vectors laid out (entries, values of one system), the rest (entries, 1), so that
     # they broadcast; a step costs the backend's operations and the operator, not lazyphi's for each of them
-    b = common_backend([t._dense() for t in state.values()])
     per_entry = [batches, EMPTY_SHAPE]
     groups = {n: [batches, system] if shapes[n] != batches else per_entry for n in state}
-    natives = {n: convert(reshaped_native(t, groups[n]), b) for n, t in state.items()}
     vector_dtype = state['x'].dtype
-    limits, bound = (convert(reshaped_native(expand(t, batches), per_entry), b) for t in (
+    b = NUMPY if product is not None else given  # the backend the loop steps on
+
+    def native(t: Tensor, group: list):
+        return convert(given.stop_gradient(convert(reshaped_native(t, group), given)), b)  # no copy on the CPU
+    natives = {n: native(t, groups[n]) for n, t in state.items()}
+    limits, bound = (native(expand(t, batches), per_entry) for t in (
         cast(solve.max_iterations, DType(int, 32)), cast(tolerance, state['rsq'].dtype)))
     initial = natives['rsq']
     unpacked, packed = batches + system, (batches.volume, system.volume)
 
     def apply(vector):
+        if product is not None:
+            image = product(vector)
+            return image if image.dtype == vector.dtype else image.astype(vector.dtype)
         image = operator(Dense(b.reshape(vector, unpacked.sizes), unpacked, b))
         image = b.reshape(convert(expand(image, batches).native(unpacked.names), b), packed)
         return image if b.dtype(image) == vector_dtype else b.cast(image, vector_dtype)
@@ -527,6 +552,7 @@ def _iterative(operator: Callable, y: Tensor, solve: Solve, system: Shape) -> tu
                 'diverged': diverged}
     natives.update(check(natives['iterations'], natives['rsq']))
     names = ['continue', *(n for n in natives if n != 'continue')]
+    dtypes = {n: b.dtype(v) for n, v in natives.items()}
     groups.update({n: per_entry for n in ('continue', 'converged', 'diverged')})
 
     def body(*values) -> tuple:
@@ -536,13 +562,15 @@ def _iterative(operator: Callable, y: Tensor, solve: Solve, system: Shape) -> tu
         count = b.cast(active, b.dtype(s['iterations']))
         iterations, evaluations = s['iterations'] + count, s['evaluations'] + count * new.pop('evaluations')
         flags = check(iterations, new['rsq'])
-        # the systems that stopped keep their state
-        new = {k: b.where(active, v, s[k]) for k, v in {**new, **flags}.items() if k != 'continue'}
-        new.update({'continue': flags['continue'], 'iterations': iterations, 'evaluations': evaluations})
-        return tuple(new[n] if b.dtype(new[n]) == b.dtype(s[n]) else b.cast(new[n], b.dtype(s[n])) for n in names)
+        new.update(flags)
+        if b is not NUMPY or not active.all():  # the systems that stopped keep their state (NumPy's values at hand)
+            new = {k: b.where(active, v, s[k]) if k != 'continue' else v for k, v in new.items()}
+        new.update({'iterations': iterations, 'evaluations': evaluations})
+        return tuple(new[n] if b.dtype(new[n]) == dtypes[n] else b.cast(new[n], dtypes[n]) for n in names)
 
     def tensors(values) -> dict:
-        return {n: reshaped_tensor(v, groups[n], convert=False) for n, v in zip(names, values, strict=True)}
+        return {n: reshaped_tensor(convert(v, given), groups[n], convert=False)
+                for n, v in zip(names, values, strict=True)}
     limit = int(max_(solve.max_iterations, solve.max_iterations.shape))
     states = [] if recording(solve) else None
     final = _loop(body, tuple(natives[n] for n in names), tensors, b, limit, states)
@@ -550,6 +578,22 @@ def _iterative(operator: Callable, y: Tensor, solve: Solve, system: Shape) -> tu
     found = final if states is None else _trajectory(states, limit + 1)  # phiml: a state per iteration count
     return final['x'], SolveInfo(solve, found['x'], found['residual'], found['iterations'], found['evaluations'],
                      found['converged'], found['diverged'], f'lazyphi {name}', messages, 0.)
+
+
+def _host_product(matrix: Tensor | None, system: Shape, dtype: DType, tensors: list) -> Callable | None:
+    """`vectors -> matrix @ vectors` on NumPy arrays `(entries, values of one system)` through SciPy's compiled
+    sparse product (`SparseTensor.host_csr`, in `dtype`), where `matrix` is sparse with its rows and columns the
+    `system`'s dims and no batch or value dims, and the values of it and of the `tensors` are at hand on the CPU: the
+    loop then steps on NumPy, also for another library's CPU tensors (NumPy reads them without copying; the solution
+    is converted back). A 128x128 Laplace solved by CG on PyTorch's CPU: 388 ms calling the function or 30 ms on the
+    host. None elsewhere: the loop steps on the backend of the tensors, applying the operator as a tensor function."""
+    if not isinstance(matrix, SparseTensor) or not _at_hand_on_cpu([stored_values(matrix), *tensors]):
+        return None
+    rows = matrix.shape.non_batch.without(matrix.shape.dual.names)
+    if set(rows.names) != set(system.names):
+        return None
+    csr = matrix.host_csr(system.names, system.as_dual().names, dtype)
+    return None if csr is None else lambda vectors: (csr @ vectors.T).T
 
 
 def _cg_start(x0: Tensor, r0: Tensor, rsq0: Tensor) -> tuple:
