@@ -45,6 +45,7 @@ from .. import math
 from ..backend import backend_by_name
 from ..math import Tensor, channel
 from ..math._autodiff import JitFunction
+from ..math._tensor import Dense
 from . import _jax_layers as layer_lib
 from ._jax_layers import Invertible, Layer
 
@@ -375,37 +376,60 @@ def get_learning_rate(optimizer: JaxOptimizer) -> float:
 # --- training -------------------------------------------------------------------------------
 
 
+_SHAPES: dict[tuple, math.Shape] = {}
+
+
 def _as_tensors(arrays: list) -> list[Tensor]:
-    # the dims only carry the arrays through math.gradient and jit_compile; their names do not matter
-    return [math.wrap(a, channel(*[f'axis{i}' for i in range(a.ndim)])) for a in arrays]
+    """`arrays` as tensors to carry through `math.gradient` and `jit_compile`; the dims' names do not matter."""
+    backend = backend_by_name('jax')
+    tensors = []
+    for a in arrays:
+        shape = _SHAPES.get(a.shape)
+        if shape is None:
+            shape = _SHAPES[a.shape] = channel(**{f'axis{i}': n for i, n in enumerate(a.shape)})
+        tensors.append(Dense(a, shape, backend))  # math.wrap would check what is right by construction
+    return tensors
 
 
 def _natives(tensors: list[Tensor]) -> list:
     return [t.native() for t in tensors]
 
 
-def _training_step(net: JaxNet, optimizer: JaxOptimizer, loss_function: Callable) -> Callable:
-    """The step of `update_weights` on tensors: new parameters, optimizer state and statistics, and the loss
-    function's output. `jit_compile` can compile it: everything that changes between steps is an input."""
+def _gradient_step(net: JaxNet, loss_function: Callable) -> Callable:
+    """A function of the network's parameters and statistics (lists of tensors) and the loss arguments returning
+    the loss function's output, the gradients of the loss and the statistics after the call."""
     parameter_structure = jax.tree.structure(net.parameters)
     statistics_structure = jax.tree.structure(net.statistics)
 
+    def loss(parameters: list, statistics: list, args: tuple, kwargs: dict) -> tuple:
+        with net._standing_in(jax.tree.unflatten(parameter_structure, _natives(parameters)),
+                              jax.tree.unflatten(statistics_structure, _natives(statistics))) as used:
+            output = loss_function(*args, **kwargs)
+            new_statistics = jax.tree.leaves(used())
+        first = output[0] if isinstance(output, (tuple, list)) else output
+        return first, output, _as_tensors(new_statistics)
+    gradient = math.gradient(loss, wrt='parameters')
+
+    def step(parameters: list, statistics: list, args: tuple, kwargs: dict) -> tuple:
+        (_, output, new_statistics), gradients = gradient(parameters, statistics, args, kwargs)
+        return output, gradients, new_statistics
+    return step
+
+
+def _compiled_step(net: JaxNet, optimizer: 'JaxOptimizer', loss_function: Callable) -> Callable:
+    """The whole step of `update_weights` compiled by `jit_compile`: everything that changes between steps
+    (parameters, optimizer state, statistics, learning rate, step count) is an input, so nothing is compiled in."""
+    gradient_step = _gradient_step(net, loss_function)
+
     def step(parameters: list, state: dict, statistics: list, learning_rate: Tensor, count: Tensor, args: tuple,
              kwargs: dict) -> tuple:
-        def loss(parameters: list, statistics: list) -> tuple:
-            with net._standing_in(jax.tree.unflatten(parameter_structure, _natives(parameters)),
-                                  jax.tree.unflatten(statistics_structure, _natives(statistics))) as used:
-                output = loss_function(*args, **kwargs)
-                new_statistics = jax.tree.leaves(used())
-            first = output[0] if isinstance(output, (tuple, list)) else output
-            return first, output, _as_tensors(new_statistics)
-        (_, output, new_statistics), gradients = math.gradient(loss, wrt='parameters')(parameters, statistics)
+        output, gradients, new_statistics = gradient_step(parameters, statistics, args, kwargs)
         new_parameters, new_state = optimizer._update(_natives(parameters), _natives(gradients),
                                                       {k: _natives(v) for k, v in state.items()},
                                                       learning_rate.native(), count.native())
         return (_as_tensors(new_parameters), {k: _as_tensors(v) for k, v in new_state.items()}, new_statistics,
                 output)
-    return step
+    return math.jit_compile(step)
 
 
 def update_weights(net: JaxNet, optimizer: JaxOptimizer, loss_function: Callable, *loss_args, **loss_kwargs):
@@ -416,25 +440,29 @@ def update_weights(net: JaxNet, optimizer: JaxOptimizer, loss_function: Callable
     optimizer.check(net)
     if not callable(loss_function):
         raise TypeError(f'loss_function must be callable, got {type(loss_function).__name__}')
+    parameters = _as_tensors(jax.tree.leaves(net.parameters))
+    statistics = _as_tensors(jax.tree.leaves(net.statistics))
     if isinstance(loss_function, JitFunction):
         step = optimizer._steps.get((net, loss_function))
         if step is None:
-            step = optimizer._steps[(net, loss_function)] = math.jit_compile(
-                _training_step(net, optimizer, loss_function.f))
+            step = optimizer._steps[(net, loss_function)] = _compiled_step(net, optimizer, loss_function.f)
+        dtype = parameters[0].native().dtype
+        parameters, state, statistics, output = step(
+            parameters, {k: _as_tensors(v) for k, v in optimizer.state.items()}, statistics,
+            math.wrap(jnp.asarray(optimizer.learning_rate, dtype)), math.wrap(jnp.asarray(optimizer.count)),
+            loss_args, loss_kwargs)
+        new_parameters, new_state = _natives(parameters), {k: _natives(v) for k, v in state.items()}
+        loss_function.traces.clear()  # called directly, it would still use the parameters it was traced with
     else:
-        step = _training_step(net, optimizer, loss_function)
-    dtype = jax.tree.leaves(net.parameters)[0].dtype
-    parameters, state, statistics, output = step(
-        _as_tensors(jax.tree.leaves(net.parameters)), {k: _as_tensors(v) for k, v in optimizer.state.items()},
-        _as_tensors(jax.tree.leaves(net.statistics)), math.wrap(jnp.asarray(optimizer.learning_rate, dtype)),
-        math.wrap(jnp.asarray(optimizer.count)), loss_args, loss_kwargs)
-    net.parameters = jax.tree.unflatten(jax.tree.structure(net.parameters), _natives(parameters))
+        output, gradients, statistics = _gradient_step(net, loss_function)(parameters, statistics, loss_args,
+                                                                           loss_kwargs)
+        new_parameters, new_state = optimizer._update(_natives(parameters), _natives(gradients), optimizer.state,
+                                                      optimizer.learning_rate, optimizer.count)
+    net.parameters = jax.tree.unflatten(jax.tree.structure(net.parameters), new_parameters)
     if net.training:
         net.statistics = jax.tree.unflatten(jax.tree.structure(net.statistics), _natives(statistics))
-    optimizer.state = {k: _natives(v) for k, v in state.items()}
+    optimizer.state = new_state
     optimizer.count += 1
-    if isinstance(loss_function, JitFunction):
-        loss_function.traces.clear()  # called directly, it would still use the parameters it was traced with
     return output
 
 
