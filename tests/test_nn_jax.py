@@ -110,6 +110,7 @@ def _train(net, optimizer, loss_function, steps: int, *args) -> list[float]:
     return losses
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('make_optimizer', [
     lambda net: nn.adam(net, 1e-2),
     lambda net: nn.sgd(net, 1e-2, momentum=0.9, nesterov=True),
@@ -127,6 +128,7 @@ def test_training_lowers_the_loss(make_optimizer):
     assert losses[-1] < 0.7 * losses[0]
 
 
+@pytest.mark.slow
 def test_jit_compiled_loss_updates_the_parameters_as_the_eager_one():
     x, target = _mlp_problem()
     net = nn.mlp(2, 3, [16], batch_norm=True)
@@ -140,7 +142,7 @@ def test_jit_compiled_loss_updates_the_parameters_as_the_eager_one():
         return loss_function
     eager_optimizer, jit_optimizer = nn.rmsprop(net, 1e-2), nn.rmsprop(twin, 1e-2)
     compiled = math.jit_compile(loss(twin))
-    for step in range(3):
+    for _ in range(3):
         eager = nn.update_weights(net, eager_optimizer, loss(net), x, target)
         jitted = nn.update_weights(twin, jit_optimizer, compiled, x, target)
         np.testing.assert_allclose(jitted[0].numpy(), eager[0].numpy(), rtol=1e-4)
@@ -176,6 +178,7 @@ def test_batch_norm_statistics_move_in_training_mode_only():
     assert not jax.tree.leaves(net.statistics)[0].__class__.__name__.endswith('Tracer')
 
 
+@pytest.mark.slow
 def test_optimizer_rules_match_torch():
     torch = pytest.importorskip('torch')
     x = np.linspace(-1, 1, 12, dtype=np.float32).reshape(6, 2)
@@ -200,7 +203,7 @@ def test_optimizer_rules_match_torch():
             torch_optimizer.zero_grad()
             (0.5 * (linear(torch.tensor(x)) ** 2).sum()).backward()
             torch_optimizer.step()
-            nn.update_weights(net, optimizer, lambda v: math.l2_loss(math.native_call(net, v)), xt)
+            nn.update_weights(net, optimizer, lambda v, net=net: math.l2_loss(math.native_call(net, v)), xt)
         np.testing.assert_allclose(nn.get_parameters(net)['linear_out.weight'].numpy().T,
                                    linear.weight.detach().numpy(), rtol=1e-4, atol=1e-6, err_msg=rule)
 
@@ -237,6 +240,7 @@ def test_learning_rate_get_set():
         nn.set_learning_rate(optimizer, -1)
 
 
+@pytest.mark.slow
 def test_network_and_optimizer_pickle():
     net = nn.u_net(1, 1, levels=2, filters=4, activation='SiLU', in_spatial=1)
     x = math.random_normal(batch(b=2), spatial(x=8))
@@ -250,7 +254,7 @@ def test_network_and_optimizer_pickle():
 
 
 def test_errors_name_the_bad_value():
-    with pytest.raises(ValueError, match="'Swoosh'.*relu"):
+    with pytest.raises(ValueError, match=r"'Swoosh'.*relu"):
         nn.mlp(2, 1, [4], activation='Swoosh')
     with pytest.raises(ValueError, match='filters'):
         nn.u_net(1, 1, levels=3, filters=[4, 8])

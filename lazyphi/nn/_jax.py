@@ -32,6 +32,7 @@ JAX specifics:
 """
 
 import functools
+import itertools
 import os
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
@@ -127,7 +128,7 @@ def _forward(layer: Layer, parameters: dict, statistics: dict, x: Any, training:
 
 
 def _network(layer: Layer) -> JaxNet:
-    parameters, statistics = layer.init(backend_by_name('jax').float_type)
+    parameters, statistics = layer.init(layer_lib.Arrays(backend_by_name('jax').float_type))
     return JaxNet(layer, parameters, statistics)
 
 
@@ -136,13 +137,14 @@ def _network(layer: Layer) -> JaxNet:
 
 def _named(tree: dict) -> dict[str, jax.Array]:
     """The arrays of a nested dict by their '.'-joined paths."""
-    return {'.'.join(str(key.key) for key in path): leaf for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]}
+    flat, _ = jax.tree_util.tree_flatten_with_path(tree)
+    return {'.'.join(str(key.key) for key in path): leaf for path, leaf in flat}
 
 
 def _dims(name: str, rank: int) -> list[str]:
     if rank == 1:
         return ['output']
-    return ['x', 'y', 'z'][:rank - 2] + ['input', 'output']
+    return [*['x', 'y', 'z'][:rank - 2], 'input', 'output']
 
 
 def get_parameters(net: JaxNet) -> dict[str, Tensor]:
@@ -188,7 +190,8 @@ def load_state(obj: 'JaxNet | JaxOptimizer', path: str) -> None:
         found = {name: stored[name] for name in stored.files}
     if set(found) != set(expected):
         raise ValueError(f'{path} holds the state of another {type(obj).__name__}: it lacks '
-                         f'{sorted(set(expected) - set(found))} and has the unknown {sorted(set(found) - set(expected))}')
+                         f'{sorted(set(expected) - set(found))} and has the unknown '
+                         f'{sorted(set(found) - set(expected))}')
     wrong = [f'{n}: {found[n].shape} instead of {a.shape}' for n, a in expected.items() if found[n].shape != a.shape]
     if wrong:
         raise ValueError(f'{path} holds arrays of other shapes than {type(obj).__name__} has: {"; ".join(wrong)}')
@@ -509,27 +512,29 @@ def u_net(in_channels: int, out_channels: int, levels: int = 4, filters: int | S
         if len(filters) != levels:
             raise ValueError(f'filters must be one int or one per level ({levels}), got {len(filters)}: {filters}')
     return _network(layer_lib.UNet(_spatial_rank(in_spatial), _count('in_channels', in_channels),
-                                 _count('out_channels', out_channels), filters, batch_norm,
-                                 activation, periodic, use_res_blocks,
-                                 _count('down_kernel_size', down_kernel_size), _count('up_kernel_size', up_kernel_size)))
+                                 _count('out_channels', out_channels), filters, batch_norm, activation, periodic,
+                                 use_res_blocks, _count('down_kernel_size', down_kernel_size),
+                                 _count('up_kernel_size', up_kernel_size)))
 
 
 def conv_net(in_channels: int, out_channels: int, layers: Sequence[int], batch_norm: bool = False,
              activation: str | Callable = 'ReLU', in_spatial: int | tuple = 2, periodic: bool = False) -> JaxNet:
     d, out_channels = _spatial_rank(in_spatial), _count('out_channels', out_channels)
-    widths = [_count('in_channels', in_channels)] + (_widths('layers', layers) or [out_channels])
+    widths = [_count('in_channels', in_channels), *(_widths('layers', layers) or [out_channels])]
     units = [(f'conv{i}', layer_lib.Sequential(layer_lib.conv_unit(d, a, b, batch_norm, activation, periodic)))
-             for i, (a, b) in enumerate(zip(widths[:-1], widths[1:], strict=True))]
-    return _network(layer_lib.Sequential(units + [('conv_out', layer_lib.Conv(d, widths[-1], out_channels, 1, periodic))]))
+             for i, (a, b) in enumerate(itertools.pairwise(widths))]
+    out = layer_lib.Conv(d, widths[-1], out_channels, 1, periodic)
+    return _network(layer_lib.Sequential([*units, ('conv_out', out)]))
 
 
 def res_net(in_channels: int, out_channels: int, layers: Sequence[int], batch_norm: bool = False,
             activation: str | Callable = 'ReLU', in_spatial: int | tuple = 2, periodic: bool = False) -> JaxNet:
     d, out_channels = _spatial_rank(in_spatial), _count('out_channels', out_channels)
-    widths = [_count('in_channels', in_channels)] + (_widths('layers', layers) or [out_channels])
+    widths = [_count('in_channels', in_channels), *(_widths('layers', layers) or [out_channels])]
     blocks = [(f'res{i}', layer_lib.ResBlock(d, a, b, batch_norm, activation, periodic))
-              for i, (a, b) in enumerate(zip(widths[:-1], widths[1:], strict=True))]
-    return _network(layer_lib.Sequential(blocks + [('res_out', layer_lib.Conv(d, widths[-1], out_channels, 1, periodic))]))
+              for i, (a, b) in enumerate(itertools.pairwise(widths))]
+    out = layer_lib.Conv(d, widths[-1], out_channels, 1, periodic)
+    return _network(layer_lib.Sequential([*blocks, ('res_out', out)]))
 
 
 def conv_classifier(in_features: int, in_spatial: tuple | list, num_classes: int, blocks: Sequence[int],
@@ -540,19 +545,20 @@ def conv_classifier(in_features: int, in_spatial: tuple | list, num_classes: int
     sizes = _widths('in_spatial', in_spatial)
     d, width = len(sizes), _count('in_features', in_features)
     stages = []
-    for i, (channels, size) in enumerate(zip(_widths('blocks', blocks), _widths('block_sizes', block_sizes))):
-        units = [(f'unit{j}', layer_lib.Sequential(layer_lib.conv_unit(d, width if j == 0 else channels, channels,
-                                                                   batch_norm, activation, periodic)))
-                 for j in range(size)]
+    # as phiml's JAX classifier: a block per entry of both `blocks` and `block_sizes` (whose defaults differ in length)
+    for i, (channels, size) in enumerate(zip(_widths('blocks', blocks), _widths('block_sizes', block_sizes),
+                                             strict=False)):
+        units = [(f'unit{j}', layer_lib.Sequential(layer_lib.conv_unit(
+            d, width if j == 0 else channels, channels, batch_norm, activation, periodic))) for j in range(size)]
         stages += [(f'conv{i + 1}', layer_lib.Sequential(units)), (f'pool{i + 1}', layer_lib.MaxPool(d, ceil=False))]
         sizes, width = [s // 2 for s in sizes], channels
     if not all(sizes):
         raise ValueError(f'in_spatial {tuple(in_spatial)} is too small for {len(stages) // 2} halvings of the '
                          f'resolution')
-    dense = layer_lib.Sequential(layer_lib.dense_layers(int(np.prod(sizes)) * width, _count('num_classes', num_classes),
-                                                    _widths('dense_layers', dense_layers), batch_norm, activation,
-                                                    softmax))
-    return _network(layer_lib.Sequential(stages + [('flatten', layer_lib.Flatten()), ('dense', dense)]))
+    dense = layer_lib.Sequential(layer_lib.dense_layers(
+        int(np.prod(sizes)) * width, _count('num_classes', num_classes), _widths('dense_layers', dense_layers),
+        batch_norm, activation, softmax))
+    return _network(layer_lib.Sequential([*stages, ('flatten', layer_lib.Flatten()), ('dense', dense)]))
 
 
 def _dense_res_block(in_channels: int, layers: Sequence[int], batch_norm: bool = False,
@@ -566,7 +572,7 @@ def _dense_res_block(in_channels: int, layers: Sequence[int], batch_norm: bool =
                          f'in_channels ({in_channels}) or None, got {out_channels}')
     widths = [_count('in_channels', in_channels), *_widths('layers', layers), in_channels]
     units = []
-    for i, (a, b) in enumerate(zip(widths[:-1], widths[1:], strict=True)):
+    for i, (a, b) in enumerate(itertools.pairwise(widths)):
         units += [(f'linear{i}', layer_lib.Dense(a, b)), (f'activation{i}', layer_lib.Activation(activation))]
         if batch_norm:
             units.append((f'norm{i}', layer_lib.BatchNorm(b)))

@@ -1,10 +1,10 @@
 """The layers of lazyphi's JAX networks: plain classes holding only their configuration, so that networks pickle.
 
-A layer makes its arrays with `init(dtype)`, returning `(parameters, statistics)`: nested dicts of `jax.Array`s,
-the trainable parameters and the batch-norm running statistics. `apply(parameters, statistics, x, training)` is
-a pure function of them returning `(y, statistics)`, the statistics updated where `training` is set. Inputs and
-outputs are channels last: `(batch, *spatial, channel)`. The architectures (and so the parameter counts) are
-those of phiml's networks.
+A layer makes its arrays with `init(arrays)` (an `Arrays`), returning `(parameters, statistics)`: nested dicts
+of `jax.Array`s, the trainable parameters and the batch-norm running statistics.
+`apply(parameters, statistics, x, training)` is a pure function of them returning `(y, statistics)`, the
+statistics updated where `training` is set. Inputs and outputs are channels last: `(batch, *spatial, channel)`.
+The architectures (and so the parameter counts) are those of phiml's networks.
 """
 
 from collections.abc import Callable, Sequence
@@ -12,6 +12,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from ..backend import DType, backend_by_name, to_numpy_dtype
@@ -45,15 +46,29 @@ def activation_function(activation: str | Callable) -> Callable:
                      f"{', '.join(sorted(ACTIVATIONS))} (any case, e.g. 'ReLU', 'SiLU', 'LeakyReLU')")
 
 
-def _uniform(shape: tuple, bound: float, dtype: DType) -> jax.Array:
-    # drawn by the JAX backend, so that math.seed() makes networks reproducible
-    return backend_by_name('jax').random_uniform(shape, -bound, bound, dtype)
+class Arrays:
+    """Makes the initial arrays of a network, of one floating-point type.
+
+    The random values come from NumPy, seeded by a value the JAX backend draws (so that `math.seed()` makes
+    networks reproducible): drawing them with JAX would compile a function per array shape.
+    """
+
+    def __init__(self, dtype: DType):
+        self.dtype = to_numpy_dtype(dtype)
+        seed = backend_by_name('jax').random_uniform((), 0, 2 ** 31 - 1, DType(int, 64))
+        self.random = np.random.default_rng(int(seed))
+
+    def uniform(self, shape: tuple, bound: float) -> jax.Array:
+        return jnp.asarray(self.random.uniform(-bound, bound, shape).astype(self.dtype))
+
+    def full(self, size: int, value: float) -> jax.Array:
+        return jnp.full((size,), value, self.dtype)
 
 
 class Layer:
     """A piece of a network (see the module docstring); the base class has neither parameters nor statistics."""
 
-    def init(self, dtype: DType) -> tuple[dict, dict]:
+    def init(self, arrays: Arrays) -> tuple[dict, dict]:
         return {}, {}
 
     def apply(self, parameters: dict, statistics: dict, x: jax.Array, training: bool) -> tuple[jax.Array, dict]:
@@ -66,9 +81,9 @@ class Dense(Layer):
     def __init__(self, in_features: int, out_features: int):
         self.in_features, self.out_features = in_features, out_features
 
-    def init(self, dtype: DType) -> tuple[dict, dict]:
-        weight = _uniform((self.in_features, self.out_features), self.in_features ** -0.5, dtype)
-        return {'weight': weight, 'bias': jnp.zeros((self.out_features,), weight.dtype)}, {}
+    def init(self, arrays: Arrays) -> tuple[dict, dict]:
+        weight = arrays.uniform((self.in_features, self.out_features), self.in_features ** -0.5)
+        return {'weight': weight, 'bias': arrays.full(self.out_features, 0)}, {}
 
     def apply(self, parameters, statistics, x, training):
         return x @ parameters['weight'] + parameters['bias'], statistics
@@ -85,10 +100,10 @@ class Conv(Layer):
         self.d, self.in_channels, self.out_channels = d, in_channels, out_channels
         self.kernel_size, self.periodic = kernel_size, periodic
 
-    def init(self, dtype: DType) -> tuple[dict, dict]:
+    def init(self, arrays: Arrays) -> tuple[dict, dict]:
         fan_in = self.in_channels * self.kernel_size ** self.d
-        weight = _uniform((self.kernel_size,) * self.d + (self.in_channels, self.out_channels), fan_in ** -0.5, dtype)
-        return {'weight': weight, 'bias': jnp.zeros((self.out_channels,), weight.dtype)}, {}
+        weight = arrays.uniform((self.kernel_size,) * self.d + (self.in_channels, self.out_channels), fan_in ** -0.5)
+        return {'weight': weight, 'bias': arrays.full(self.out_channels, 0)}, {}
 
     def apply(self, parameters, statistics, x, training):
         k = self.kernel_size
@@ -111,9 +126,8 @@ class BatchNorm(Layer):
     def __init__(self, channels: int):
         self.channels = channels
 
-    def init(self, dtype: DType) -> tuple[dict, dict]:
-        ones = jnp.ones((self.channels,), to_numpy_dtype(dtype))
-        zeros = jnp.zeros_like(ones)
+    def init(self, arrays: Arrays) -> tuple[dict, dict]:
+        ones, zeros = arrays.full(self.channels, 1), arrays.full(self.channels, 0)
         return {'scale': ones, 'offset': zeros}, {'mean': zeros, 'var': ones}
 
     def apply(self, parameters, statistics, x, training):
@@ -164,11 +178,11 @@ def upsample2x(x: jax.Array, like: jax.Array) -> jax.Array:
     repeated beyond the edges), cut to the spatial size of `like`."""
     for axis in range(1, x.ndim - 1):
         size = x.shape[axis]
-        lower = jnp.concatenate([lax.slice_in_dim(x, 0, 1, axis=axis), lax.slice_in_dim(x, 0, size - 1, axis=axis)], axis)
-        upper = jnp.concatenate([lax.slice_in_dim(x, 1, size, axis=axis), lax.slice_in_dim(x, size - 1, size, axis=axis)],
-                                axis)
+        first, last = lax.slice_in_dim(x, 0, 1, axis=axis), lax.slice_in_dim(x, size - 1, size, axis=axis)
+        lower = jnp.concatenate([first, lax.slice_in_dim(x, 0, size - 1, axis=axis)], axis)
+        upper = jnp.concatenate([lax.slice_in_dim(x, 1, size, axis=axis), last], axis)
         even, odd = 0.75 * x + 0.25 * lower, 0.75 * x + 0.25 * upper
-        x = jnp.stack([even, odd], axis + 1).reshape(x.shape[:axis] + (2 * size,) + x.shape[axis + 1:])
+        x = jnp.stack([even, odd], axis + 1).reshape((*x.shape[:axis], 2 * size, *x.shape[axis + 1:]))
         x = lax.slice_in_dim(x, 0, like.shape[axis], axis=axis)
     return x
 
@@ -179,10 +193,10 @@ class Sequential(Layer):
     def __init__(self, layers: Sequence[tuple[str, Layer]]):
         self.layers = tuple(layers)
 
-    def init(self, dtype: DType) -> tuple[dict, dict]:
+    def init(self, arrays: Arrays) -> tuple[dict, dict]:
         parameters, statistics = {}, {}
         for name, layer in self.layers:
-            p, s = layer.init(dtype)
+            p, s = layer.init(arrays)
             if p:
                 parameters[name] = p
             if s:
@@ -210,7 +224,7 @@ def conv_unit(d: int, in_channels: int, out_channels: int, batch_norm: bool, act
     layers = [('conv', Conv(d, in_channels, out_channels, kernel_size, periodic))]
     if batch_norm:
         layers.append(('norm', BatchNorm(out_channels)))
-    return layers + [('activation', Activation(activation))]
+    return [*layers, ('activation', Activation(activation))]
 
 
 def double_conv(d: int, in_channels: int, out_channels: int, mid_channels: int, batch_norm: bool, activation,
@@ -237,8 +251,8 @@ class ResBlock(Layer):
                 skip.append(('norm', BatchNorm(out_channels)))
         self.skip = Sequential(skip)
 
-    def init(self, dtype: DType) -> tuple[dict, dict]:
-        return _init_children({'body': self.body, 'skip': self.skip}, dtype)
+    def init(self, arrays: Arrays) -> tuple[dict, dict]:
+        return _init_children({'body': self.body, 'skip': self.skip}, arrays)
 
     def apply(self, parameters, statistics, x, training):
         statistics = dict(statistics)
@@ -246,8 +260,8 @@ class ResBlock(Layer):
         return y + run(self.skip, 'skip', parameters, statistics, x, training), statistics
 
 
-def _init_children(children: dict[str, Layer], dtype: DType) -> tuple[dict, dict]:
-    return Sequential(list(children.items())).init(dtype)
+def _init_children(children: dict[str, Layer], arrays: Arrays) -> tuple[dict, dict]:
+    return Sequential(list(children.items())).init(arrays)
 
 
 class UNet(Layer):
@@ -269,8 +283,8 @@ class UNet(Layer):
         self.children['outc'] = Conv(d, filters[0], out_channels, 1, periodic)
         self.pool = MaxPool(d, ceil=True)
 
-    def init(self, dtype: DType) -> tuple[dict, dict]:
-        return _init_children(self.children, dtype)
+    def init(self, arrays: Arrays) -> tuple[dict, dict]:
+        return _init_children(self.children, arrays)
 
     def apply(self, parameters, statistics, x, training):
         statistics = dict(statistics)
@@ -312,8 +326,8 @@ class Residual(Layer):
     def __init__(self, body: Layer):
         self.body = body
 
-    def init(self, dtype: DType) -> tuple[dict, dict]:
-        return self.body.init(dtype)
+    def init(self, arrays: Arrays) -> tuple[dict, dict]:
+        return self.body.init(arrays)
 
     def apply(self, parameters, statistics, x, training):
         y, statistics = self.body.apply(parameters, statistics, x, training)
@@ -338,8 +352,8 @@ class Coupling(Layer):
     def __init__(self, nets: dict[str, Layer], reverse_mask: bool):
         self.nets, self.reverse_mask = nets, reverse_mask
 
-    def init(self, dtype: DType) -> tuple[dict, dict]:
-        return _init_children(self.nets, dtype)
+    def init(self, arrays: Arrays) -> tuple[dict, dict]:
+        return _init_children(self.nets, arrays)
 
     def apply(self, parameters, statistics, x, training, backward: bool = False):
         statistics = dict(statistics)
@@ -364,8 +378,8 @@ class Invertible(Layer):
     def __init__(self, blocks: Sequence[Coupling]):
         self.blocks = tuple(blocks)
 
-    def init(self, dtype: DType) -> tuple[dict, dict]:
-        return _init_children({f'coupling_block{i + 1}': block for i, block in enumerate(self.blocks)}, dtype)
+    def init(self, arrays: Arrays) -> tuple[dict, dict]:
+        return _init_children({f'coupling_block{i + 1}': block for i, block in enumerate(self.blocks)}, arrays)
 
     def apply(self, parameters, statistics, x, training, backward: bool = False):
         statistics = dict(statistics)
