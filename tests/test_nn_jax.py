@@ -178,6 +178,20 @@ def test_batch_norm_statistics_move_in_training_mode_only():
     assert not jax.tree.leaves(net.statistics)[0].__class__.__name__.endswith('Tracer')
 
 
+def test_jit_compiled_step_follows_the_training_mode():
+    net = nn.mlp(2, 1, [4], batch_norm=True)
+    x = math.random_normal(batch(b=16), channel(vector=2)) + 2
+    optimizer = nn.adam(net)
+    loss_function = math.jit_compile(lambda x: math.l2_loss(math.native_call(net, x)))
+    nn.update_weights(net, optimizer, loss_function, x)
+    trained = np.asarray(net.statistics['norm0']['mean'])
+    assert not np.allclose(trained, 0)
+    nn.update_weights(net.eval(), optimizer, loss_function, x)
+    np.testing.assert_array_equal(np.asarray(net.statistics['norm0']['mean']), trained)
+    nn.update_weights(net.train(), optimizer, loss_function, x)
+    assert not np.allclose(np.asarray(net.statistics['norm0']['mean']), trained)
+
+
 @pytest.mark.slow
 def test_optimizer_rules_match_torch():
     torch = pytest.importorskip('torch')

@@ -236,7 +236,7 @@ class JaxOptimizer:
 
     def _setup(self) -> None:
         self._update = jax.jit(functools.partial(_apply_rule, _RULES[self.rule], self.options))
-        self._steps: dict = {}  # compiled training steps by (network, loss function)
+        self._steps: dict = {}  # compiled training steps by (network, loss function, training mode)
 
     def __getstate__(self) -> dict:
         state = {k: v for k, v in self.__dict__.items() if k not in ('_update', '_steps')}
@@ -446,9 +446,10 @@ def update_weights(net: JaxNet, optimizer: JaxOptimizer, loss_function: Callable
     parameters = _as_tensors(jax.tree.leaves(net.parameters))
     statistics = _as_tensors(jax.tree.leaves(net.statistics))
     if isinstance(loss_function, JitFunction):
-        step = optimizer._steps.get((net, loss_function))
+        key = (net, loss_function, net.training)  # the mode is read while tracing: compiled in
+        step = optimizer._steps.get(key)
         if step is None:
-            step = optimizer._steps[(net, loss_function)] = _compiled_step(net, optimizer, loss_function.f)
+            step = optimizer._steps[key] = _compiled_step(net, optimizer, loss_function.f)
         dtype = parameters[0].native().dtype
         parameters, state, statistics, output = step(
             parameters, {k: _as_tensors(v) for k, v in optimizer.state.items()}, statistics,
