@@ -45,10 +45,11 @@ import numpy as np
 from .. import math
 from ..backend import backend_by_name
 from ..math import Tensor, channel
-from ..math._autodiff import JitFunction
-from ..math._tensor import Dense
 from . import _jax_layers as layer_lib
 from ._jax_layers import Invertible, Layer
+
+JitFunction = type(math.jit_compile(lambda x: x))
+"""The class of the functions `math.jit_compile` makes (which `lazyphi.math` does not export by name)."""
 
 
 class JaxNet:
@@ -141,7 +142,7 @@ def _named(tree: dict) -> dict[str, jax.Array]:
     return {'.'.join(str(key.key) for key in path): leaf for path, leaf in flat}
 
 
-def _dims(name: str, rank: int) -> list[str]:
+def _dims(rank: int) -> list[str]:
     if rank == 1:
         return ['output']
     return [*['x', 'y', 'z'][:rank - 2], 'input', 'output']
@@ -152,7 +153,7 @@ def get_parameters(net: JaxNet) -> dict[str, Tensor]:
     biases and batch-norm scales and offsets, `input, output` for dense weights, `x, (y, z,) input, output` for
     convolution kernels. Running statistics are not parameters (as in phiml)."""
     _check_net(net)
-    return {name: math.wrap(array, channel(*_dims(name, array.ndim))) for name, array in _named(net.parameters).items()}
+    return {name: math.wrap(array, channel(*_dims(array.ndim))) for name, array in _named(net.parameters).items()}
 
 
 def _with_extension(path: str) -> str:
@@ -384,13 +385,12 @@ _SHAPES: dict[tuple, math.Shape] = {}
 
 def _as_tensors(arrays: list) -> list[Tensor]:
     """`arrays` as tensors to carry through `math.gradient` and `jit_compile`; the dims' names do not matter."""
-    backend = backend_by_name('jax')
     tensors = []
     for a in arrays:
         shape = _SHAPES.get(a.shape)
-        if shape is None:
+        if shape is None:  # made once per array shape: wrapping with a ready shape is several times faster
             shape = _SHAPES[a.shape] = channel(**{f'axis{i}': n for i, n in enumerate(a.shape)})
-        tensors.append(Dense(a, shape, backend))  # math.wrap would check what is right by construction
+        tensors.append(math.wrap(a, shape))
     return tensors
 
 
