@@ -24,9 +24,11 @@ nothing to make trainable). `hessian` takes a forward-mode product of the gradie
 `vmap`; the iterative linear solvers and `minimize` are the base class's.
 """
 
+import importlib
 import os
 import platform
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any, ClassVar
 
 import jax
@@ -84,6 +86,11 @@ class JaxBackend(Backend):
         if device.backend is not self:
             raise ValueError(f"Device '{device.name}' belongs to backend {device.backend.name}, not jax")
         return jax.device_put(tensor, device.ref)
+
+    def nn_library(self) -> ModuleType:
+        """`lazyphi.nn`'s network module for JAX, `lazyphi.nn._jax`."""
+        # looked up by name, as the registry finds backends: the backend layer must not import lazyphi.nn
+        return importlib.import_module('lazyphi.nn._jax')
 
     def vectorized_call(self, f: Callable, *args: Any, output_dtypes: Any = None, **aux_args: Any) -> Any:
         """`jax.vmap` of `f` along the first axis of `args`; arguments of size 1 there broadcast."""
