@@ -18,6 +18,8 @@ def _param(name: str):
 
 
 BACKEND_NAMES = [_param(name) for name in LIBRARIES]
+ML_BACKEND_NAMES = [_param(name) for name in LIBRARIES if name != 'numpy']
+"""The libraries with networks and gradients (lazyphi.nn)."""
 
 
 def _pair(name: str, other: str):

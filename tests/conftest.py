@@ -5,12 +5,20 @@ import gc
 import sys
 
 import pytest
-from backends import BACKEND_NAMES, get_backend
+from backends import BACKEND_NAMES, ML_BACKEND_NAMES, get_backend
 
 
 @pytest.fixture(params=BACKEND_NAMES)
 def backend(request):
     """A lazyphi Backend, one per installed library, made the default for the test's duration."""
+    b = get_backend(request.param)
+    with b:
+        yield b
+
+
+@pytest.fixture(params=ML_BACKEND_NAMES)
+def nn_backend(request):
+    """The Backend of one machine-learning library (torch, JAX, TensorFlow), the default for the test's duration."""
     b = get_backend(request.param)
     with b:
         yield b

@@ -11,11 +11,9 @@ import numpy as np
 import pytest
 
 from lazyphi import math, nn
-from lazyphi.backend import backend_by_name
 from lazyphi.math import Tensor, batch, channel
 from lazyphi.parallel import parallel_compute, parallel_property
 
-LIBRARIES = ['torch', 'jax', 'tensorflow']
 LEARNING_RATES = math.tensor([1e-3, 3e-3, 1e-2, 3e-2], batch('lr'))
 # the libraries draw initial weights from one global generator: two threads seeding and drawing at once would
 # mix their draws, so a network is built under this lock
@@ -52,14 +50,6 @@ class Sweep:
         return train(float(self.learning_rate), self.x, self.steps, self.seed)
 
 
-@pytest.fixture(params=LIBRARIES)
-def library(request):
-    """The library's backend as the default, skipped where its lazyphi.nn module does not exist yet."""
-    pytest.importorskip(request.param)
-    pytest.importorskip(f'lazyphi.nn._{request.param}')
-    with backend_by_name(request.param) as backend:
-        yield backend
-
 
 def _sweep() -> Sweep:
     x = math.tensor(np.random.default_rng(5).normal(size=(64, 2)).astype(np.float32), batch('example'),
@@ -77,7 +67,7 @@ def _check_against_direct_runs(sweep: Sweep) -> None:
     assert len(set(finals)) == len(finals)
 
 
-def test_training_repeats_exactly_from_the_seed(library):
+def test_training_repeats_exactly_from_the_seed(nn_backend):
     sweep = _sweep()
     a = train(1e-2, sweep.x, 5, seed=3)
     b = train(1e-2, sweep.x, 5, seed=3)
@@ -86,14 +76,14 @@ def test_training_repeats_exactly_from_the_seed(library):
 
 
 @pytest.mark.parametrize('scheduler', ['sync', 'threads'])
-def test_one_network_per_learning_rate_in_threads(library, scheduler):
+def test_one_network_per_learning_rate_in_threads(nn_backend, scheduler):
     sweep = _sweep()
     parallel_compute(sweep, [Sweep.weights], parallel_dims='lr', scheduler=scheduler, max_workers=2, progress=False)
     _check_against_direct_runs(sweep)
 
 
 @pytest.mark.slow
-def test_one_network_per_learning_rate_in_processes(library):
+def test_one_network_per_learning_rate_in_processes(nn_backend):
     sweep = _sweep()
     parallel_compute(sweep, [Sweep.weights], parallel_dims='lr', scheduler='processes', max_workers=2,
                      progress=False)
@@ -101,7 +91,7 @@ def test_one_network_per_learning_rate_in_processes(library):
 
 
 @pytest.mark.slow
-def test_one_network_per_learning_rate_on_a_local_cluster(library):
+def test_one_network_per_learning_rate_on_a_local_cluster(nn_backend):
     distributed = pytest.importorskip('distributed')
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=':0') \
             as cluster, distributed.Client(cluster) as client:

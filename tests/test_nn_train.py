@@ -6,19 +6,7 @@ import numpy as np
 import pytest
 
 from lazyphi import math, nn
-from lazyphi.backend import backend_by_name
 from lazyphi.math import Tensor, batch, channel
-
-LIBRARIES = ['torch', 'jax', 'tensorflow']
-
-
-@pytest.fixture(params=LIBRARIES)
-def library(request):
-    """The library's backend as the default, skipped where its lazyphi.nn module does not exist yet."""
-    pytest.importorskip(request.param)
-    pytest.importorskip(f'lazyphi.nn._{request.param}')
-    with backend_by_name(request.param) as backend:
-        yield backend
 
 
 def _problem(examples: int = 40):
@@ -34,7 +22,7 @@ def _problem(examples: int = 40):
     return net, nn.adam(net, 1e-2), x, y, loss_fn
 
 
-def test_training_visits_every_example_once_per_epoch(library):
+def test_training_visits_every_example_once_per_epoch(nn_backend):
     net, optimizer, x, y, loss_fn = _problem(examples=10)
     states = []
     result = nn.train(None, net, optimizer, loss_fn, x, y, max_epochs=2, batch_size=4, on_iter_end=states.append)
@@ -49,7 +37,7 @@ def test_training_visits_every_example_once_per_epoch(library):
     assert result.termination_reason == 'max_iter' and result.iter == 6 and result.is_epoch_end
 
 
-def test_training_lowers_the_loss_and_reports_epochs(library):
+def test_training_lowers_the_loss_and_reports_epochs(nn_backend):
     net, optimizer, x, y, loss_fn = _problem()
     epochs = []
     nn.train(None, net, optimizer, loss_fn, x, y, max_epochs=15, batch_size=8, on_epoch_end=epochs.append)
@@ -58,7 +46,7 @@ def test_training_lowers_the_loss_and_reports_epochs(library):
     assert epochs[0].current == 0 and epochs[0].max == 15
 
 
-def test_drop_last_leaves_out_the_short_batch(library):
+def test_drop_last_leaves_out_the_short_batch(nn_backend):
     net, optimizer, x, y, loss_fn = _problem(examples=10)
     states = []
     nn.train(None, net, optimizer, loss_fn, x, y, max_epochs=1, batch_size=4, drop_last=True,
@@ -66,13 +54,13 @@ def test_drop_last_leaves_out_the_short_batch(library):
     assert [s.indices.shape.get_size('dset_linear') for s in states] == [4, 4]
 
 
-def test_max_iter_alone_runs_as_many_epochs_as_needed(library):
+def test_max_iter_alone_runs_as_many_epochs_as_needed(nn_backend):
     net, optimizer, x, y, loss_fn = _problem(examples=10)
     result = nn.train(None, net, optimizer, loss_fn, x, y, max_iter=7, batch_size=5)
     assert (result.iter, result.epoch, result.max_epochs, result.termination_reason) == (7, 3, 4, 'max_iter')
 
 
-def test_stop_training_from_a_callback_and_stop_on_loss(library):
+def test_stop_training_from_a_callback_and_stop_on_loss(nn_backend):
     net, optimizer, x, y, loss_fn = _problem()
 
     def stop_at_third(state):
@@ -93,7 +81,7 @@ def test_stop_training_from_a_callback_and_stop_on_loss(library):
     assert result.termination_reason == 'stop_on_loss' and result.epoch == 0
 
 
-def test_learning_rate_schedule(library):
+def test_learning_rate_schedule(nn_backend):
     net, optimizer, x, y, loss_fn = _problem(examples=8)
     rates = []
     nn.train(None, net, optimizer, loss_fn, x, y, max_iter=4, batch_size=2, lr_schedule_iter=lambda i: 0.1 / (i + 1),
@@ -102,7 +90,7 @@ def test_learning_rate_schedule(library):
     assert nn.get_learning_rate(optimizer) == pytest.approx(0.025)
 
 
-def test_checkpoints_are_saved_and_load_back(library, tmp_path):
+def test_checkpoints_are_saved_and_load_back(nn_backend, tmp_path):
     net, optimizer, x, y, loss_fn = _problem(examples=8)
     name = str(tmp_path / 'run')
     nn.train(name, net, optimizer, loss_fn, x, y, max_epochs=4, batch_size=4, checkpoint_frequency=2)
@@ -114,7 +102,7 @@ def test_checkpoints_are_saved_and_load_back(library, tmp_path):
         math.assert_close(a, b, rel_tolerance=0, abs_tolerance=0, msg=k)
 
 
-def test_data_from_files(library, tmp_path):
+def test_data_from_files(nn_backend, tmp_path):
     net, optimizer, x, _, loss_fn = _problem(examples=12)
     files = math.layout([str(tmp_path / f'part{i}.npz') for i in range(3)], batch('file'))
     for i in range(3):
@@ -134,7 +122,7 @@ def test_data_from_files(library, tmp_path):
     (dict(max_epochs=1, batch_size=0), ['batch_size', '0']),
     (dict(max_epochs=1, dataset_dims='samples'), ['samples', 'examples']),
 ])
-def test_bad_arguments(library, kwargs, words):
+def test_bad_arguments(nn_backend, kwargs, words):
     net, optimizer, x, y, loss_fn = _problem(examples=4)
     with pytest.raises(ValueError) as info:
         nn.train(None, net, optimizer, loss_fn, x, y, **kwargs)
