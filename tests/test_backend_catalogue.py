@@ -255,11 +255,10 @@ def test_batched_sparse_matrices(backend):
 # --- the catalogue as a whole ---
 
 def test_every_catalogue_operation_runs_on_some_backend():
-    """Each operation of phiml's backend catalogue (`OPERATIONS`) is supported by at least one backend; `nn_library`
-    is the neural-network modules' business."""
+    """Each operation of phiml's backend catalogue (`OPERATIONS`) is supported by at least one backend."""
     missing_libraries = [library for library in LIBRARIES.values() if importlib.util.find_spec(library) is None]
     if missing_libraries:
         pytest.skip(f'needs every library; {missing_libraries} not installed')
     backends = [get_backend(name) for name in LIBRARIES]
-    unsupported = sorted(op for op in OPERATIONS - {'nn_library'} if not any(b.supports(op) for b in backends))
+    unsupported = sorted(op for op in OPERATIONS if not any(b.supports(op) for b in backends))
     assert unsupported == []
