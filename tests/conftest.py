@@ -1,7 +1,9 @@
 """Shared fixtures: `backend` runs a test once per installed array library; JAX's compiled functions are released
-after each test module."""
+after each test module; the peak RSS of each test file is recorded and the largest are printed at the end."""
 
 import gc
+import os
+import resource
 import sys
 
 import pytest
@@ -26,3 +28,56 @@ def _release_compiled_functions():
     if jax is not None:
         jax.clear_caches()
     gc.collect()
+
+
+RSS_LIMIT = 4 * 2 ** 30  # a test process's peak RSS should stay below this (a test needing more says why)
+_PEAKS = {}  # test file -> (peak RSS of this process during it, peak RSS of its largest child if it set a new high)
+
+
+def _reset_peak_rss() -> bool:
+    """Start this process's peak RSS (VmHWM) over from its current RSS (Linux 4.0+); False where it cannot."""
+    try:
+        with open('/proc/self/clear_refs', 'w') as f:
+            f.write('5')
+        return True
+    except OSError:
+        return False
+
+
+def _peak_rss() -> int:
+    """This process's peak RSS in bytes since it started or since `_reset_peak_rss` (`ru_maxrss` where no VmHWM)."""
+    try:
+        with open('/proc/self/status') as f:
+            return next(int(line.split()[1]) for line in f if line.startswith('VmHWM:')) * 1024
+    except (OSError, StopIteration):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+
+
+@pytest.fixture(autouse=True, scope='module')
+def _record_peak_rss(request):
+    """The peak RSS of the test process during each test file, and of the largest child process it waited for.
+
+    The kernel keeps only the largest child's peak over the whole session, so a child's figure is recorded for the
+    file where it grew; a child started by fork or vfork counts this process's RSS at that moment in its own peak.
+    Where VmHWM cannot be reset (not Linux), the process's figure is its peak since the session started.
+    """
+    _reset_peak_rss()
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    yield
+    grown = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    _PEAKS[os.path.relpath(request.path)] = (_peak_rss(), grown * 1024 if grown > children else 0)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Prints the test files of the largest peak RSS, and any over `RSS_LIMIT`."""
+    if not _PEAKS:
+        return
+    mib = 2 ** 20
+    largest = sorted(_PEAKS.items(), key=lambda item: max(item[1]), reverse=True)
+    terminalreporter.section('peak RSS per test file (this process / its largest child, where that grew)')
+    for path, (own, child) in largest[:5]:
+        child_text = f'{child / mib:6.0f} MiB' if child else '     -    '
+        terminalreporter.write_line(f'{own / mib:6.0f} MiB / {child_text}  {path}')
+    over = [path for path, peaks in largest if max(peaks) > RSS_LIMIT]
+    if over:
+        terminalreporter.write_line(f'over {RSS_LIMIT / 2 ** 30:.0f} GiB: {", ".join(over)}', red=True)
