@@ -2,7 +2,8 @@
 
 Prints the median wall time over N fresh interpreters (default 10) of `python -c "import numpy"`, of
 `python -c "import lazyphi"` and of a bare `python -c "pass"`, and the difference lazyphi - numpy, which is
-lazyphi's own share. The two are run alternately so that a change in the machine's load hits both alike.
+lazyphi's own share; also the median CPU time (user + system) of each, which a busy machine disturbs less. The
+three are run in turn so that a change in the machine's load hits all alike.
 Target (issue #34): `import lazyphi` at most 200 ms. With --top K, also prints the K modules that took the
 longest in one `python -X importtime -c "import lazyphi"` (cumulative, self), for finding what to defer.
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -25,11 +27,15 @@ ROOT = Path(__file__).resolve().parent.parent
 ENVIRONMENT = {name: value for name, value in os.environ.items() if name != 'PYTHONDONTWRITEBYTECODE'}
 
 
-def wall_time(code: str) -> float:
-    """Seconds one fresh interpreter takes to run `code` (start-up included), this checkout first on the path."""
+def run_time(code: str) -> tuple[float, float]:
+    """Seconds of wall and of CPU time one fresh interpreter takes to run `code` (start-up included), this checkout
+    first on the path."""
+    cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     subprocess.run([sys.executable, '-c', code], check=True, cwd=ROOT, env=ENVIRONMENT)
-    return time.perf_counter() - start
+    wall = time.perf_counter() - start
+    cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, cpu_after.ru_utime + cpu_after.ru_stime - cpu_before.ru_utime - cpu_before.ru_stime
 
 
 def top_importers(count: int) -> list[tuple[int, int, str]]:
@@ -53,18 +59,23 @@ def main() -> None:
         raise ValueError(f'--runs must be at least 1, got {args.runs}')
     if args.top < 0:
         raise ValueError(f'--top must be 0 or more, got {args.top}')
-    wall_time('import lazyphi')  # writes the .pyc files of the modules it imports
-    times = {'python': [], 'numpy': [], 'lazyphi': []}
+    run_time('import lazyphi')  # writes the .pyc files of the modules it imports
+    codes = {'python -c pass': 'pass', 'python -c "import numpy"': 'import numpy',
+             'python -c "import lazyphi"': 'import lazyphi'}
+    times = {label: [] for label in codes}
     for _ in range(args.runs):
-        times['python'].append(wall_time('pass'))
-        times['numpy'].append(wall_time('import numpy'))
-        times['lazyphi'].append(wall_time('import lazyphi'))
-    median = {name: statistics.median(values) * 1e3 for name, values in times.items()}
+        for label, code in codes.items():
+            times[label].append(run_time(code))
+    wall = {label: statistics.median(w for w, _ in values) * 1e3 for label, values in times.items()}
+    cpu = {label: statistics.median(c for _, c in values) * 1e3 for label, values in times.items()}
     print(f'median of {args.runs} fresh interpreters (start-up included):')
-    print(f'  python -c pass            {median["python"]:7.1f} ms')
-    print(f'  python -c "import numpy"   {median["numpy"]:7.1f} ms')
-    print(f'  python -c "import lazyphi" {median["lazyphi"]:7.1f} ms   (target 200 ms)')
-    print(f'  lazyphi - numpy            {median["lazyphi"] - median["numpy"]:7.1f} ms')
+    print(f'  {"":<28}{"wall":>10}{"CPU":>11}')
+    for label in codes:
+        target = '   (target: wall 200 ms)' if 'lazyphi' in label else ''
+        print(f'  {label:<28}{wall[label]:7.1f} ms{cpu[label]:8.1f} ms{target}')
+    numpy_label, lazyphi_label = list(codes)[1:]
+    print(f'  {"lazyphi - numpy":<28}{wall[lazyphi_label] - wall[numpy_label]:7.1f} ms'
+          f'{cpu[lazyphi_label] - cpu[numpy_label]:8.1f} ms')
     if args.top:
         print('slowest imports of one `import lazyphi` (-X importtime, which adds its own overhead):')
         for cumulative, own, module in top_importers(args.top):
