@@ -1,8 +1,11 @@
-"""`import lazyphi` must leave the heavy libraries unloaded: they are imported when first used."""
+"""`import lazyphi` must leave the heavy libraries, and lazyphi's modules beyond its core, unloaded: they are imported
+when first used."""
 
 import json
 import subprocess
 import sys
+
+import pytest
 
 HEAVY = ('torch', 'jax', 'jaxlib', 'tensorflow', 'scipy', 'dask', 'distributed', 'zarr')
 
@@ -57,3 +60,46 @@ def test_dir_lists_the_lazily_loaded_names_and_no_imported_helper_module():
     listed = json.loads(out.splitlines()[-1])
     assert listed == {name: [[], []] for name in listed}, listed
     assert len(listed) == 6
+
+
+def test_import_lazyphi_loads_only_the_core_of_math():
+    """The packages above math and math's modules beyond tensor(), the dims functions and Tensor's operators load on
+    first use (issue #34: `import lazyphi` took about 430 ms, most of it lazyphi's own modules)."""
+    loaded = _modules_after('import lazyphi')
+    deferred = {'lazyphi.dataclasses', 'lazyphi.parallel', 'lazyphi.storage', 'lazyphi._verify', 'lazyphi.math._ops',
+                'lazyphi.math._reduce', 'lazyphi.math._sparse', 'lazyphi.math._linalg', 'lazyphi.math._minimize',
+                'lazyphi.math._optimize', 'lazyphi.math._differences', 'lazyphi.math.extrapolation'}
+    assert not deferred & loaded
+    assert {'lazyphi.math._tensor', 'lazyphi.math._creation', 'lazyphi.math._dims'} <= loaded
+
+
+def test_a_lazily_loaded_name_is_loaded_once_and_kept():
+    """The first use imports the module and keeps the value in the package; other names and submodules resolve."""
+    code = ('import lazyphi, sys\n'
+            'first = lazyphi.math.svd\n'
+            'kept = "svd" in vars(lazyphi.math) and lazyphi.math.svd is first\n'
+            'kept = kept and "lazyphi.math._linalg" in sys.modules\n'
+            'from lazyphi.math import pairwise_distances, pairwise_differences\n'
+            'print(kept, pairwise_distances is pairwise_differences, lazyphi.math.sum is lazyphi.math.sum_,\n'
+            '      lazyphi.math.perm.__name__, lazyphi.dataclasses.__name__,\n'
+            '      lazyphi.PERIODIC is lazyphi.math.extrapolation.PERIODIC)')
+    out = subprocess.run([sys.executable, '-c', code], check=True, capture_output=True, text=True).stdout.split()
+    assert out == ['True', 'True', 'True', 'lazyphi.math.perm', 'lazyphi.dataclasses', 'True']
+
+
+def test_an_unknown_name_raises_attribute_error():
+    import lazyphi
+    from lazyphi import math
+
+    with pytest.raises(AttributeError, match=r"'lazyphi\.math' has no attribute 'no_such_function'"):
+        math.no_such_function  # noqa: B018
+    assert not hasattr(lazyphi, 'no_such_function')
+
+
+def test_a_dask_array_becomes_a_tensor_before_lazyphi_parallel_was_used():
+    """The dask tensor source is registered by `import lazyphi`, not by `lazyphi.parallel`, which loads on use."""
+    code = ('import sys\nfrom lazyphi import math\nimport dask.array as da\n'
+            'unused = "lazyphi.parallel" not in sys.modules\n'
+            'print(unused, type(math.tensor(da.ones(3), math.spatial("x"))).__name__)')
+    out = subprocess.run([sys.executable, '-c', code], check=True, capture_output=True, text=True).stdout.split()
+    assert out == ['True', 'DaskTensor']

@@ -6,6 +6,7 @@ by `choose_backend()` or the library is named in `set_global_default_backend()`.
 """
 
 from .._errors import NoBackendFound, UnsupportedDType
+from .._lazy import lazy_names as _lazy_names
 from ._backend import Backend
 from ._device import ComputeDevice
 from ._dtype import DType, combine_types, to_numpy_dtype
@@ -23,7 +24,6 @@ from ._minimize import trajectory_points as trajectory_points
 from ._numpy import NUMPY
 from ._objects import OBJECTS
 from ._precision import get_precision, precision, set_global_precision
-from ._profile import Profile, get_current_profile, profile, profile_function
 from ._registry import (
     BACKENDS,
     ML_LOGGER,
@@ -43,6 +43,10 @@ from ._registry import (
 register_backend(NUMPY)
 register_backend(OBJECTS)
 set_global_default_backend(NUMPY)
+
+# the profiler (and the json module it writes traces with) loads on first use (PEP 562)
+__getattr__, __dir__ = _lazy_names(__name__, dict.fromkeys(
+    ('Profile', 'get_current_profile', 'profile', 'profile_function'), '._profile'))
 
 __all__ = [
     'BACKENDS',

@@ -8,48 +8,11 @@ layers) traced or disk-backed tensors take part in all of them.
 import sys as _sys
 
 from .._errors import DimNotFound, IncompatibleShapes, NotConvertible
+from .._lazy import by_module as _by_module
+from .._lazy import lazy_names as _lazy_names
 from ..backend import NUMPY, get_precision, precision, set_global_precision
 from ..backend import DType as DType
-from . import (
-    _indexing,  # noqa: F401 (t[index_tensor] reaches it through the package, see _tensor.py)
-    extrapolation,
-    magic,
-    perm,
-)
-from ._autodiff import (
-    custom_gradient,
-    gradient,
-    jacobian,
-    jit_compile,
-    print_gradient,
-    stop_gradient,
-    trace_check,
-    when_available,
-)
 from ._bound import BoundDim, BoundDims
-from ._compare import (
-    always_close,
-    assert_close,
-    close,
-    equal,
-    equality_by_ref,
-    equality_by_shape_and_value,
-    find_differences,
-)
-from ._conversion import (
-    copy,
-    native,
-    native_call,
-    numpy,
-    print_,
-    reshaped_native,
-    reshaped_numpy,
-    swap_axes,
-    to_cpu,
-    to_device,
-    to_gpu,
-    use,
-)
 from ._convert import all_available, choose_backend_t, convert, dtype, is_numeric, is_scalar
 from ._creation import (
     PI,
@@ -71,25 +34,6 @@ from ._creation import (
     wrap,
     zeros,
     zeros_like,
-)
-from ._debug import enable_debug_checks
-from ._dict import Dict
-from ._differences import (
-    downsample2x,
-    fftfreq,
-    finite_fill,
-    fourier_laplace,
-    fourier_poisson,
-    frequency_loss,
-    laplace,
-    masked_fill,
-    neighbor_max,
-    neighbor_mean,
-    neighbor_min,
-    neighbor_reduce,
-    neighbor_sum,
-    spatial_gradient,
-    upsample2x,
 )
 from ._dims import (
     batch,
@@ -113,227 +57,8 @@ from ._dims import (
     ssize,
 )
 from ._fields import config_fields, data_fields, non_data_fields, special_fields
-from ._fstrings import f
-from ._functional import (
-    broadcast,
-    iterate,
-    map,
-    map_c2b,
-    map_c2d,
-    map_d2b,
-    map_d2c,
-    map_i2b,
-    map_s2b,
-    map_types,
-    perf_counter,
-)
-from ._gather_scatter import (
-    boolean_mask,
-    contains,
-    count_occurrences,
-    gather,
-    histogram,
-    nonzero,
-    ravel_index,
-    scatter,
-    unravel_index,
-)
 from ._kinds import Expanded, Stacked
 from ._layout import Layout, is_none, layout, object_dims
-from ._linalg import (
-    eigenvalues,
-    factor_ilu,
-    fit_hyperplane,
-    matrix_from_function,
-    matrix_rank,
-    svd,
-    with_diagonal,
-)
-from ._linear_function import LinearFunction, jit_compile_linear
-from ._magic_ops import (
-    b2i,
-    c2b,
-    c2d,
-    ccat,
-    concat,
-    cpack,
-    d2i,
-    d2s,
-    dcat,
-    dpack,
-    expand,
-    flatten,
-    i2b,
-    icat,
-    ipack,
-    ncat,
-    p2d,
-    pack_dims,
-    rename_dims,
-    s2b,
-    scat,
-    si2d,
-    slice_,
-    spack,
-    squeeze,
-    stack,
-    tcat,
-    unpack_dim,
-    unstack,
-)
-from ._minimize import minimize, solve_nonlinear
-from ._neighbors import at_max_neighbor, at_min_neighbor, index_shift, sample_subgrid
-from ._npz import from_dict, load, save, to_dict
-from ._ops import (
-    INF,
-    NAN,
-    abs_,
-    abs_square,
-    angle,
-    arccos,
-    arccosh,
-    arcsin,
-    arcsinh,
-    arctan,
-    arctan2,
-    arctanh,
-    cast,
-    ceil,
-    clip,
-    conjugate,
-    cos,
-    cosh,
-    degrees_to_radians,
-    erf,
-    exp,
-    factorial,
-    fft,
-    floor,
-    identity,
-    ifft,
-    imag,
-    incomplete_gamma,
-    is_finite,
-    is_inf,
-    is_nan,
-    log,
-    log2,
-    log10,
-    log_gamma,
-    maximum,
-    minimum,
-    nan_to_0,
-    radians_to_degrees,
-    real,
-    round_,
-    safe_div,
-    safe_mul,
-    sigmoid,
-    sign,
-    sin,
-    sinh,
-    soft_plus,
-    sqrt,
-    tan,
-    tanh,
-    to_complex,
-    to_float,
-    to_int32,
-    to_int64,
-    where,
-)
-from ._optimize import solve_linear
-from ._padding import (
-    convolve,
-    pad,
-    pad_to_uniform,
-    shift,
-    slice_off,
-)
-from ._pairs import count_intersections, find_closest, map_pairs, pairwise_differences
-from ._ranges import (
-    brange,
-    crange,
-    drange,
-    irange,
-    srange,
-)
-from ._reduce import (
-    all_,
-    any_,
-    cmax,
-    cmean,
-    cmin,
-    cprod,
-    csort,
-    cstd,
-    csum,
-    dmax,
-    dmean,
-    dmin,
-    dprod,
-    dsort,
-    dstd,
-    dsum,
-    finite_cmax,
-    finite_cmean,
-    finite_cmin,
-    finite_cstd,
-    finite_csum,
-    finite_dmax,
-    finite_dmean,
-    finite_dmin,
-    finite_dstd,
-    finite_dsum,
-    finite_imax,
-    finite_imean,
-    finite_imin,
-    finite_istd,
-    finite_isum,
-    finite_max,
-    finite_mean,
-    finite_min,
-    finite_pmax,
-    finite_pmean,
-    finite_pmin,
-    finite_pstd,
-    finite_psum,
-    finite_smax,
-    finite_smean,
-    finite_smin,
-    finite_sstd,
-    finite_ssum,
-    finite_std,
-    finite_sum,
-    imax,
-    imean,
-    imin,
-    iprod,
-    isort,
-    istd,
-    isum,
-    max_,
-    mean,
-    min_,
-    pmax,
-    pmean,
-    pmin,
-    pprod,
-    prod,
-    psort,
-    pstd,
-    psum,
-    smax,
-    smean,
-    smin,
-    sprod,
-    ssort,
-    sstd,
-    ssum,
-    std,
-    sum_,
-)
-from ._sampling import closest_grid_values, grid_sample
 from ._shape import (
     BATCH,
     CHANNEL,
@@ -346,89 +71,105 @@ from ._shape import (
     Shape,
     ShapeDtype,
 )
-from ._solves import (
-    ConvergenceException,
-    Diverged,
-    NotConverged,
-    Solve,
-    SolveInfo,
-    SolveTape,
-)
-from ._sorting import (
-    argmax,
-    argmin,
-    at_max,
-    at_min,
-    cumulative_sum,
-    median,
-    quantile,
-    sort,
-)
-from ._sparse import (
-    CompactSparseTensor,
-    CompressedSparseMatrix,
-    SparseCoordinateTensor,
-    dense,
-    get_format,
-    get_sparsity,
-    is_sparse,
-    sparse,
-    sparse_tensor,
-    stored_indices,
-    stored_values,
-    tensor_like,
-    to_compact_cols,
-    to_compact_rows,
-    to_coo,
-    to_csc,
-    to_csr,
-    to_format,
-)
 from ._structure import transpose
 from ._tensor import Tensor
 from ._trace import is_tracing
 from ._tree import is_composite, replace
-from ._vectors import (
-    clip_length,
-    cross,
-    cross_product,
-    dim_mask,
-    dot,
-    l1_loss,
-    l2_loss,
-    norm,
-    normalize,
-    normalize_to,
-    rotate_vector,
-    rotation_matrix,
-    softmax,
-    squared_norm,
-    vec_length,
-    vec_normalize,
-    vec_squared,
-)
-from .extrapolation import Extrapolation, as_extrapolation
 
-abs = abs_
 choose_backend = choose_backend_t
 range = arange
-round = round_
-sum = sum_
-max = max_
-min = min_
-any = any_
-all = all_
-slice = slice_
-replace_dims = rename_dims  # phiml's other name for it
-pairwise_distances = pairwise_differences  # phiml's other name for it
 copy_with = replace  # phiml's other name for it
-conj = conjugate
-inf = INF
-length = vec_length
-nan = NAN
 pi = PI
-print = print_
 math = _sys.modules[__name__]  # `from lazyphi.math import math, Tensor` works as in phiml
+
+# the rest load their module on first use (PEP 562): `import lazyphi` loads only the modules that `tensor()`,
+# the dims functions and Tensor's operators need (docs/design.md, "Import time")
+_LAZY = _by_module({
+    '._autodiff': (
+        'custom_gradient', 'gradient', 'jacobian', 'jit_compile', 'print_gradient', 'stop_gradient', 'trace_check',
+        'when_available',
+    ),
+    '._compare': (
+        'always_close', 'assert_close', 'close', 'equal', 'equality_by_ref', 'equality_by_shape_and_value',
+        'find_differences',
+    ),
+    '._conversion': (
+        'copy', 'native', 'native_call', 'numpy', 'print_', 'reshaped_native', 'reshaped_numpy', 'swap_axes', 'to_cpu',
+        'to_device', 'to_gpu', 'use', 'print=print_', '_conversion',
+    ),
+    '._debug': ('enable_debug_checks',),
+    '._dict': ('Dict',),
+    '._differences': (
+        'downsample2x', 'fftfreq', 'finite_fill', 'fourier_laplace', 'fourier_poisson', 'frequency_loss', 'laplace',
+        'masked_fill', 'neighbor_max', 'neighbor_mean', 'neighbor_min', 'neighbor_reduce', 'neighbor_sum',
+        'spatial_gradient', 'upsample2x',
+    ),
+    '.extrapolation': ('Extrapolation', 'as_extrapolation', 'extrapolation'),
+    '._fstrings': ('f',),
+    '._functional': (
+        'broadcast', 'iterate', 'map', 'map_c2b', 'map_c2d', 'map_d2b', 'map_d2c', 'map_i2b', 'map_s2b', 'map_types',
+        'perf_counter',
+    ),
+    '._gather_scatter': (
+        'boolean_mask', 'contains', 'count_occurrences', 'gather', 'histogram', 'nonzero', 'ravel_index', 'scatter',
+        'unravel_index', '_gather_scatter',
+    ),
+    '._linalg': (
+        'eigenvalues', 'factor_ilu', 'fit_hyperplane', 'matrix_from_function', 'matrix_rank', 'svd', 'with_diagonal',
+    ),
+    '._linear_function': ('LinearFunction', 'jit_compile_linear'),
+    '.magic': ('magic',),
+    '._magic_ops': (
+        'b2i', 'c2b', 'c2d', 'ccat', 'concat', 'cpack', 'd2i', 'd2s', 'dcat', 'dpack', 'expand', 'flatten', 'i2b',
+        'icat', 'ipack', 'ncat', 'p2d', 'pack_dims', 'rename_dims', 's2b', 'scat', 'si2d', 'slice_', 'spack', 'squeeze',
+        'stack', 'tcat', 'unpack_dim', 'unstack', 'slice=slice_', 'replace_dims=rename_dims',
+    ),
+    '._minimize': ('minimize', 'solve_nonlinear'),
+    '._neighbors': ('at_max_neighbor', 'at_min_neighbor', 'index_shift', 'sample_subgrid'),
+    '._npz': ('from_dict', 'load', 'save', 'to_dict'),
+    '._ops': (
+        'INF', 'NAN', 'abs_', 'abs_square', 'angle', 'arccos', 'arccosh', 'arcsin', 'arcsinh', 'arctan', 'arctan2',
+        'arctanh', 'cast', 'ceil', 'clip', 'conjugate', 'cos', 'cosh', 'degrees_to_radians', 'erf', 'exp', 'factorial',
+        'fft', 'floor', 'identity', 'ifft', 'imag', 'incomplete_gamma', 'is_finite', 'is_inf', 'is_nan', 'log', 'log2',
+        'log10', 'log_gamma', 'maximum', 'minimum', 'nan_to_0', 'radians_to_degrees', 'real', 'round_', 'safe_div',
+        'safe_mul', 'sigmoid', 'sign', 'sin', 'sinh', 'soft_plus', 'sqrt', 'tan', 'tanh', 'to_complex', 'to_float',
+        'to_int32', 'to_int64', 'where', 'abs=abs_', 'round=round_', 'conj=conjugate', 'inf=INF', 'nan=NAN',
+    ),
+    '._optimize': ('solve_linear',),
+    '._padding': ('convolve', 'pad', 'pad_to_uniform', 'shift', 'slice_off'),
+    '._pairs': (
+        'count_intersections', 'find_closest', 'map_pairs', 'pairwise_differences',
+        'pairwise_distances=pairwise_differences',
+    ),
+    '.perm': ('perm',),
+    '._ranges': ('brange', 'crange', 'drange', 'irange', 'srange'),
+    '._reduce': (
+        'all_', 'any_', 'cmax', 'cmean', 'cmin', 'cprod', 'csort', 'cstd', 'csum', 'dmax', 'dmean', 'dmin', 'dprod',
+        'dsort', 'dstd', 'dsum', 'finite_cmax', 'finite_cmean', 'finite_cmin', 'finite_cstd', 'finite_csum',
+        'finite_dmax', 'finite_dmean', 'finite_dmin', 'finite_dstd', 'finite_dsum', 'finite_imax', 'finite_imean',
+        'finite_imin', 'finite_istd', 'finite_isum', 'finite_max', 'finite_mean', 'finite_min', 'finite_pmax',
+        'finite_pmean', 'finite_pmin', 'finite_pstd', 'finite_psum', 'finite_smax', 'finite_smean', 'finite_smin',
+        'finite_sstd', 'finite_ssum', 'finite_std', 'finite_sum', 'imax', 'imean', 'imin', 'iprod', 'isort', 'istd',
+        'isum', 'max_', 'mean', 'min_', 'pmax', 'pmean', 'pmin', 'pprod', 'prod', 'psort', 'pstd', 'psum', 'smax',
+        'smean', 'smin', 'sprod', 'ssort', 'sstd', 'ssum', 'std', 'sum_', 'sum=sum_', 'max=max_', 'min=min_',
+        'any=any_', 'all=all_',
+    ),
+    '._sampling': ('closest_grid_values', 'grid_sample'),
+    '._solves': ('ConvergenceException', 'Diverged', 'NotConverged', 'Solve', 'SolveInfo', 'SolveTape'),
+    '._sorting': ('argmax', 'argmin', 'at_max', 'at_min', 'cumulative_sum', 'median', 'quantile', 'sort'),
+    '._sparse': (
+        'CompactSparseTensor', 'CompressedSparseMatrix', 'SparseCoordinateTensor', 'dense', 'get_format',
+        'get_sparsity', 'is_sparse', 'sparse', 'sparse_tensor', 'stored_indices', 'stored_values', 'tensor_like',
+        'to_compact_cols', 'to_compact_rows', 'to_coo', 'to_csc', 'to_csr', 'to_format',
+    ),
+    '._vectors': (
+        'clip_length', 'cross', 'cross_product', 'dim_mask', 'dot', 'l1_loss', 'l2_loss', 'norm', 'normalize',
+        'normalize_to', 'rotate_vector', 'rotation_matrix', 'softmax', 'squared_norm', 'vec_length', 'vec_normalize',
+        'vec_squared', 'length=vec_length', '_vectors',
+    ),
+})
+
+__getattr__, __dir__ = _lazy_names(__name__, _LAZY)
 
 __all__ = [
     'BATCH',

@@ -5,7 +5,7 @@ Planning needs no Dask; `parallel_compute` and the engine load it on first use (
 """
 
 from .._lazy import lazy_names as _lazy_names
-from ..math.kinds import PerElement, Trace, TraceAborted, Tracer, register_tensor_source
+from ..math.kinds import PerElement, Trace, TraceAborted, Tracer
 from ..storage import load_cache_as, on_load_into_memory, set_cache_ttl
 from ._plan import Block, Fallback, Plan, PropertyPlan, Stage, missing_dims, plan
 from ._property import INFER, MIXED, ParallelProperty, ParallelPropertyNotComputed, parallel_property
@@ -14,9 +14,6 @@ from ._property import INFER, MIXED, ParallelProperty, ParallelPropertyNotComput
 _LAZY = {'parallel_compute': 'lazyphi.parallel._compute', 'PropertyFailed': 'lazyphi.parallel._engine',
          'NoWorkers': 'lazyphi.parallel._cluster', 'WorkersLost': 'lazyphi.parallel._cluster',
          'get_cache_files': 'lazyphi.storage'}
-
-# math.tensor(dask_array) makes a DaskTensor, which needs Dask: this layer's module, imported on the first one
-register_tensor_source('dask', 'lazyphi.parallel._dask_tensor:from_dask')
 
 
 __getattr__, __dir__ = _lazy_names(__name__, _LAZY)
