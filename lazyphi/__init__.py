@@ -37,7 +37,7 @@ __version__ = '0.1.0.dev0'
 _LAZY = {
     **dict.fromkeys(_MATH_NAMES, '.math'),
     'PERIODIC': '.math.extrapolation', 'ZERO_GRADIENT': '.math.extrapolation',
-    'dataclasses': '.dataclasses', 'parallel': '.parallel', 'storage': '.storage',
+    'dataclasses': '.dataclasses', 'nn': '.nn', 'parallel': '.parallel', 'storage': '.storage',
     'save': '.storage', 'load': '.storage',  # these import Zarr
     'verify': '._verify',
 }

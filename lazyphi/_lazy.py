@@ -3,9 +3,10 @@
 import importlib
 import sys
 from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 
-def lazy_names(package: str, modules: Mapping[str, str]) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
+def lazy_names(package: str, modules: Mapping[str, str]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """The `__getattr__` and `__dir__` of the package named `package`, which is being imported.
 
     Args:

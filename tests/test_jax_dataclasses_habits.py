@@ -142,11 +142,12 @@ def test_flax_imported_after_the_class_is_defined_gets_it():
 
 @pytest.mark.slow
 def test_mypy_checks_constructor_calls(tmp_path):
-    """mypy sees pytree_dataclass as a dataclass decorator (dataclass_transform): a misspelt field is an error."""
+    """mypy sees pytree_dataclass as a dataclass decorator (dataclass_transform): a misspelt field is an error; names
+    of lazyphi.math that load on first use (`mean`) are no error."""
     pytest.importorskip('mypy')
     (tmp_path / 'example.py').write_text(textwrap.dedent('''
         import lazyphi.dataclasses as jdc
-        from lazyphi.math import Tensor, spatial, zeros
+        from lazyphi.math import Tensor, mean, spatial, zeros
 
 
         @jdc.pytree_dataclass
@@ -159,6 +160,7 @@ def test_mypy_checks_constructor_calls(tmp_path):
 
         right = MnistStruct(image=zeros(spatial(x=28)), label=zeros(spatial(x=10)), steps=2)
         misspelt = MnistStruct(image=zeros(spatial(x=28)), lable=zeros(spatial(x=10)))
+        average = mean(right.image)
     '''))
     env = dict(os.environ)
     package_root = Path(lazyphi.__file__).parent.parent
