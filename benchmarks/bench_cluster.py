@@ -9,17 +9,17 @@ scheduler`, `dask worker`). A `LocalCluster` runs its scheduler in this process,
 scheduler's state of every task too (as would a `dask_jobqueue.SLURMCluster`'s); elsewhere it is the client's
 alone. The first line says which.
 
-1. The floor, measured first: the round trip of N tasks that do nothing (`client.map`, and a plain dict graph
-   through `client.get`): what any graph of N tasks waits for on this cluster, per task.
-2. Per block at each size (block_size=1, a property `self.data + 1` over N elements): the default call
-   (`parallel_compute(instance, props, scheduler=client, block_size=1)`, no `progress=` argument) first, then
-   `progress=False`; beside `dask.array`'s `from_array(chunks=1) + 1` computed on the same client (target: at
-   most 0.5x per block); the client's peak RSS during the call and its growth per block over the RSS before
-   it (target: at most 2 KiB per block; `/proc/self/clear_refs` resets the peak before each call); and the time
-   until the graph was sent (planning, compiling, and `client.get` returning: target at most 20 % of the call).
-3. 16 FFTs of 256x256 (`bench_parallel.py`'s case (a)) on the cluster against the round trip of as many no-op
+1. 16 FFTs of 256x256 (`bench_parallel.py`'s case (a)) on the cluster against the round trip of as many no-op
    tasks as the plan has blocks plus the same call on local threads, all measured here (target: at most that
    sum).
+2. Per block at each size (block_size=1, a property `self.data + 1` over N elements), each figure printed as it is
+   measured, in this order: the default call (`parallel_compute(instance, props, scheduler=client,
+   block_size=1)`, no `progress=` argument); the client's peak RSS during it and its growth per block over the
+   RSS before it (target: at most 2 KiB per block; `/proc/self/clear_refs` resets the peak before each call);
+   the time until the graph was sent (planning, compiling, and `client.get` returning: target at most 20 % of
+   the call); the floor: the round trip of N tasks that do nothing (`client.map`, and a plain dict graph through
+   `client.get`), what any graph of N tasks waits for on this cluster; `dask.array`'s `from_array(chunks=1) + 1`
+   computed on the same client (target: lazyphi at most 0.5x per block); and the call with `progress=False`.
 
 Figures are medians over the repeats (the machine is shared: their spread is printed). Prints; asserts nothing.
 
@@ -204,33 +204,35 @@ def dask_array_call(client, values: np.ndarray) -> float:
 
 
 def case_blocks(client, n: int, repeats: int) -> None:
-    print(f'{n:,} blocks (block_size=1, self.data + 1)')
+    """Each figure printed as soon as it is measured (a case of 100,000 blocks takes most of an hour on a loaded
+    machine): lazyphi's default call first, in a process that has not yet run this size."""
+    print(f'{n:,} blocks (block_size=1, self.data + 1)', flush=True)
     values = np.random.default_rng(0).standard_normal(n)
     data = math.tensor(values, batch('b'))
     p = plan(Trivial(data), [Trivial.plus], block_size=1, scheduler=client)
     blocks = sum(len(s.blocks) for s in p.stages)
-    noop = floor(client, n, repeats)
-    print(f'    floor: {n:,} no-op tasks      client.map {ms(noop["map"])} ({noop["map"] / n * 1e3:.2f} ms/task), '
-          f'one dict graph {ms(noop["graph"])} ({noop["graph"] / n * 1e3:.2f} ms/task)')
     default = [lazyphi_call(client, data) for _ in range(repeats)]
-    tuned = [lazyphi_call(client, data, progress=False) for _ in range(repeats)]
-    peer = [dask_array_call(client, values) for _ in range(repeats)]
-    t, t_tuned, t_peer = (med([c['time'] for c in default]), med([c['time'] for c in tuned]), med(peer))
-    ratio = t / t_peer
+    t = med([c['time'] for c in default])
     print(f'    lazyphi default             {ms(t)} {spread([c["time"] for c in default])} -> '
-          f'{t / blocks * 1e3:.2f} ms per block ({blocks:,} blocks)')
-    print(f'      tuned (progress=False)    {ms(t_tuned)} -> {t_tuned / blocks * 1e3:.2f} ms per block')
-    print(f'    dask.array x + 1, chunks=1  {ms(t_peer)} {spread(peer)} -> {t_peer / n * 1e3:.2f} ms per chunk')
-    print(f'    lazyphi / dask.array        {ratio:8.2f}x   target <= 0.5x: {verdict(ratio <= 0.5)} '
-          f'(of the minimums: {min(c["time"] for c in default) / min(peer):.2f}x); lazyphi / floor (dict graph) '
-          f'{t / noop["graph"]:.2f}x')
+          f'{t / blocks * 1e3:.2f} ms per block ({blocks:,} blocks)', flush=True)
     growth = med([(c['peak'] - c['before']) / blocks for c in default])
     print(f'    client RSS                  before {med([c["before"] for c in default]) / 2 ** 20:.0f} MiB, peak '
           f'{med([c["peak"] for c in default]) / 2 ** 20:.0f} MiB -> {growth / KIB:.2f} KiB per block   '
           f'target <= 2 KiB: {verdict(growth <= 2 * KIB)}')
     sent = med([c['sent'] / c['time'] for c in default])
     print(f'    plan, compile and submit    {ms(med([c["sent"] for c in default]))} = {sent:.0%} of the call   '
-          f'target <= 20 %: {verdict(sent <= 0.2)}')
+          f'target <= 20 %: {verdict(sent <= 0.2)}', flush=True)
+    noop = floor(client, n, repeats)
+    print(f'    floor: {n:,} no-op tasks      client.map {ms(noop["map"])} ({noop["map"] / n * 1e3:.2f} ms/task), '
+          f'one dict graph {ms(noop["graph"])} ({noop["graph"] / n * 1e3:.2f} ms/task); lazyphi / floor (dict '
+          f'graph) {t / noop["graph"]:.2f}x', flush=True)
+    peer = [dask_array_call(client, values) for _ in range(repeats)]
+    t_peer = med(peer)
+    print(f'    dask.array x + 1, chunks=1  {ms(t_peer)} {spread(peer)} -> {t_peer / n * 1e3:.2f} ms per chunk')
+    print(f'    lazyphi / dask.array        {t / t_peer:8.2f}x   target <= 0.5x: {verdict(t / t_peer <= 0.5)} '
+          f'(of the minimums: {min(c["time"] for c in default) / min(peer):.2f}x)', flush=True)
+    t_tuned = med([lazyphi_call(client, data, progress=False)['time'] for _ in range(repeats)])
+    print(f'      tuned (progress=False)    {ms(t_tuned)} -> {t_tuned / blocks * 1e3:.2f} ms per block', flush=True)
 
 
 def case_fft(client, repeats: int) -> None:
