@@ -85,23 +85,3 @@ def test_a_local_run_in_a_notebook_shows_its_bar_as_one_output_redrawn_in_place(
             if output.output_type == 'display_data' and 'Completed' in output.data.get('text/plain', '')]
     assert len(bars) == 1 and '100% Completed' in bars[0], outputs[0]
     assert not any('Completed' in output.get('text', '') for output in outputs[0] if output.output_type == 'stream')
-
-
-def test_a_run_on_a_client_in_a_terminal_draws_lazyphis_text_bar_and_ends_it_with_a_new_line(capsys):
-    """Outside a kernel the bar counts the run's results here (no scheduler plugin); its clock counts from the run's
-    start and its last state stays on screen."""
-    namespace = {}
-    exec(SETUP, namespace)  # the notebooks' first cell, here
-    client = namespace['client']
-    try:
-        slow = namespace['Slow'](namespace['math'].arange(namespace['batch'](example=4)) * 1.0)
-        namespace['parallel_compute'](slow, [namespace['Slow'].doubled], scheduler=client)
-        shown = capsys.readouterr().out
-    finally:
-        client.close()
-    lines = shown.split('lazyphi: running on', 1)[-1].split('\n', 1)[-1]  # after the dashboard link's line
-    assert lines.endswith('\n') and lines.count('\n') == 1, shown
-    match = re.fullmatch(r'(\r\[[# ]{40}\] \| +\d+% Completed \| [0-9.]+ s)*\r\[#{40}\] \| 100% Completed \| ([0-9.]+) s',
-                         lines[:-1])
-    assert match and float(match[2]) >= 1.5, shown
-    assert (slow.doubled == slow.data * 2).all

@@ -12,7 +12,6 @@ import contextlib
 import ipaddress
 import itertools
 import logging
-import sys
 import threading
 import time
 import uuid
@@ -397,7 +396,7 @@ class _Wait:
     process, it tells whether workers are coming: an adaptive cluster or jobs not yet started (wait as long as it
     takes), or only closed workers (as after Ctrl-C killed a `LocalCluster`'s processes: give up at once).
     Otherwise nothing tells, and the run waits `NO_WORKERS_TIMEOUT` seconds. Unless `progress` is False, a run
-    still going after `PROGRESS_AFTER` seconds shows a progress display (`_display`); nothing before.
+    still going after `PROGRESS_AFTER` seconds shows distributed's progress display (`_bar`); nothing before.
     """
 
     def __init__(self, client, progress: bool | None, started: float):
@@ -413,22 +412,18 @@ class _Wait:
     async def _gather(self, futures: list, direct: bool) -> list:
         watch = asyncio.ensure_future(self._watch(futures))
         gathering = asyncio.ensure_future(self._in_batches(futures, direct))
-        display = bar = None
+        bar = None
         try:
             if self.progress is not False:
                 done, _ = await asyncio.wait({gathering}, timeout=PROGRESS_AFTER)
-                # not for a run already cancelled: distributed's widget would wait for its tasks on the scheduler for
-                # ever
+                # not for a run already cancelled: distributed's bar would wait for its tasks on the scheduler for ever
                 if not done and all(f.status in ('pending', 'finished') for f in futures):
-                    display = _display(self.client, futures, self.started)
-                    bar = asyncio.ensure_future(display.listen())
+                    bar = asyncio.ensure_future(_bar(self.client, futures, self.started).listen())
             return await gathering
         finally:
             watch.cancel()
             if bar is not None:
-                if isinstance(display, _TextBar):
-                    display.stop()
-                # the last update (100 %, or the error) comes right after the run's end; a cancelled run's never
+                # the bar's last update (100 %, or the error) comes right after the run's end; a cancelled run's never
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(bar, 1.0)
 
@@ -497,71 +492,33 @@ def _status(worker) -> str:
     return getattr(status, 'name', str(status))
 
 
-def _display(client, futures: list, started: float):
-    """The progress display of a run on `client`, made on its event loop: it draws while its `listen()` runs there.
+def _bar(client, futures: list, started: float):
+    """Distributed's progress display of `futures`, made on the client's event loop, listening there.
 
-    In a Jupyter kernel with ipywidgets, distributed's widget with a bar per task group, displayed here (its
-    `distributed.progress` leaves it undisplayed, to be updated by the notebook's event loop, which a running
-    cell blocks); its clock counts from `started` (`time.perf_counter()`, the run's start), not from when it
-    appears, a second or more late. Elsewhere lazyphi's text bar of the run's results (`_TextBar`).
+    In a Jupyter kernel with ipywidgets, a widget with a bar per task group, displayed here; elsewhere a text bar
+    (in a kernel, one output redrawn in place).
+    Never in the calling thread: `distributed.progress` blocks in its text bar (and waits for ever where the run's
+    tasks were cancelled before it started), and leaves its widget undisplayed, to be updated by the notebook's
+    event loop, which a running cell blocks. Its clock counts from `started` (`time.perf_counter()`, the run's
+    start), not from when it appears: distributed's own clock starts with the bar, a second or more late.
     """
-    if not (in_kernel() and _has_widgets()):
-        return _TextBar(futures, started)
-    from distributed.diagnostics.progressbar import MultiProgressWidget
-    from IPython.display import display
+    from distributed.diagnostics.progressbar import MultiProgressWidget, TextProgressBar
 
-    bar = MultiProgressWidget(futures, scheduler=client.scheduler.address, complete=True, group_by='prefix')
-    display(bar.widget)
+    address = client.scheduler.address
+    if in_kernel() and _has_widgets():
+        from IPython.display import display
+
+        bar = MultiProgressWidget(futures, scheduler=address, complete=True, group_by='prefix')
+        display(bar.widget)
+    else:
+        bar = TextProgressBar(futures, scheduler=address, complete=True, start=False, loop=client.loop)
+        if in_kernel():  # one output redrawn in place, not a line per update in a saved notebook
+            line = KernelLine()
+            bar._draw_bar = lambda remaining, all, **_: line.show(bar_text(1 - remaining / all if all else 1.0,
+                                                                              bar.elapsed))
+            bar._draw_stop = lambda **_: None
     bar._start_time = started  # the start `elapsed` counts from: distributed's bars use time.perf_counter too
     return bar
-
-
-class _TextBar:
-    """`[####    ] | 50% Completed | 1.3 s`: the share of a run's results finished, as this client knows it.
-
-    Counted from the futures' states here, which the client keeps up to date anyway. Distributed's text bar
-    asks the scheduler instead: a plugin there follows every task of the run and sends counts every 0.1 s, and on
-    a `LocalCluster`, whose scheduler shares this process, ... (measured). Each update looks at the results still
-    pending, so updates come every `max(0.1 s, 1 us per result)` (a tenth of a millisecond each 0.1 s for 1,000
-    blocks, a second apart for 100,000). In a Jupyter kernel the bar is one output redrawn in place (`KernelLine`).
-    Its clock counts from `started`, the run's start.
-    """
-
-    def __init__(self, futures: list, started: float, width: int = 40):
-        self.total = len(futures)
-        self.pending = list(futures)
-        self.started = started
-        self.width = width
-        self.interval = max(0.1, self.total * 1e-5)
-        self.line = KernelLine() if in_kernel() else None
-        self._stopped = asyncio.Event()
-
-    async def listen(self) -> None:
-        """Draw until `stop()`, then the last state and, in a terminal, a new line."""
-        while not self._stopped.is_set():
-            self.draw()
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._stopped.wait(), self.interval)
-        self.draw()
-        if self.line is None:
-            self._write('\n')
-
-    def stop(self) -> None:
-        self._stopped.set()
-
-    def draw(self) -> None:
-        self.pending = [f for f in self.pending if f.status == 'pending']
-        fraction = 1 - len(self.pending) / self.total if self.total else 1.0
-        text = bar_text(fraction, time.perf_counter() - self.started, self.width)
-        if self.line is not None:
-            self.line.show(text)
-        else:
-            self._write(f'\r{text}')
-
-    @staticmethod
-    def _write(text: str) -> None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
 
 
 def _has_widgets() -> bool:
