@@ -1,23 +1,25 @@
 """Time `parallel_compute` per block on a cluster at 10^3 to 10^5 blocks, beside the same work in `dask.array`.
 
-Issue #31 (B). The cluster: a running SLURM (`sinfo` answers and `SLURM_CONF` is set) gets a
-`dask_jobqueue.SLURMCluster` of two single-core jobs; `--scheduler ADDRESS` uses a running scheduler; otherwise
-a `distributed.LocalCluster` of 2 single-threaded worker processes, or with `--own-scheduler` the same started
-as processes of their own (`dask scheduler`, `dask worker`). A `LocalCluster` (and a `SLURMCluster`) runs its
-scheduler in this process, so this process's memory holds the scheduler's state of every task too; with
-`--own-scheduler` it is the client's alone. The first line says which.
+Issue #31 (B). The cluster: where a SLURM answers (the test cluster of `scripts/slurm-up.sh`, found as
+tests/slurm_cluster.py finds it, or any SLURM `sinfo` reaches), a scheduler in a process of its own, listening
+where the nodes reach it, and 2 single-threaded workers, each a 1-CPU job (`sbatch`; on the test cluster's 1-CPU
+nodes, a node each); `--scheduler ADDRESS` uses a running scheduler; otherwise a `distributed.LocalCluster` of 2
+single-threaded worker processes, or with `--own-scheduler` the same started as processes of their own (`dask
+scheduler`, `dask worker`). A `LocalCluster` runs its scheduler in this process, so this process's memory holds the
+scheduler's state of every task too (as would a `dask_jobqueue.SLURMCluster`'s); elsewhere it is the client's
+alone. The first line says which.
 
-1. The floor, measured first: the round trip of N tasks that do nothing (`client.map`, and a plain dict graph
-   through `client.get`): what any graph of N tasks waits for on this cluster, per task.
-2. Per block at each size (block_size=1, a property `self.data + 1` over N elements): the default call
-   (`parallel_compute(instance, props, scheduler=client, block_size=1)`, no `progress=` argument) first, then
-   `progress=False`; beside `dask.array`'s `from_array(chunks=1) + 1` computed on the same client (target: at
-   most 0.5x per block); the client's peak RSS during the call and its growth per block over the RSS before
-   it (target: at most 2 KiB per block; `/proc/self/clear_refs` resets the peak before each call); and the time
-   until the graph was sent (planning, compiling, and `client.get` returning: target at most 20 % of the call).
-3. 16 FFTs of 256x256 (`bench_parallel.py`'s case (a)) on the cluster against the round trip of as many no-op
+1. 16 FFTs of 256x256 (`bench_parallel.py`'s case (a)) on the cluster against the round trip of as many no-op
    tasks as the plan has blocks plus the same call on local threads, all measured here (target: at most that
    sum).
+2. Per block at each size (block_size=1, a property `self.data + 1` over N elements), each figure printed as it is
+   measured, in this order: the default call (`parallel_compute(instance, props, scheduler=client,
+   block_size=1)`, no `progress=` argument); the client's peak RSS during it and its growth per block over the
+   RSS before it (target: at most 2 KiB per block; `/proc/self/clear_refs` resets the peak before each call);
+   the time until the graph was sent (planning, compiling, and `client.get` returning: target at most 20 % of
+   the call); the floor: the round trip of N tasks that do nothing (`client.map`, and a plain dict graph through
+   `client.get`), what any graph of N tasks waits for on this cluster; `dask.array`'s `from_array(chunks=1) + 1`
+   computed on the same client (target: lazyphi at most 0.5x per block); and the call with `progress=False`.
 
 Figures are medians over the repeats (the machine is shared: their spread is printed). Prints; asserts nothing.
 
@@ -30,6 +32,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -46,32 +49,53 @@ from lazyphi.parallel import parallel_compute, plan
 KIB = 1024
 
 
-def slurm_running() -> bool:
-    """Whether a SLURM controller answers here: `sinfo` works and `SLURM_CONF` names its configuration."""
-    if not shutil.which('sinfo') or not os.environ.get('SLURM_CONF'):
-        return False
-    try:
-        return subprocess.run(['sinfo', '-h'], capture_output=True, timeout=20).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
+def slurm_settings() -> dict | None:
+    """The test cluster's settings (`scripts/slurm-up.sh`, tests/slurm_cluster.py) where a SLURM answers, else None."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'tests'))
+    import slurm_cluster
+
+    return None if slurm_cluster.why_no_slurm() else slurm_cluster.settings()
 
 
 class OwnProcesses:
-    """A scheduler and 2 single-threaded workers started as processes of their own (Dask's command lines)."""
+    """A scheduler and 2 single-threaded workers started as processes of their own (Dask's command lines).
 
-    def __init__(self):
+    With `slurm` (the test cluster's settings), the scheduler listens where the nodes reach it and each worker is a
+    1-CPU SLURM job of its own (`sbatch`), so on a node of its own where the nodes have 1 CPU each.
+    """
+
+    def __init__(self, slurm: dict | None = None):
         self.directory = tempfile.mkdtemp()
         self.file = os.path.join(self.directory, 'scheduler.json')
+        self.jobs = []
         # this process's path: the workers unpickle the benchmark's classes from bench_parallel by name
-        quiet = {'stdout': subprocess.DEVNULL, 'stderr': subprocess.DEVNULL,
-                 'env': {**os.environ, 'PYTHONPATH': os.pathsep.join(p for p in sys.path if p)}}
+        path = os.pathsep.join(os.path.abspath(p) for p in sys.path if p)
+        quiet = {'stdout': subprocess.DEVNULL, 'stderr': subprocess.DEVNULL, 'env': {**os.environ, 'PYTHONPATH': path}}
+        address = (slurm or {}).get('LAZYPHI_SLURM_SCHEDULER_HOST')  # the bridge of the test cluster's nodes
+        host = ['--host', address] if address else []
         self.processes = [subprocess.Popen([sys.executable, '-m', 'distributed.cli.dask_scheduler', '--port', '0',
-                                            '--no-dashboard', '--scheduler-file', self.file], **quiet)]
-        self.processes.append(subprocess.Popen([sys.executable, '-m', 'distributed.cli.dask_worker', '--nworkers', '2',
-                                                '--nthreads', '1', '--no-dashboard', '--scheduler-file', self.file],
-                                               **quiet))
+                                            '--no-dashboard', '--scheduler-file', self.file, *host], **quiet)]
+        worker = [sys.executable, '-m', 'distributed.cli.dask_worker', '--nthreads', '1', '--no-dashboard',
+                  '--scheduler-file', self.file]
+        if slurm is None:
+            self.processes.append(subprocess.Popen([*worker, '--nworkers', '2'], **quiet))
+            return
+        for i in range(2):
+            command = ' '.join(shlex.quote(part) for part in ['env', f'PYTHONPATH={path}', *worker])
+            self.jobs.append(subprocess.run(
+                ['sbatch', '--parsable', '--nodes=1', '--ntasks=1', '--cpus-per-task=1', '--job-name=bench-cluster',
+                 f'--output={self.directory}/worker-{i}.log', f'--chdir={self.directory}', f'--wrap={command}'],
+                capture_output=True, text=True, check=True).stdout.strip().split(';')[0])
+
+    def wait_for_file(self) -> None:
+        for _ in range(600):
+            if os.path.exists(self.file):
+                return
+            time.sleep(0.1)
 
     def close(self) -> None:
+        if self.jobs:
+            subprocess.run(['scancel', *self.jobs], capture_output=True)
         for process in self.processes:
             process.terminate()
             process.wait(30)
@@ -81,29 +105,23 @@ class OwnProcesses:
 def start_cluster(address: str | None, own: bool):
     """(client, cluster or None, what it is)."""
     from distributed import Client, LocalCluster
+    from distributed.comm import get_address_host
 
     if address:
         client = Client(address)
         return client, None, f'the scheduler at {address} ({len(client.nthreads())} worker threads)'
-    if own:
-        cluster = OwnProcesses()
-        for _ in range(600):
-            if os.path.exists(cluster.file):
-                break
-            time.sleep(0.1)
+    slurm = None if own else slurm_settings()
+    if own or slurm is not None:
+        cluster = OwnProcesses(slurm)
+        cluster.wait_for_file()
         client = Client(scheduler_file=cluster.file)
-        client.wait_for_workers(2, timeout=120)
-        return client, cluster, ('a scheduler and 2 single-threaded workers in processes of their own (dask '
-                                 'scheduler, dask worker)')
-    if slurm_running():
-        from dask_jobqueue import SLURMCluster
-
-        cluster = SLURMCluster(cores=1, processes=1, memory='2GiB', walltime='01:00:00', log_directory='/tmp',
-                               scheduler_options={'dashboard_address': ':0'})
-        cluster.scale(jobs=2)
-        client = Client(cluster)
         client.wait_for_workers(2, timeout=300)
-        return client, cluster, 'SLURM (dask_jobqueue.SLURMCluster, 2 single-core jobs)'
+        if slurm is None:
+            return client, cluster, ('a scheduler and 2 single-threaded workers in processes of their own (dask '
+                                     'scheduler, dask worker)')
+        hosts = sorted(get_address_host(w) for w in client.scheduler_info(n_workers=-1)['workers'])
+        return client, cluster, (f'SLURM: a scheduler at {client.scheduler.address} in a process of its own, 2 '
+                                 f'single-threaded workers as 1-CPU jobs (sbatch) on the nodes at {", ".join(hosts)}')
     cluster = LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=':0', silence_logs=logging.ERROR)
     return Client(cluster), cluster, 'distributed.LocalCluster(n_workers=2, threads_per_worker=1): no SLURM found'
 
@@ -186,33 +204,35 @@ def dask_array_call(client, values: np.ndarray) -> float:
 
 
 def case_blocks(client, n: int, repeats: int) -> None:
-    print(f'{n:,} blocks (block_size=1, self.data + 1)')
+    """Each figure printed as soon as it is measured (a case of 100,000 blocks takes most of an hour on a loaded
+    machine): lazyphi's default call first, in a process that has not yet run this size."""
+    print(f'{n:,} blocks (block_size=1, self.data + 1)', flush=True)
     values = np.random.default_rng(0).standard_normal(n)
     data = math.tensor(values, batch('b'))
     p = plan(Trivial(data), [Trivial.plus], block_size=1, scheduler=client)
     blocks = sum(len(s.blocks) for s in p.stages)
-    noop = floor(client, n, repeats)
-    print(f'    floor: {n:,} no-op tasks      client.map {ms(noop["map"])} ({noop["map"] / n * 1e3:.2f} ms/task), '
-          f'one dict graph {ms(noop["graph"])} ({noop["graph"] / n * 1e3:.2f} ms/task)')
     default = [lazyphi_call(client, data) for _ in range(repeats)]
-    tuned = [lazyphi_call(client, data, progress=False) for _ in range(repeats)]
-    peer = [dask_array_call(client, values) for _ in range(repeats)]
-    t, t_tuned, t_peer = (med([c['time'] for c in default]), med([c['time'] for c in tuned]), med(peer))
-    ratio = t / t_peer
+    t = med([c['time'] for c in default])
     print(f'    lazyphi default             {ms(t)} {spread([c["time"] for c in default])} -> '
-          f'{t / blocks * 1e3:.2f} ms per block ({blocks:,} blocks)')
-    print(f'      tuned (progress=False)    {ms(t_tuned)} -> {t_tuned / blocks * 1e3:.2f} ms per block')
-    print(f'    dask.array x + 1, chunks=1  {ms(t_peer)} {spread(peer)} -> {t_peer / n * 1e3:.2f} ms per chunk')
-    print(f'    lazyphi / dask.array        {ratio:8.2f}x   target <= 0.5x: {verdict(ratio <= 0.5)} '
-          f'(of the minimums: {min(c["time"] for c in default) / min(peer):.2f}x); lazyphi / floor (dict graph) '
-          f'{t / noop["graph"]:.2f}x')
+          f'{t / blocks * 1e3:.2f} ms per block ({blocks:,} blocks)', flush=True)
     growth = med([(c['peak'] - c['before']) / blocks for c in default])
     print(f'    client RSS                  before {med([c["before"] for c in default]) / 2 ** 20:.0f} MiB, peak '
           f'{med([c["peak"] for c in default]) / 2 ** 20:.0f} MiB -> {growth / KIB:.2f} KiB per block   '
           f'target <= 2 KiB: {verdict(growth <= 2 * KIB)}')
     sent = med([c['sent'] / c['time'] for c in default])
     print(f'    plan, compile and submit    {ms(med([c["sent"] for c in default]))} = {sent:.0%} of the call   '
-          f'target <= 20 %: {verdict(sent <= 0.2)}')
+          f'target <= 20 %: {verdict(sent <= 0.2)}', flush=True)
+    noop = floor(client, n, repeats)
+    print(f'    floor: {n:,} no-op tasks      client.map {ms(noop["map"])} ({noop["map"] / n * 1e3:.2f} ms/task), '
+          f'one dict graph {ms(noop["graph"])} ({noop["graph"] / n * 1e3:.2f} ms/task); lazyphi / floor (dict '
+          f'graph) {t / noop["graph"]:.2f}x', flush=True)
+    peer = [dask_array_call(client, values) for _ in range(repeats)]
+    t_peer = med(peer)
+    print(f'    dask.array x + 1, chunks=1  {ms(t_peer)} {spread(peer)} -> {t_peer / n * 1e3:.2f} ms per chunk')
+    print(f'    lazyphi / dask.array        {t / t_peer:8.2f}x   target <= 0.5x: {verdict(t / t_peer <= 0.5)} '
+          f'(of the minimums: {min(c["time"] for c in default) / min(peer):.2f}x)', flush=True)
+    t_tuned = med([lazyphi_call(client, data, progress=False)['time'] for _ in range(repeats)])
+    print(f'      tuned (progress=False)    {ms(t_tuned)} -> {t_tuned / blocks * 1e3:.2f} ms per block', flush=True)
 
 
 def case_fft(client, repeats: int) -> None:

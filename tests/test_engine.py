@@ -484,6 +484,43 @@ def test_large_inputs_are_scattered_to_a_cluster_not_sent_in_the_graph():
         assert not scattered & set(client.who_has())  # and released after the run
 
 
+HELD = threading.Event()  # lets the elements of `HeldThenFailing` other than 7 finish
+FINISHED = []
+
+
+@dataclass(frozen=True)
+class HeldThenFailing:
+    data: Tensor
+
+    @cached_property
+    def checked(self) -> Tensor:
+        value = float(self.data)  # element by element
+        if value == 7:
+            raise ValueError('seven')
+        HELD.wait(60)
+        FINISHED.append(value)
+        return self.data
+
+
+def test_a_failure_among_the_results_gathered_later_stops_the_run_while_earlier_ones_still_compute(monkeypatch):
+    """Results come back one batch at a time (`GATHER_BATCH`, here 1); one failing in a later batch ends the wait for
+    an earlier one. (Which result is gathered first is up to the order of a set: 1 time in 8 it is the failing one.)"""
+    distributed = pytest.importorskip('distributed')
+    monkeypatch.setattr(_cluster, 'GATHER_BATCH', 1)
+    HELD.clear()
+    FINISHED.clear()
+    try:
+        with distributed.LocalCluster(n_workers=1, threads_per_worker=8, processes=False,
+                                      dashboard_address=':0') as cl, distributed.Client(cl) as client:
+            held = HeldThenFailing(math.range(batch(b=8)) * 1.0)
+            with pytest.raises(PropertyFailed, match='seven'):
+                parallel_compute(held, [HeldThenFailing.checked], scheduler=client, block_size=1, progress=False)
+            assert not FINISHED  # every other block still waits
+            HELD.set()
+    finally:
+        HELD.set()
+
+
 def test_data_of_exactly_the_scatter_size_and_graphs_too_large_for_distributed_are_scattered():
     """distributed warns 'Sending large graph' over 10 MB: 16 blocks of exactly 1 MiB were all sent in the graph."""
     mib = 2 ** 20
