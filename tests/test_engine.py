@@ -531,6 +531,19 @@ def test_data_of_exactly_the_scatter_size_and_graphs_too_large_for_distributed_a
     assert _cluster._to_scatter({'small': 1000, ('tuple', 0): 1000}) == set()  # keys of any kind
 
 
+def test_a_graph_of_many_tasks_and_little_data_sends_without_a_large_graph_warning():
+    """distributed's 'Sending large graph' warning is about data in the graph, which lazyphi scatters: a graph that is
+    large for its many tasks (10^5 blocks make 13 MB) does not raise it. The threshold is lowered here so that 500
+    blocks cross it; the suite turns warnings into errors."""
+    distributed = pytest.importorskip('distributed')
+    w = Weighted(math.random_normal(batch(b=500)), math.ones(batch(b=500)))
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=':0') as cl, \
+            distributed.Client(cl) as client, \
+            dask.config.set({'distributed.admin.large-graph-warning-threshold': '20kB'}):
+        parallel_compute(w, [Weighted.weighted], scheduler=client, block_size=1, progress=False)
+        math.assert_close(w.weighted, w.data * w.weights)
+
+
 def test_small_inputs_travel_on_a_cluster_inside_the_tasks_that_read_them():
     distributed = pytest.importorskip('distributed')
     from dask.utils import key_split

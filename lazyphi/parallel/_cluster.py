@@ -16,6 +16,8 @@ import threading
 import time
 import uuid
 
+import dask.config
+import dask.utils
 from dask.sizeof import sizeof
 from dask.task_spec import Alias, DataNode
 
@@ -27,6 +29,8 @@ SCATTER_BYTES = 2 ** 20  # graph data of this size or more is scattered to the w
 # data left in the graph at most: distributed warns of graphs over 10 MB ('Sending large graph'); beyond, the
 # largest pieces are scattered too (16 blocks of just under 1 MiB each made a 16 MiB graph)
 GRAPH_DATA_BYTES = 8 * 2 ** 20
+# what a task of lazyphi's costs in the sent graph besides data (about 130 bytes measured at 10^5 blocks), with margin
+TASK_BYTES = 512
 NO_WORKERS_TIMEOUT = 120.0  # seconds a run waits for a worker where nothing says one is coming
 RELEASE_AFTER = 0.1  # seconds a finished run's futures are held where the client submits nothing else
 GATHER_BATCH = 1000  # results fetched at a time: see `_Wait._in_batches`
@@ -264,8 +268,14 @@ def _submit(client, graph: dict, fetch: list, inline: dict, aliases: dict, done:
     """
     suffix = uuid.uuid4().hex[:12]
     names = {key: _suffixed(key, suffix) for key in graph if key not in inline}
-    return client.get(_named(_renamed(graph, names, inline, aliases, done), f'lazyphi-{suffix}'),
-                      [names[k] for k in fetch], sync=False)
+    # distributed warns of graphs over 10 MB ('Sending large graph ... load the data with Dask'), which is about data
+    # sent in the graph; a graph of lazyphi's holds GRAPH_DATA_BYTES of data at most (the rest is scattered), so a
+    # larger one is a graph of many tasks (10^5 blocks make 13 MB), which the warning's advice does not help
+    expected = GRAPH_DATA_BYTES + TASK_BYTES * len(graph)
+    setting = 'distributed.admin.large-graph-warning-threshold'
+    with dask.config.set({setting: max(expected, dask.utils.parse_bytes(dask.config.get(setting)))}):
+        return client.get(_named(_renamed(graph, names, inline, aliases, done), f'lazyphi-{suffix}'),
+                          [names[k] for k in fetch], sync=False)
 
 
 def _suffixed(key, suffix: str):
