@@ -1,8 +1,10 @@
-"""lazyphi.nn on PyTorch: architectures and their sizes, running them on Tensors, training, state, errors."""
+"""lazyphi.nn on PyTorch: architectures (sizes: test_nn_sizes.py), running them on Tensors, training, state, errors."""
 
 import pytest
 
 torch = pytest.importorskip('torch')
+
+from test_nn_sizes import SIZES  # noqa: E402
 
 from lazyphi import math, nn  # noqa: E402  (after the skip: the networks are torch modules)
 from lazyphi.backend.torch import TORCH  # noqa: E402
@@ -21,30 +23,12 @@ def _torch_default():
         yield
 
 
-# the sizes of phiml's torch networks for the same arguments (phiml's own test asserts them)
-SIZES = [
-    (lambda: nn.u_net(2, 3, levels=3, filters=8, batch_norm=False, activation='ReLU', in_spatial=(64, 32)), 6587),
-    (lambda: nn.u_net(2, 3, batch_norm=False, activation='SiLU', in_spatial=2, use_res_blocks=True), 39059),
-    (lambda: nn.u_net(2, 3, levels=3, filters=8, batch_norm=True, activation='Sigmoid', in_spatial=3), 19707),
-    (lambda: nn.u_net(2, 3, batch_norm=True, activation='SiLU', in_spatial=3, use_res_blocks=True), 113939),
-    (lambda: nn.u_net(2, 3, levels=2, filters=16, batch_norm=True, activation='tanh', in_spatial=1), 5043),
-    (lambda: nn.u_net(2, 3, batch_norm=True, activation='SiLU', in_spatial=1, use_res_blocks=True), 14867),
-    (lambda: nn.mlp(2, 3, layers=[10, 12], batch_norm=False, activation='ReLU'), 201),
-    (lambda: nn.mlp(2, 3, layers=[10], batch_norm=True, activation='ReLU'), 83),
-    (lambda: nn.conv_classifier(1, (2,), 1, blocks=[10], dense_layers=[], batch_norm=True, softmax=False), 401),
-    (lambda: nn.invertible_net(3, lambda: nn.u_net(2, 2, 4, 16, True, 'SiLU', 2)), 454296),
-    (lambda: nn.invertible_net(3, 'u_net', in_channels=2), 454296),
-    (lambda: nn.invertible_net(3, 'res_net', in_channels=2, batch_norm=True, layers=[]), 1080),
-    (lambda: nn.invertible_net(3, 'conv_net', in_channels=2, batch_norm=True, layers=[]), 576),
-    (lambda: nn.invertible_net(3, 'mlp', in_channels=2, batch_norm=True, layers=[2]), 240),
-]
-
-
-@pytest.mark.parametrize('build, size', SIZES, ids=[str(s) for _, s in SIZES])
-def test_parameter_counts_are_phimls(build, size):
-    net = build()
+@pytest.mark.parametrize('name', SIZES)
+def test_parameter_counts_are_those_of_the_torch_modules(name):
+    """lazyphi's count (phiml's, `tests/test_nn_sizes.py`) is what torch itself counts: no parameter is left out."""
+    net = SIZES[name][0]()
     assert isinstance(net, torch.nn.Module)
-    assert nn.parameter_count(net) == size == sum(p.numel() for p in net.parameters())
+    assert nn.parameter_count(net) == sum(p.numel() for p in net.parameters())
 
 
 def test_unequal_filters_give_phimls_up_path_widths():
