@@ -72,6 +72,15 @@ def _native_stub(op: str) -> Callable:
     return not_implemented
 
 
+def hessian_result(output: Any, gradients: Sequence, hessian: tuple, get_output: bool, get_gradient: bool) -> tuple:
+    """What a function made by `Backend.hessian` returns: `(output, gradients, hessian)`, the first two where asked
+    for, `output` as a tuple."""
+    result = (tuple(output) if isinstance(output, tuple | list) else (output,),) if get_output else ()
+    if get_gradient:
+        result += (tuple(gradients),)
+    return (*result, hessian)
+
+
 def _composite(*requires: str) -> Callable[[Callable], Callable]:
     """Marks a base-class method written in terms of other operations; it is supported where those are."""
     def mark(method: Callable) -> Callable:

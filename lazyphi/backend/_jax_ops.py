@@ -21,6 +21,7 @@ from jax.scipy import special
 from jax.scipy.ndimage import map_coordinates
 
 from . import _jax_sparse as sparse
+from ._backend import hessian_result
 from ._dtype import DType, from_numpy_dtype, inexact_type, to_numpy_dtype
 from ._numpy import NUMPY, sparse_to_scipy
 from ._numpy_like import complex_dtype, float_dtype, numpy_like_ops
@@ -386,10 +387,7 @@ def _hessian(f: Callable, wrt: Sequence[int], get_output: bool, get_gradient: bo
             columns.append(jax.vmap(column)(jnp.arange(v[0].size)))  # per argument i: (columns, batch, *params_i)
         hessian = tuple(tuple(jnp.moveaxis(columns[j][i], 0, -1).reshape(*g.shape, *variables[j].shape[1:])
                               for j in range(len(wrt))) for i, g in enumerate(gradients))
-        result = (tuple(output) if isinstance(output, tuple | list) else (output,),) if get_output else ()
-        if get_gradient:
-            result += (tuple(gradients),)
-        return (*result, hessian)
+        return hessian_result(output, gradients, hessian, get_output, get_gradient)
     hessian_of_f.__name__ = f"hessian_of_{getattr(f, '__name__', 'f')}"
     return hessian_of_f
 

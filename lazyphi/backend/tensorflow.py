@@ -32,7 +32,7 @@ from typing import Any, ClassVar
 import tensorflow as tf
 
 from . import _tensorflow_ops as ops
-from ._backend import Backend, LazyFunction
+from ._backend import Backend, LazyFunction, hessian_result
 from ._device import ComputeDevice, cpu_memory
 from ._registry import register_backend
 from ._tensorflow_types import NATIVE, bind_default_device, to_native
@@ -151,10 +151,7 @@ class TensorFlowBackend(Backend):
             hessian = tuple(tuple(outer.batch_jacobian(g, s, unconnected_gradients=zero) for s in sources)
                             for g in gradients)
             del outer
-            result = (tuple(output) if isinstance(output, tuple | list) else (output,),) if get_output else ()
-            if get_gradient:
-                result += (tuple(gradients),)
-            return (*result, hessian)
+            return hessian_result(output, gradients, hessian, get_output, get_gradient)
         hessian_of_f.__name__ = f"hessian_of_{getattr(f, '__name__', 'f')}"
         return hessian_of_f
 

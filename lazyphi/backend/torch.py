@@ -31,7 +31,7 @@ from typing import Any, ClassVar
 import torch
 
 from . import _torch_ops as ops
-from ._backend import Backend
+from ._backend import Backend, hessian_result
 from ._device import ComputeDevice, cpu_memory
 from ._precision import get_precision
 from ._registry import register_backend
@@ -183,10 +183,8 @@ class TorchBackend(Backend):
                         torch.stack([_zeros_if_none(c[j], v) for c in columns], 1).reshape(batch, *params,
                                                                                              *v.shape[1:]).detach()
                         for j, v in enumerate(variables)))
-            result = (_detached(output),) if get_output else ()
-            if get_gradient:
-                result += (tuple(g.detach() for g in gradients),)
-            return (*result, tuple(hessian))
+            return hessian_result(_detached(output), [g.detach() for g in gradients], tuple(hessian), get_output,
+                                  get_gradient)
         hessian_of_f.__name__ = f"hessian_of_{getattr(f, '__name__', 'f')}"
         return hessian_of_f
 
