@@ -190,25 +190,27 @@ def u_net(in_channels: int, out_channels: int, levels: int = 4, filters: int | S
 def conv_net(in_channels: int, out_channels: int, layers: Sequence[int], batch_norm: bool = False,
              activation: str | Callable = 'ReLU', in_spatial: int | tuple = 2, periodic: bool = False) -> keras.Model:
     """3-wide convolutions of the widths `layers` (`[out_channels]` if empty), then a 1-wide one to `out_channels`."""
-    spatial = spatial_input_shape(in_spatial)
-    builder = _Builder(len(spatial), batch_norm, activation, periodic)
-    x = inputs = keras.Input((*spatial, in_channels), name='input')
-    for width in _positive_ints(layers, 'conv_net layers') or [out_channels]:
-        x = builder.conv_norm_act(x, width, 3)
-    x = _CONV[builder.dims](out_channels, 1, name='conv_out')(x)
-    return keras.Model(inputs, x, name='conv_net')
+    return _stack('conv_net', in_channels, out_channels, layers, batch_norm, activation, in_spatial, periodic)
 
 
 def res_net(in_channels: int, out_channels: int, layers: Sequence[int], batch_norm: bool = False,
             activation: str | Callable = 'ReLU', in_spatial: int | tuple = 2, periodic: bool = False) -> keras.Model:
     """Residual blocks of the widths `layers` (`[out_channels]` if empty), then a 1-wide convolution."""
+    return _stack('res_net', in_channels, out_channels, layers, batch_norm, activation, in_spatial, periodic)
+
+
+def _stack(kind: str, in_channels: int, out_channels: int, layers: Sequence[int], batch_norm: bool,
+           activation: str | Callable, in_spatial: int | tuple, periodic: bool) -> keras.Model:
+    """`conv_net` or `res_net` (`kind`): a block per width in `layers` at the input's resolution, then a 1-wide
+    convolution to `out_channels`."""
     spatial = spatial_input_shape(in_spatial)
     builder = _Builder(len(spatial), batch_norm, activation, periodic)
+    block = builder.conv_norm_act if kind == 'conv_net' else builder.res_block
     x = inputs = keras.Input((*spatial, in_channels), name='input')
-    for width in _positive_ints(layers, 'res_net layers') or [out_channels]:
-        x = builder.res_block(x, width, 3)
+    for width in _positive_ints(layers, f'{kind} layers') or [out_channels]:
+        x = block(x, width, 3)
     x = _CONV[builder.dims](out_channels, 1, name='conv_out')(x)
-    return keras.Model(inputs, x, name='res_net')
+    return keras.Model(inputs, x, name=kind)
 
 
 def conv_classifier(in_features: int, in_spatial: tuple | list, num_classes: int,
