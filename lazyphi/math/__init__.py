@@ -86,8 +86,8 @@ math = _sys.modules[__name__]  # `from lazyphi.math import math, Tensor` works a
 # the dims functions and Tensor's operators need (docs/design.md, "Import time")
 _LAZY = _by_module({
     '._autodiff': (
-        'custom_gradient', 'gradient', 'jacobian', 'jit_compile', 'print_gradient', 'stop_gradient', 'trace_check',
-        'when_available',
+        'JitFunction', 'custom_gradient', 'gradient', 'jacobian', 'jit_compile', 'print_gradient', 'stop_gradient',
+        'trace_check', 'when_available',
     ),
     '._compare': (
         'always_close', 'assert_close', 'close', 'equal', 'equality_by_ref', 'equality_by_shape_and_value',
@@ -194,6 +194,7 @@ __all__ = [
     'Expanded',
     'Extrapolation',
     'IncompatibleShapes',
+    'JitFunction',
     'Layout',
     'LinearFunction',
     'NonUniform',

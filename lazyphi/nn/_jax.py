@@ -48,9 +48,6 @@ from ..math import Tensor, channel
 from . import _jax_layers as layer_lib
 from ._jax_layers import Invertible, Layer
 
-JitFunction = type(math.jit_compile(lambda x: x))
-"""The class of the functions `math.jit_compile` makes (which `lazyphi.math` does not export by name)."""
-
 
 class JaxNet:
     """A JAX network: its layers, trainable `parameters` and batch-norm running `statistics`, callable on
@@ -445,7 +442,7 @@ def update_weights(net: JaxNet, optimizer: JaxOptimizer, loss_function: Callable
         raise TypeError(f'loss_function must be callable, got {type(loss_function).__name__}')
     parameters = _as_tensors(jax.tree.leaves(net.parameters))
     statistics = _as_tensors(jax.tree.leaves(net.statistics))
-    if isinstance(loss_function, JitFunction):
+    if isinstance(loss_function, math.JitFunction):
         key = (net, loss_function, net.training)  # the mode is read while tracing: compiled in
         step = optimizer._steps.get(key)
         if step is None:
