@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from lazyphi import math, nn
+from lazyphi.backend import backend_by_name
 from lazyphi.math import Tensor, batch, channel
 from lazyphi.parallel import parallel_compute, parallel_property
 
@@ -20,8 +21,16 @@ LEARNING_RATES = math.tensor([1e-3, 3e-3, 1e-2, 3e-2], batch('lr'))
 _BUILDING = threading.Lock()
 
 
-def train(learning_rate: float, x: Tensor, steps: int, seed: int) -> Tensor:
-    """Fits y = x_a - 2 x_b with an MLP from seeded weights; returns its final parameters as one vector."""
+def train(library: str, learning_rate: float, x: Tensor, steps: int, seed: int) -> Tensor:
+    """Fits y = x_a - 2 x_b with an MLP of `library` from seeded weights; returns its final parameters as one vector.
+
+    The library is named here, not taken from the caller's default backend, which a cluster's worker processes do
+    not share."""
+    with backend_by_name(library):
+        return _train(learning_rate, x, steps, seed)
+
+
+def _train(learning_rate: float, x: Tensor, steps: int, seed: int) -> Tensor:
     with _BUILDING:
         math.seed(seed)
         net = nn.mlp(2, 1, [16], activation='tanh')
@@ -40,6 +49,7 @@ def train(learning_rate: float, x: Tensor, steps: int, seed: int) -> Tensor:
 class Sweep:
     """Networks trained with each learning rate of `learning_rate` (a batch dim) on the data `x`."""
 
+    library: str
     learning_rate: Tensor
     x: Tensor
     steps: int = 20
@@ -47,18 +57,18 @@ class Sweep:
 
     @parallel_property
     def weights(self) -> Tensor:
-        return train(float(self.learning_rate), self.x, self.steps, self.seed)
+        return train(self.library, float(self.learning_rate), self.x, self.steps, self.seed)
 
 
 
-def _sweep() -> Sweep:
+def _sweep(library: str) -> Sweep:
     x = math.tensor(np.random.default_rng(5).normal(size=(64, 2)).astype(np.float32), batch('example'),
                     channel(vector='a,b'))
-    return Sweep(LEARNING_RATES, x)
+    return Sweep(library, LEARNING_RATES, x)
 
 
 def _check_against_direct_runs(sweep: Sweep) -> None:
-    direct = [train(float(lr), sweep.x, sweep.steps, sweep.seed) for lr in LEARNING_RATES.lr]
+    direct = [train(sweep.library, float(lr), sweep.x, sweep.steps, sweep.seed) for lr in LEARNING_RATES.lr]
     assert sweep.weights.shape.get_size('lr') == LEARNING_RATES.shape.get_size('lr')
     for i, expected in enumerate(direct):
         np.testing.assert_array_equal(sweep.weights.lr[i].numpy('weight'), expected.numpy('weight'))
@@ -68,23 +78,23 @@ def _check_against_direct_runs(sweep: Sweep) -> None:
 
 
 def test_training_repeats_exactly_from_the_seed(nn_backend):
-    sweep = _sweep()
-    a = train(1e-2, sweep.x, 5, seed=3)
-    b = train(1e-2, sweep.x, 5, seed=3)
+    sweep = _sweep(nn_backend.name)
+    a = train(sweep.library, 1e-2, sweep.x, 5, seed=3)
+    b = train(sweep.library, 1e-2, sweep.x, 5, seed=3)
     np.testing.assert_array_equal(a.numpy('weight'), b.numpy('weight'))
-    assert not np.array_equal(a.numpy('weight'), train(1e-2, sweep.x, 5, seed=4).numpy('weight'))
+    assert not np.array_equal(a.numpy('weight'), train(sweep.library, 1e-2, sweep.x, 5, seed=4).numpy('weight'))
 
 
 @pytest.mark.parametrize('scheduler', ['sync', 'threads'])
 def test_one_network_per_learning_rate_in_threads(nn_backend, scheduler):
-    sweep = _sweep()
+    sweep = _sweep(nn_backend.name)
     parallel_compute(sweep, [Sweep.weights], parallel_dims='lr', scheduler=scheduler, max_workers=2, progress=False)
     _check_against_direct_runs(sweep)
 
 
 @pytest.mark.slow
 def test_one_network_per_learning_rate_in_processes(nn_backend):
-    sweep = _sweep()
+    sweep = _sweep(nn_backend.name)
     parallel_compute(sweep, [Sweep.weights], parallel_dims='lr', scheduler='processes', max_workers=2,
                      progress=False)
     _check_against_direct_runs(sweep)
@@ -95,6 +105,6 @@ def test_one_network_per_learning_rate_on_a_local_cluster(nn_backend):
     distributed = pytest.importorskip('distributed')
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=':0') \
             as cluster, distributed.Client(cluster) as client:
-        sweep = _sweep()
+        sweep = _sweep(nn_backend.name)
         parallel_compute(sweep, [Sweep.weights], parallel_dims='lr', scheduler=client, progress=False)
     _check_against_direct_runs(sweep)

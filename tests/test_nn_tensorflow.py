@@ -1,7 +1,11 @@
 """lazyphi.nn on TensorFlow (Keras 3): training steps, saved states, learning rates,
 parameters, networks called on named tensors, invertible networks and errors."""
 
+import os
 import pickle
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -213,3 +217,23 @@ def test_bad_input_raises():
     net = nn.mlp(1, 1, [])
     with pytest.raises(ValueError, match='does not depend on any trainable variable'):
         nn.update_weights(net, nn.adam(net), lambda x: math.sum(x, 'b'), math.ones(batch(b=2)))
+
+
+def test_seeded_weights_do_not_depend_on_when_tensorflow_was_imported():
+    """Keras seeds unseeded initializers from Python's `random`, which importing TensorFlow advances: a process that
+    seeded before TensorFlow loaded (a cluster's worker) built other weights than one that had it loaded."""
+    script = textwrap.dedent('''
+        import numpy as np
+        from lazyphi import math, nn
+        from lazyphi.backend import backend_by_name
+        math.seed(7)
+        with backend_by_name('tensorflow'):
+            net = nn.mlp(2, 1, [4])
+            print([np.asarray(p.native()).ravel().tolist() for p in nn.get_parameters(net).values()])
+    ''')
+    out = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True, check=True,
+                         env={**os.environ, 'PYTHONPATH': os.pathsep.join(sys.path)}).stdout
+    math.seed(7)
+    net = nn.mlp(2, 1, [4])
+    assert out.strip().splitlines()[-1] == str([np.asarray(p.native()).ravel().tolist()
+                                                for p in nn.get_parameters(net).values()])

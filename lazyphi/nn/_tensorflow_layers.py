@@ -14,8 +14,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import keras
+import numpy as np
 import tensorflow as tf
 from keras import layers as kl
+
+from ..backend import DType, backend_by_name
 
 _ACTIVATIONS = {
     'relu': keras.activations.relu,
@@ -100,6 +103,22 @@ class _Builder:
         self.activation = activation_layer(activation)
         self.periodic = periodic
         self.counts: dict[str, int] = {}
+        # Keras draws the seeds of unseeded initializers from Python's `random`, which importing TensorFlow after
+        # `math.seed()` advances: the kernels' seeds come from lazyphi's TensorFlow generator, which `math.seed()`
+        # seeds also when TensorFlow loads later (a cluster's worker built other weights than the client before)
+        seed = backend_by_name('tensorflow').random_uniform((), 0, 2 ** 31 - 1, DType(int, 64))
+        self.random = np.random.default_rng(int(seed))
+
+    def kernel(self) -> keras.initializers.Initializer:
+        """Keras' default kernel initializer, seeded from this network's generator."""
+        return keras.initializers.GlorotUniform(seed=int(self.random.integers(2 ** 31 - 1)))
+
+    def dense(self, width: int, name: str | None = None) -> kl.Dense:
+        return kl.Dense(width, kernel_initializer=self.kernel(), name=name or self.name('dense'))
+
+    def conv_layer(self, filters: int, kernel_size: int, name: str | None = None, padding: str = 'same') -> kl.Layer:
+        return _CONV[self.dims](filters, kernel_size, padding=padding, kernel_initializer=self.kernel(),
+                                name=name or self.name('conv'))
 
     def name(self, kind: str) -> str:
         """The next name of `kind` in this model: `conv0`, `conv1`, ..."""
@@ -110,8 +129,8 @@ class _Builder:
     def conv(self, x: Any, filters: int, kernel_size: int) -> Any:
         if self.periodic and kernel_size > 1:
             x = PeriodicPad(kernel_size, name=self.name('pad'))(x)
-            return _CONV[self.dims](filters, kernel_size, padding='valid', name=self.name('conv'))(x)
-        return _CONV[self.dims](filters, kernel_size, padding='same', name=self.name('conv'))(x)
+            return self.conv_layer(filters, kernel_size, padding='valid')(x)
+        return self.conv_layer(filters, kernel_size)(x)
 
     def norm(self, x: Any) -> Any:
         return kl.BatchNormalization(name=self.name('norm'))(x) if self.batch_norm else x
@@ -152,8 +171,8 @@ def mlp(in_channels: int, out_channels: int, layers: Sequence[int], batch_norm: 
     builder = _Builder(1, batch_norm, activation, False)
     x = inputs = keras.Input((in_channels,), name='input')
     for width in _positive_ints(layers, 'mlp layers'):
-        x = builder.norm(builder.act(kl.Dense(width, name=builder.name('dense'))(x)))
-    x = kl.Dense(out_channels, name='dense_out')(x)
+        x = builder.norm(builder.act(builder.dense(width)(x)))
+    x = builder.dense(out_channels, 'dense_out')(x)
     if softmax:
         x = kl.Softmax(name='softmax')(x)
     return keras.Model(inputs, x, name='mlp')
@@ -183,7 +202,7 @@ def u_net(in_channels: int, out_channels: int, levels: int = 4, filters: int | S
         x = _UPSAMPLE[builder.dims](2, name=builder.name('upsample'))(x)
         x = kl.Concatenate(name=builder.name('concat'))([x, skips[level]])
         x = builder.block(x, filters[level], up_kernel_size, use_res_blocks)
-    x = _CONV[builder.dims](out_channels, 1, name='conv_out')(x)
+    x = builder.conv_layer(out_channels, 1, 'conv_out')(x)
     return keras.Model(inputs, x, name='u_net')
 
 
@@ -209,7 +228,7 @@ def _stack(kind: str, in_channels: int, out_channels: int, layers: Sequence[int]
     x = inputs = keras.Input((*spatial, in_channels), name='input')
     for width in _positive_ints(layers, f'{kind} layers') or [out_channels]:
         x = block(x, width, 3)
-    x = _CONV[builder.dims](out_channels, 1, name='conv_out')(x)
+    x = builder.conv_layer(out_channels, 1, 'conv_out')(x)
     return keras.Model(inputs, x, name=kind)
 
 
@@ -231,8 +250,8 @@ def conv_classifier(in_features: int, in_spatial: tuple | list, num_classes: int
         x = _MAX_POOL[builder.dims](2, name=builder.name('pool'))(x)
     x = kl.Flatten(name='flatten')(x)
     for width in _positive_ints(dense_layers, 'dense_layers'):
-        x = builder.norm(builder.act(kl.Dense(width, name=builder.name('dense'))(x)))
-    x = kl.Dense(num_classes, name='dense_out')(x)
+        x = builder.norm(builder.act(builder.dense(width)(x)))
+    x = builder.dense(num_classes, 'dense_out')(x)
     if softmax:
         x = kl.Softmax(name='softmax')(x)
     return keras.Model(inputs, x, name='conv_classifier')
@@ -251,7 +270,7 @@ def dense_res_block(in_channels: int, out_channels: int | None = None, layers: S
     builder = _Builder(1, batch_norm, activation, False)
     x = inputs = keras.Input((in_channels,), name='input')
     for width in [*_positive_ints(layers, 'mlp layers'), in_channels]:
-        x = builder.norm(builder.act(kl.Dense(width, name=builder.name('dense'))(x)))
+        x = builder.norm(builder.act(builder.dense(width)(x)))
     x = kl.Add(name='add')([x, inputs])
     return keras.Model(inputs, x, name='dense_res_block')
 
