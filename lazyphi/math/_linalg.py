@@ -585,13 +585,19 @@ def _colored_with(f, given: dict, name: str, x: Tensor, origin: Tensor, dtype: D
     factors = np.random.default_rng(0).integers(256, 512, columns.volume) / 256  # exact in every float type
 
     count = math.prod(colors)
-    weights = np.stack([np.ones(columns.volume), factors])  # the plain probes, then the weighted ones
     random = cast(random_normal(columns), dtype).numpy(columns.names).reshape(-1)  # the last probe
+    every = np.arange(columns.volume)
 
     def colored(start: int, stop: int) -> np.ndarray:
-        probes = np.arange(start, stop)
-        vectors = weights[probes // count % 2] * (flat_color[None, :] == probes[:, None] % count)
-        return np.where((probes == 2 * count)[:, None], random, vectors)
+        # each column is in one plain probe (its colour) and one weighted probe (count further): set those entries
+        vectors = np.zeros((stop - start, columns.volume), random.dtype)
+        for first, weight in ((0, 1), (count, factors)):
+            probe = flat_color + first - start
+            inside = (probe >= 0) & (probe < stop - start)
+            vectors[probe[inside], every[inside]] = weight if np.isscalar(weight) else weight[inside]
+        if start <= 2 * count < stop:
+            vectors[2 * count - start] = random
+        return vectors
     outputs = list(_probed(f, given, name, x, origin, dtype, colored, 2 * count + 1))
     order = [_COLUMN, *columns.names]
     probed = np.concatenate([o.numpy(order) for _, o in outputs])
