@@ -227,7 +227,8 @@ def test_matrix_from_function_of_a_stencil_is_sparse_and_built_from_bounded_batc
     expected = _laplace_matrix(6, 8)
     assert math.stored_values(matrix).shape.volume == np.count_nonzero(expected)
     np.testing.assert_allclose(math.dense(matrix).numpy('x,y,~x,~y').reshape(48, 48), expected)
-    # never the whole identity at once: 4 columns sampled alone, then 2 x 9 colour probes, at most 4 vectors a call
+    # never the whole identity at once: 4 columns sampled alone, then 2 x 9 colour probes and a random one, at most 4
+    # vectors a call
     assert max(probed) <= 200 and len(probed) > 6
     math.assert_close(matrix @ x + bias, math.laplace(x, padding=0), abs_tolerance=1e-5)
     compressed, _ = math.matrix_from_function(laplace, x, auto_compress=True)
@@ -337,6 +338,14 @@ def test_derivatives_reach_the_other_arguments_through_the_sparse_matrix(backend
     value, derivative = math.gradient(total, 'weight', get_output=True)(weight)
     squares = 4 * 2 ** 2 + 6  # the 1-D stencil: -2 on the diagonal, 1 beside it
     assert abs(float(value) - squares * 1.5 ** 2) < 1e-4 and abs(float(derivative) - 2 * squares * 1.5) < 1e-4
+
+
+def test_a_stencil_that_is_not_affine_fails_the_random_check_of_the_colour_probes(backend):
+    # |laplace| looks linear on the colour probes (sums of basis vectors, weighted by positive factors), not on the
+    # random input probed with them: the matrix is then built dense, from f on the whole identity
+    matrix, _ = math.matrix_from_function(lambda x: abs(math.laplace(x, padding=0)), math.zeros(spatial(x=12, y=12)))
+    assert not math.is_sparse(matrix)
+    np.testing.assert_allclose(matrix.numpy('x,y,~x,~y').reshape(144, 144), np.abs(_laplace_matrix(12, 12)))
 
 
 def test_debug_checks_catch_a_function_that_is_not_affine(backend):

@@ -24,7 +24,7 @@ from ._dims import batch, channel, spatial
 from ._elementwise import cast_tensor, where
 from ._magic_ops import pack_dims, rename_dims, stack
 from ._ops import abs_square, exp, fft, ifft, is_finite, maximum, real, safe_div, sqrt, to_complex, to_float
-from ._padding import pad, shift
+from ._padding import pad, shift, shifts_per_dim
 from ._reduce import max_, mean, min_, sum_
 from ._shape import Shape
 from ._tensor import Tensor, as_tensor, dims_in
@@ -98,15 +98,32 @@ def laplace(x: Tensor, dx=1, padding=ZERO_GRADIENT, dims=spatial, weights: Tenso
         weights: factors for the terms of the dims before they are summed: a tensor with a channel dim labelled by
             (at least) the dims' names.
         padding_kwargs: passed on to the extrapolation.
+
+    Raises:
+        ValueError: `x` has none of `dims`.
     """
     x = as_tensor(x)
     names = dims_in(x.shape, dims)
-    axes = batch(_AXES)
-    below, centre, above = shift(x, (-1, 0, 1), names, padding, axes, padding_kwargs=padding_kwargs)
-    result = (below + above - 2 * centre) / _per_dim(dx, names, _AXES) ** 2
-    if weights is not None:
-        result = result * _per_dim(weights, names, _AXES)
-    return sum_(result, _AXES)
+    if not names:
+        raise ValueError(f"laplace(): {x.shape} has no dims to differentiate along (dims="
+                         f"{getattr(dims, '__name__', dims)!r}); give a grid with such dims")
+    steps = _per_dim(dx, names, _AXES) ** 2
+    factors = _per_dim(weights, names, _AXES) if weights is not None else None
+    # the terms of the dims added one by one, not stacked and summed: no copies of the grid (matrix_from_function
+    # applies the operator to stacks of probe vectors, whose copies took half its time)
+    shifted = shifts_per_dim(x, (-1, 0, 1), names, padding, padding_kwargs=padding_kwargs)
+    result = None
+    for i, (below, centre, above) in enumerate(shifted.values()):
+        term = (below + above - 2 * centre) / _along(steps, i)
+        if factors is not None:
+            term = term * _along(factors, i)
+        result = term if result is None else result + term
+    return result
+
+
+def _along(value: Tensor, i: int) -> Tensor:
+    """Entry `i` of a `_per_dim` value along `_AXES`, or the value itself where it is one for all dims."""
+    return value[{_AXES: i}] if _AXES in value.shape.names else value
 
 
 def _per_dim(value, names: tuple, along: str | None):

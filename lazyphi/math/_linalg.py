@@ -48,6 +48,8 @@ _INNER = '_ilu_inner_'  # prefix of the dims a sweep of `factor_ilu` sums over
 _COLUMN = '_column_of_'  # prefix of the batch dims numbering the basis vectors in `matrix_from_function`
 _PROBED_VALUES = 2 ** 20  # `matrix_from_function` applies the function to at most this many values of basis vectors
 _DENSEST = 1 / 8  # the share of nonzero entries above which a matrix over 2^20 entries is built dense
+# how closely a matrix found by `matrix_from_function` must give the function's value on a random input
+_REL_TOLERANCE, _ABS_TOLERANCE = 1e-4, 1e-5
 
 
 def svd(x, feature_dim=channel, list_dim=None, latent_dim=SINGULAR, full_matrices: bool = False):
@@ -374,8 +376,10 @@ def matrix_from_function(f, *args, auxiliary_args: str | None = None, auto_compr
     # f at zeros without the batch dims of x, subtracted from its values at the basis vectors (which have none)
     origin = f(**{**given, name: zeros_like(x[{d: 0 for d in x.shape.batch.names}])}) if x.shape.batch else bias
     sparse = bool(x.shape.non_batch) and not compiling() and x.available
-    matrix = _sparse_columns(f, given, name, x, origin, dtype) if sparse else None
-    if matrix is None or not _represents(matrix, bias, f, given, name, x, dtype):
+    matrix, checked = _sparse_columns(f, given, name, x, origin, dtype) if sparse else (None, False)
+    # the coloured probes check a random input of their own, the same check as `_represents` where x has no batch dims
+    checked = checked and not x.shape.batch
+    if matrix is None or not (checked or _represents(matrix, bias, f, given, name, x, dtype)):
         matrix = _dense_columns(f, given, name, x, origin, bias, dtype)
     elif auto_compress:
         matrix = to_format(matrix, 'csr')
@@ -444,19 +448,19 @@ def _probed(f, given: dict, name: str, x: Tensor, origin: Tensor, dtype: DType, 
         yield start, output
 
 
-def _entries(output: Tensor, found: np.ndarray, names: Sequence[str]) -> Tensor:
-    """The values of `output` at the positions `found` (one row per entry, along the dims `names`), listed along
-    `entries`: gathered from the flattened values (by one index each, not along a batch dim), so derivatives flow
-    through them."""
-    sizes = [output.shape.get_size(n) for n in names]
+def _entries(output: Tensor, positions: np.ndarray, names: Sequence[str]) -> Tensor:
+    """The values of `output` at the flat `positions` (indices into its values ordered along the dims `names`),
+    listed along `entries`: gathered from the flattened values (by one index each, not along a batch dim), so
+    derivatives flow through them."""
     flat = pack_dims(output, list(names), instance('_probed_values'))
-    positions = np.ravel_multi_index(tuple(found.T), sizes) if len(found) else np.zeros(0, np.int64)
-    return gather(flat, wrap(positions, instance('entries')), dims='_probed_values')
+    return gather(flat, wrap(positions.astype(np.int64, copy=False), instance('entries')), dims='_probed_values')
 
 
-def _sparse_columns(f, given: dict, name: str, x: Tensor, origin: Tensor, dtype: DType) -> Tensor | None:
+def _sparse_columns(f, given: dict, name: str, x: Tensor, origin: Tensor, dtype: DType) -> tuple[Tensor | None, bool]:
     """The matrix of `f` as a sparse tensor of coordinates, from `f` applied to basis vectors, keeping the nonzero
-    entries: coloured (`_colored_columns`) where that is shown exact, else a batch of basis vectors at a time.
+    entries: coloured (`_colored_columns`) where that is shown exact, else a batch of basis vectors at a time; and
+    whether `f` minus `origin` was found to equal it on a random input without batch dims (the coloured probes check
+    that).
 
     The basis vectors have no batch dims of `x` (nor has `origin`, `f` at zeros without them): the matrix is the
     same for every batch entry. Where `f` gives batch dims even so (an argument with batch dims, a matrix per
@@ -466,7 +470,7 @@ def _sparse_columns(f, given: dict, name: str, x: Tensor, origin: Tensor, dtype:
     """
     columns, rows = x.shape.non_batch, origin.shape
     if rows.batch or rows.dual or not origin.available:
-        return None
+        return None, False
     count = columns.volume
 
     def identity(start: int, stop: int) -> np.ndarray:
@@ -480,19 +484,21 @@ def _sparse_columns(f, given: dict, name: str, x: Tensor, origin: Tensor, dtype:
         coordinates, values, stored = [], [], 0
         order = [_COLUMN, *rows.names]
         for start, output in _probed(f, given, name, x, origin, dtype, identity, count):
-            where = np.stack(np.nonzero(output.numpy(order)), -1)
-            stored += len(where)
+            probed = output.numpy(order)
+            positions = np.flatnonzero(probed)
+            stored += len(positions)
             if stored > _DENSEST * count * rows.volume > _DENSEST * _PROBED_VALUES:  # a large matrix, whose
-                return None  # coordinates would take more memory than its dense values
-            values.append(_entries(output, where, order))
+                return None, False  # coordinates would take more memory than its dense values
+            values.append(_entries(output, positions, order))
+            where = np.stack(np.unravel_index(positions, probed.shape), -1)
             where[:, 0] += start
             coordinates.append(where)
     except _NotProbed:
-        return None
+        return None, False
     where = np.concatenate(coordinates)
     listed = np.concatenate([where[:, 1:], np.stack(np.unravel_index(where[:, 0], columns.sizes), -1)], 1)
     return _coordinates_matrix(listed, concat(values, 'entries') if len(values) > 1 else values[0], rows, columns,
-                               x._dense().backend)
+                               x._dense().backend), False
 
 
 def _coordinates_matrix(listed: np.ndarray, values: Tensor, rows: Shape, columns: Shape, backend) -> SparseTensor:
@@ -507,7 +513,7 @@ def _coordinates_matrix(listed: np.ndarray, values: Tensor, rows: Shape, columns
 _SAMPLED = ((0,), (0, 1, 2, -3, -2, -1))
 
 
-def _colored_columns(f, given: dict, name: str, x: Tensor, origin: Tensor, dtype: DType) -> Tensor | None:
+def _colored_columns(f, given: dict, name: str, x: Tensor, origin: Tensor, dtype: DType) -> tuple | None:
     """The matrix of an `f` whose output has the dims of its input and whose columns reach only nearby rows (a
     stencil on a grid), from a few probes instead of one per element; None where it cannot be shown exact.
 
@@ -520,6 +526,9 @@ def _colored_columns(f, given: dict, name: str, x: Tensor, origin: Tensor, dtype
     factors must give each row the same value times its column's factor. Where the check fails, the columns at and
     next to both ends are probed too (`_SAMPLED`) and the colouring tried once more; a nonzero row with no column of its
     colour in reach, or a failed check then, gives None (each column is then probed alone).
+
+    Returns the matrix and whether `f` minus `origin` equals it on a random input without batch dims (as
+    `_represents` checks), which goes along with the coloured probes.
     """
     columns, rows = x.shape.non_batch, origin.shape
     if set(rows.names) != set(columns.names) or any(rows.get_size(n) != columns.get_size(n) for n in columns.names):
@@ -536,7 +545,7 @@ def _colored_columns(f, given: dict, name: str, x: Tensor, origin: Tensor, dtype
     return None
 
 
-def _colored_with(f, given: dict, name: str, x: Tensor, origin: Tensor, dtype: DType, axes: list) -> Tensor | None:
+def _colored_with(f, given: dict, name: str, x: Tensor, origin: Tensor, dtype: DType, axes: list) -> tuple | None:
     """`_colored_columns` with the reach learnt from the columns at the coordinates `axes` (one list per dim)."""
     columns = x.shape.non_batch
     sizes = columns.sizes
@@ -576,15 +585,23 @@ def _colored_with(f, given: dict, name: str, x: Tensor, origin: Tensor, dtype: D
     factors = np.random.default_rng(0).integers(256, 512, columns.volume) / 256  # exact in every float type
 
     count = math.prod(colors)
-    weights = np.stack([np.ones(columns.volume), factors])  # the plain probes, then the weighted ones
+    random = cast(random_normal(columns), dtype).numpy(columns.names).reshape(-1)  # the last probe
+    every = np.arange(columns.volume)
 
     def colored(start: int, stop: int) -> np.ndarray:
-        probes = np.arange(start, stop)
-        return weights[probes // count] * (flat_color[None, :] == probes[:, None] % count)
-    outputs = list(_probed(f, given, name, x, origin, dtype, colored, 2 * count))
+        # each column is in one plain probe (its colour) and one weighted probe (count further): set those entries
+        vectors = np.zeros((stop - start, columns.volume), random.dtype)
+        for first, weight in ((0, 1), (count, factors)):
+            probe = flat_color + first - start
+            inside = (probe >= 0) & (probe < stop - start)
+            vectors[probe[inside], every[inside]] = weight if np.isscalar(weight) else weight[inside]
+        if start <= 2 * count < stop:
+            vectors[2 * count - start] = random
+        return vectors
+    outputs = list(_probed(f, given, name, x, origin, dtype, colored, 2 * count + 1))
     order = [_COLUMN, *columns.names]
     probed = np.concatenate([o.numpy(order) for _, o in outputs])
-    plain, weighted = probed[:count], probed[count:]
+    plain, weighted, response = probed[:count], probed[count:2 * count], probed[2 * count].reshape(-1)
     # the column of each colour in reach of each row, per dim (-1: none)
     owner = [np.full((n, k), -1) for n, k in zip(sizes, colors, strict=True)]
     for d, n in enumerate(sizes):
@@ -595,7 +612,9 @@ def _colored_with(f, given: dict, name: str, x: Tensor, origin: Tensor, dtype: D
             else:
                 row, position = row[(position >= 0) & (position < n)], position[(position >= 0) & (position < n)]
             owner[d][row, color(d, position)] = position
-    found = np.nonzero(plain)
+    # the nonzero entries by their flat positions (1-d indexing is several times faster than by coordinates)
+    positions = np.flatnonzero(plain)
+    found = np.unravel_index(positions, plain.shape)
     color_index = np.unravel_index(found[0], colors)
     column = [owner[d][found[1 + d], color_index[d]] for d in range(len(sizes))]
     if any(np.any(c < 0) for c in column):
@@ -603,18 +622,24 @@ def _colored_with(f, given: dict, name: str, x: Tensor, origin: Tensor, dtype: D
     flat_column = np.ravel_multi_index(tuple(column), sizes)
     tolerance = 100 * np.finfo(plain.dtype if plain.dtype.kind == 'f' else np.float64).eps * \
         (np.max(np.abs(weighted), initial=0) + 2 * np.max(np.abs(plain), initial=0))
-    expected = np.zeros_like(weighted)
-    expected[found] = plain[found] * factors[flat_column]
-    if np.max(np.abs(weighted - expected), initial=0) > tolerance:
+    expected = np.zeros(weighted.size, weighted.dtype)
+    expected[positions] = plain.reshape(-1)[positions] * factors[flat_column]
+    if np.max(np.abs(weighted.reshape(-1) - expected), initial=0) > tolerance:
         return None
-    where = np.stack(found, -1)
-    bounds = np.searchsorted(found[0], [[start, start + o.shape.get_size(_COLUMN)] for start, o in outputs])
-    values = [_entries(o, where[low:high] - [start, *[0] * len(sizes)], order)
+    volume = columns.volume  # the values per probe
+    bounds = np.searchsorted(positions, [[start * volume, (start + o.shape.get_size(_COLUMN)) * volume]
+                                         for start, o in outputs])
+    values = [_entries(o, positions[low:high] - start * volume, order)
               for (start, o), (low, high) in zip(outputs, bounds, strict=True) if start < count]
-    listed = np.concatenate([np.stack(found[1:], -1), np.stack(column, -1)], 1)
+    listed = np.stack([*found[1:], *column], -1)
     rows = origin.shape.only(columns.names, reorder=True)
+    terms = plain.reshape(-1)[positions] * random[flat_column]  # the matrix times the random probe, summed per row
+    product = np.bincount(positions % volume, terms.real, volume)
+    if np.iscomplexobj(terms):
+        product = product + 1j * np.bincount(positions % volume, terms.imag, volume)
+    represents = bool(np.all(np.abs(product - response) <= _ABS_TOLERANCE + _REL_TOLERANCE * np.abs(response)))
     return _coordinates_matrix(listed, concat(values, 'entries') if len(values) > 1 else values[0], rows, columns,
-                               x._dense().backend)
+                               x._dense().backend), represents
 
 
 def _dense_columns(f, given: dict, name: str, x: Tensor, origin: Tensor, bias: Tensor, dtype: DType) -> Tensor:
@@ -657,4 +682,4 @@ def _represents(matrix: Tensor, bias: Tensor, f, given: dict, name: str, x: Tens
 
 def _close(found: Tensor, expected: Tensor) -> bool:
     return set(found.shape.names) == set(expected.shape.names) and found.shape.is_compatible(expected.shape) \
-        and always_close(found, expected, rel_tolerance=1e-4, abs_tolerance=1e-5)
+        and always_close(found, expected, rel_tolerance=_REL_TOLERANCE, abs_tolerance=_ABS_TOLERANCE)

@@ -250,25 +250,30 @@ def shift(x: Tensor, offsets: Sequence[int], dims=spatial, padding=ZERO_GRADIENT
     names = dims_in(x.shape, dims)
     if stack_dim is None and len(names) > 1:
         raise ValueError(f'shift(): stack_dim=None needs one dim to shift along, got {names}')
+    per_dim = shifts_per_dim(x, offsets, names, padding, extend_bounds, padding_kwargs)
+    if stack_dim is None:
+        return per_dim[names[0]]
+    return [stack_tensors(list(components), stack_dim.with_size(names))
+            for components in zip(*per_dim.values(), strict=True)]
+
+
+def shifts_per_dim(x: Tensor, offsets: Sequence[int], names: Sequence[str], padding, extend_bounds=0,
+                   padding_kwargs: dict | None = None) -> dict:
+    """`shift` without stacking: {dim: the copies of `x` shifted by each of `offsets` along that dim}, each a slice
+    of `x` padded once (the arguments as `shift`'s, `names` the dims of `x` to shift along). Code that combines the
+    shifts of each dim on its own (`laplace`) saves the copies that stacking them makes."""
     lower_extra, upper_extra = (extend_bounds, extend_bounds) if isinstance(extend_bounds, int) else extend_bounds
     if (lower_extra or upper_extra) and padding is None:
         raise ValueError('shift(): extend_bounds needs a padding')
     low, high = min(0, *offsets), max(0, *offsets)
     if padding is not None:
-        widths = {d: (-low + lower_extra, high + upper_extra) for d in names}
-        x = pad(x, widths, padding, **(padding_kwargs or {}))
-        size = {d: x.shape.get_size(d) - (high - low) for d in names}
-    else:
-        size = {d: x.shape.get_size(d) - (high - low) for d in names}
-    results = []
-    for offset in offsets:
-        components = []
-        for d in names:
-            selection = {other: slice(-low, -low + size[other]) for other in names if other != d}
-            selection[d] = slice(offset - low, offset - low + size[d])
-            components.append(x[selection])
-        results.append(components[0] if stack_dim is None else stack_tensors(components, stack_dim.with_size(names)))
-    return results
+        x = pad(x, {d: (-low + lower_extra, high + upper_extra) for d in names}, padding, **(padding_kwargs or {}))
+    size = {d: x.shape.get_size(d) - (high - low) for d in names}
+    per_dim = {}
+    for d in names:
+        inner = {other: slice(-low, -low + size[other]) for other in names if other != d}
+        per_dim[d] = [x[{**inner, d: slice(offset - low, offset - low + size[d])}] for offset in offsets]
+    return per_dim
 
 
 def convolve(value: Tensor, kernel: Tensor, size='same', extrapolation=0, dims=spatial, strides=1,
