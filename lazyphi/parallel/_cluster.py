@@ -34,6 +34,7 @@ TASK_BYTES = 512
 NO_WORKERS_TIMEOUT = 120.0  # seconds a run waits for a worker where nothing says one is coming
 RELEASE_AFTER = 0.1  # seconds a finished run's futures are held where the client submits nothing else
 GATHER_BATCH = 1000  # results fetched at a time: see `_Wait._in_batches`
+SUBMIT_BATCH = 1000  # graph nodes sent at a time: see `_submit`
 RESUBMISSIONS = 3  # how often a run sends lost inputs again before it gives up
 _CLOSED = frozenset({'closing', 'closed', 'failed', 'closing_gracefully'})
 _announced: set = set()
@@ -275,20 +276,70 @@ def _submit(client, graph: dict, fetch: list, inline: dict, aliases: dict, done:
 
     Nodes whose values were fetched already (`values`, in an earlier submission) are not computed again: the
     tasks only they needed are left out, and they are sent as data where a task sent still reads them.
-    The new names live only while the graph is sent, not while the run is waited for.
+    The graph goes in parts of `SUBMIT_BATCH` nodes, each after those it reads, each renamed and serialized only
+    while it is sent: sent whole, its renamed copy and distributed's pickling of it (its memo of every object)
+    took 2.0 KiB per block besides the compiled graph (10,000 blocks of `block_size=1`, tracemalloc). The nodes of
+    a part that later parts read are held by futures until the last part is sent, so that the scheduler keeps them.
     """
     if values:
         graph = _needed(graph, fetch, values.keys() | aliases.keys() | done.keys())
     suffix = uuid.uuid4().hex[:12]
     names = _names(graph, inline, suffix)
+    order = [key for key in _in_order(graph) if key not in inline]
+    parts = [order[start:start + SUBMIT_BATCH] for start in range(0, len(order), SUBMIT_BATCH)]
+    del order
+    last_read = {}  # node -> the last part reading it
+    for i, part in enumerate(parts):
+        for key in part:
+            for d in graph[key].dependencies:
+                last_read[d] = i
+    wanted = set(fetch)
+    futures, shared = {}, []
+    try:
+        for i, part in enumerate(parts):
+            requested = [key for key in part if key in wanted or last_read.get(key, i) > i]
+            sent = _named(_renamed({key: graph[key] for key in part}, names, inline, aliases, done, values),
+                          f'lazyphi-{suffix}-{i}')
+            got = _send(client, sent, [names[k] for k in requested], len(part))
+            for key, future in zip(requested, got, strict=True):
+                if key in wanted:
+                    futures[key] = future
+                else:
+                    shared.append(future)
+    finally:
+        _release(shared)  # after the graphs that read them: released on the scheduler only once those tasks ran
+    return [futures[key] for key in fetch]
+
+
+def _send(client, graph, keys: list, tasks: int) -> list:
+    """The futures of `keys`, sending `graph` (of `tasks` nodes) to the scheduler."""
     # distributed warns of graphs over 10 MB ('Sending large graph ... load the data with Dask'), which is about data
     # sent in the graph; a graph of lazyphi's holds GRAPH_DATA_BYTES of data at most (the rest is scattered), so a
-    # larger one is a graph of many tasks (10^5 blocks make 13 MB), which the warning's advice does not help
-    expected = GRAPH_DATA_BYTES + TASK_BYTES * len(graph)
+    # larger one is a graph of many tasks, which the warning's advice does not help
+    expected = GRAPH_DATA_BYTES + TASK_BYTES * tasks
     setting = 'distributed.admin.large-graph-warning-threshold'
     with dask.config.set({setting: max(expected, dask.utils.parse_bytes(dask.config.get(setting)))}):
-        return client.get(_named(_renamed(graph, names, inline, aliases, done, values), f'lazyphi-{suffix}'),
-                          [names[k] for k in fetch], sync=False)
+        return client.get(graph, keys, sync=False)
+
+
+def _in_order(graph: dict):
+    """The keys of `graph`, each after the nodes of `graph` it reads."""
+    seen = set()
+    for root in graph:
+        if root in seen:
+            continue
+        seen.add(root)
+        stack = [(root, iter(graph[root].dependencies))]
+        while stack:
+            key, dependencies = stack[-1]
+            for d in dependencies:
+                if d in graph and d not in seen:
+                    seen.add(d)
+                    stack.append((d, iter(graph[d].dependencies)))
+                    break
+            else:
+                stack.pop()
+                yield key
 
 
 def _needed(graph: dict, keys: list, given: set) -> dict:
