@@ -116,6 +116,14 @@ class _Builder:
     def dense(self, width: int, name: str | None = None) -> kl.Dense:
         return kl.Dense(width, kernel_initializer=self.kernel(), name=name or self.name('dense'))
 
+    def dense_head(self, x: Any, widths: Sequence[int], out: int, softmax: bool) -> Any:
+        """Dense layers of `widths`, each followed by the activation and normalization, then a linear layer to
+        `out` (and a softmax)."""
+        for width in widths:
+            x = self.norm(self.act(self.dense(width)(x)))
+        x = self.dense(out, 'dense_out')(x)
+        return kl.Softmax(name='softmax')(x) if softmax else x
+
     def conv_layer(self, filters: int, kernel_size: int, name: str | None = None, padding: str = 'same') -> kl.Layer:
         return _CONV[self.dims](filters, kernel_size, padding=padding, kernel_initializer=self.kernel(),
                                 name=name or self.name('conv'))
@@ -170,11 +178,7 @@ def mlp(in_channels: int, out_channels: int, layers: Sequence[int], batch_norm: 
     linear output layer (and a softmax)."""
     builder = _Builder(1, batch_norm, activation, False)
     x = inputs = keras.Input((in_channels,), name='input')
-    for width in _positive_ints(layers, 'mlp layers'):
-        x = builder.norm(builder.act(builder.dense(width)(x)))
-    x = builder.dense(out_channels, 'dense_out')(x)
-    if softmax:
-        x = kl.Softmax(name='softmax')(x)
+    x = builder.dense_head(x, _positive_ints(layers, 'mlp layers'), out_channels, softmax)
     return keras.Model(inputs, x, name='mlp')
 
 
@@ -249,11 +253,7 @@ def conv_classifier(in_features: int, in_spatial: tuple | list, num_classes: int
             x = builder.conv_norm_act(x, width, 3)
         x = _MAX_POOL[builder.dims](2, name=builder.name('pool'))(x)
     x = kl.Flatten(name='flatten')(x)
-    for width in _positive_ints(dense_layers, 'dense_layers'):
-        x = builder.norm(builder.act(builder.dense(width)(x)))
-    x = builder.dense(num_classes, 'dense_out')(x)
-    if softmax:
-        x = kl.Softmax(name='softmax')(x)
+    x = builder.dense_head(x, _positive_ints(dense_layers, 'dense_layers'), num_classes, softmax)
     return keras.Model(inputs, x, name='conv_classifier')
 
 
