@@ -503,7 +503,8 @@ NOT_OPERATIONS = {  # names in lazyphi.math that construct values or describe sh
     'any_', 'max_', 'min_', 'round_', 'sum_', 'slice_', 'conj',
     'math', 'jit_compile', 'gradient',  # transforms of functions, run by the backend's compiler or autodiff, not traced
     'custom_gradient', 'jacobian', 'jit_compile_linear', 'trace_check', 'when_available',
-    'JitFunction', 'LinearFunction',  # the classes jit_compile and jit_compile_linear return; its matrices come from matrix_from_function
+    # the classes jit_compile and jit_compile_linear return; the matrices come from matrix_from_function
+    'JitFunction', 'LinearFunction',
     'DType', 'INF', 'NAN', 'inf', 'nan', 'pi', 'extrapolation', 'reshaped_tensor', 'NUMPY', 'NotConvertible',
     'Layout', 'layout', 'rand', 'randn', 'is_scalar', 'choose_backend', 'equality_by_ref',
     'equality_by_shape_and_value',
