@@ -8,8 +8,9 @@ changes in the machine's load hit both alike:
 - mlp: `mlp(2, 3, [64, 64])`, a batch of 1000 points of 2 features, the same loss.
 
 Prints per library and case the median seconds per step of lazyphi and of phiml after warm-up steps, and their
-ratio (target: at most 1.1). A library whose lazyphi.nn module does not exist yet is skipped, with a line
-saying so. JAX steps are waited for inside the timed call on both sides.
+ratio (target: at most 1.1). A library that is not installed, or whose lazyphi.nn module cannot be loaded (a
+package it needs is missing), is skipped, with a line saying why. JAX steps are waited for inside the timed call
+on both sides.
 
 PyTorch spreads a step over threads; on a busy machine its timings then vary several-fold from step to step.
 `--one-thread` runs every library on one thread, which measures the overhead of the wrappers reliably.
@@ -100,7 +101,7 @@ def main(argv: list[str]) -> None:
         try:
             importlib.import_module(f'lazyphi.nn._{library}')
         except ImportError as err:
-            print(f'{library:<11} skipped: lazyphi.nn has no {library} module yet ({err})')
+            print(f'{library:<11} skipped: lazyphi.nn cannot load its {library} module ({err})')
             continue
         for case in ('u_net', 'mlp'):
             ours, theirs = _step(math, nn, library, case), _step(phiml_math, phiml_nn, library, case)
