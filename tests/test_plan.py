@@ -15,6 +15,7 @@ from lazyphi.backend import NUMPY, DType
 from lazyphi.dataclasses import cached_property
 from lazyphi.math import Tensor, batch, channel, instance, spatial
 from lazyphi.parallel import INFER, MIXED, ParallelPropertyNotComputed, parallel_compute, parallel_property, plan
+from lazyphi.parallel._plan import Block, Blocks
 
 DATA = math.random_normal(batch(example=64), spatial(x=16, y=16))
 
@@ -190,6 +191,23 @@ def test_a_stage_with_at_least_as_many_elements_as_workers_gives_each_worker_a_b
     assert [b.start for b in stage.blocks] == [0, *[b.stop for b in stage.blocks[:-1]]] and stage.blocks[-1].stop == n
     if disk:
         assert all(b.start % stage.chunk_size == 0 for b in stage.blocks)  # no two blocks write one chunk
+
+
+@settings(max_examples=80, deadline=None)
+@given(length=st.integers(0, 120), per_block=st.integers(1, 40), data=st.data())
+def test_a_stages_blocks_made_when_asked_for_are_the_ranges_cut_one_after_another(length, per_block, data):
+    blocks = Blocks(length, per_block)
+    cut = [Block(i, start, min(start + per_block, length)) for i, start in enumerate(range(0, length, per_block))]
+    assert len(blocks) == len(cut) and list(blocks) == cut and blocks == cut
+    if cut:
+        i = data.draw(st.integers(-len(cut), len(cut) - 1))
+        assert blocks[i] == cut[i]
+    start, stop, step = (data.draw(st.none() | st.integers(-8, 8)) for _ in range(3))
+    if step != 0:
+        assert blocks[start:stop:step] == cut[start:stop:step]
+    with pytest.raises(IndexError, match=f'block {len(cut)} of a stage of {len(cut)} blocks'):
+        blocks[len(cut)]
+    assert blocks != Blocks(length + per_block, per_block)  # one block more
 
 
 def test_the_chunk_grid_comes_from_the_data_not_the_workers():

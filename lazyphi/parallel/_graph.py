@@ -319,7 +319,7 @@ def _gc_paused():
 
 
 def _same_grid(a, b) -> bool:
-    return [(x.start, x.stop) for x in a.blocks] == [(x.start, x.stop) for x in b.blocks]
+    return a.blocks == b.blocks
 
 
 def _template(p):
