@@ -129,7 +129,10 @@ LOSE_A_WORKER = '''
 
     if __name__ == '__main__':
         size, scheduler = int(sys.argv[1]), sys.argv[2]
-        if scheduler == 'client':
+        if scheduler == 'client in parts':  # the graph sent in parts of 3 nodes, results fetched and let go 2 at a time
+            from lazyphi.parallel import _cluster
+            _cluster.SUBMIT_BATCH, _cluster.GATHER_BATCH = 3, 2
+        if scheduler.startswith('client'):
             from distributed import Client, LocalCluster
             scheduler = Client(LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=':0'))
         slow = make(size)
@@ -144,10 +147,12 @@ LOSE_A_WORKER = '''
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('scheduler', ['processes', 'client'])
+@pytest.mark.parametrize('scheduler', ['processes', 'client', 'client in parts'])
 @pytest.mark.parametrize('size', [8, 300], ids=['small inputs', 'scattered inputs'])
 def test_a_lost_worker_costs_only_its_blocks(tmp_path, scheduler, size):
-    if scheduler == 'client':
+    """'client in parts': the graph goes in several parts and results come back in batches, each let go on the
+    cluster once fetched (as at 10^4 blocks and more); the worker dies after the first batches were let go."""
+    if scheduler != 'processes':
         pytest.importorskip('distributed')
     script, marks = _write(tmp_path, LOSE_A_WORKER)
     job = _start(script, marks, size, scheduler, SLEEP='1')
@@ -162,7 +167,7 @@ def test_a_lost_worker_costs_only_its_blocks(tmp_path, scheduler, size):
     runs = [int(name.split('-')[0]) for name in out.split('finished:')[1].split()[0].split(',')]
     assert sorted(set(runs)) == list(range(0, 16, 2))  # 16 elements in blocks of 2: every block ran
     assert len(runs) <= 8 + 2, runs  # again: at most the two blocks running when the worker died
-    if size == 300 and scheduler == 'client':  # 1.4 MiB per block: sent to the workers before the graph
+    if size == 300 and scheduler != 'processes':  # 1.4 MiB per block: sent to the workers before the graph
         assert 'A worker was lost' in err, err[-3000:]
 
 
