@@ -14,8 +14,8 @@ import pytest
 from lazyphi import math
 from lazyphi.dataclasses import cached_property
 from lazyphi.math import Tensor, batch, spatial
-from lazyphi.math.kinds import Joined
-from lazyphi.parallel import _plan, parallel_compute
+from lazyphi.math.kinds import Dense, Joined
+from lazyphi.parallel import _engine, _plan, parallel_compute
 from lazyphi.storage import DiskTensor
 
 PARTS = 100  # more than Joined.PART_LIMIT
@@ -111,12 +111,28 @@ class Rows:
         return self.data * 2
 
 
-def test_reading_examples_of_a_result_of_many_blocks_materialises_nothing(never_materialised, tmp_path):
+def test_reading_examples_of_a_result_of_many_blocks_materialises_nothing(never_materialised, tmp_path, monkeypatch):
+    monkeypatch.setattr(_engine, 'JOIN_COPY_BYTES', 0)  # as a result too large to be joined into one array
     rows = Rows(math.tensor(np.arange(PARTS * 4, dtype=np.float64).reshape(PARTS, 4), batch('example'), spatial('x')))
     parallel_compute(rows, [Rows.doubled], cache_dir=str(tmp_path), block_size=1, scheduler='sync')
     assert isinstance(rows.doubled, Joined) and len(rows.doubled.parts) == PARTS
     for i in range(0, PARTS, 7):
         np.testing.assert_array_equal(rows.doubled.example[i].numpy(), np.arange(4 * i, 4 * i + 4) * 2)
+
+
+@pytest.mark.parametrize('cache', [False, True], ids=['in memory', 'written and kept in memory'])
+def test_a_small_result_of_many_blocks_comes_back_as_one_array(tmp_path, cache, backend):
+    """Parts of a few bytes each are joined when assembled (`JOIN_COPY_BYTES`): a `Joined` of more than PART_LIMIT
+    parts would build its concatenation again for every operation."""
+    values = np.arange(PARTS * 4, dtype=np.float64).reshape(PARTS, 4)
+    rows = Rows(math.tensor(values, batch('example'), spatial('x'), convert=True))
+    parallel_compute(rows, [Rows.doubled], block_size=1, scheduler='sync', cache_dir=str(tmp_path) if cache else None)
+    assert type(rows.doubled) is Dense and rows.doubled.shape == rows.data.shape
+    assert rows.doubled.backend.name == backend.name
+    np.testing.assert_array_equal(rows.doubled.numpy('example,x'), values * 2)
+    few = Rows(rows.data.example[:Joined.PART_LIMIT])  # parts that a Joined works on one by one stay apart
+    parallel_compute(few, [Rows.doubled], block_size=1, scheduler='sync')
+    assert isinstance(few.doubled, Joined) and len(few.doubled.parts) == Joined.PART_LIMIT
 
 
 def test_without_memory_limit_results_beyond_the_kept_bytes_come_back_disk_backed(tmp_path, monkeypatch):
