@@ -19,8 +19,10 @@ alone. The first line says which.
    RSS before it (target: at most 2 KiB per block; `/proc/self/clear_refs` resets the peak before each call);
    the time until the graph was sent (planning, compiling, and `client.get` returning: target at most 20 % of
    the call); the floor: the round trip of N tasks that do nothing (`client.map`, and a plain dict graph through
-   `client.get`), what any graph of N tasks waits for on this cluster; `dask.array`'s `from_array(chunks=1) + 1`
-   computed on the same client (target: lazyphi at most 0.5x per block); and the call with `progress=False`.
+   `client.get`), what any graph of N tasks waits for on this cluster, with the client's peak RSS growth per task
+   of each (what distributed itself holds here per task); `dask.array`'s `from_array(chunks=1) + 1` computed on the
+   same client (target: lazyphi at most 0.5x per block), with its client's RSS growth per chunk; and the call with
+   `progress=False`.
 
 Figures are medians over the repeats (the machine is shared: their spread is printed). Prints; asserts nothing.
 
@@ -149,14 +151,34 @@ def _noop(*_):
 
 
 def floor(client, n: int, repeats: int) -> dict:
-    """Seconds of a round trip of `n` no-op tasks: by `client.map`, and as one plain dict graph."""
+    """Seconds of a round trip of `n` no-op tasks: by `client.map`, and as one plain dict graph; and the client's
+    peak RSS growth per task of each, from one more call each (the graph's, and the futures' of `client.map`, are
+    what distributed itself keeps here of a run of `n` tasks)."""
     graph_times = []
     for _ in range(repeats):
         graph = {('noop', i): (_noop, i) for i in range(n)}
         start = time.perf_counter()
         client.get(graph, list(graph))
         graph_times.append(time.perf_counter() - start)
-    return {'map': trivial_tasks(client, n, repeats), 'graph': med(graph_times)}
+
+    def map_and_gather():
+        futures = client.map(_noop, range(n), pure=False)
+        client.gather(futures)
+        client.cancel(futures)
+
+    def dict_graph():
+        graph = {('noop', i): (_noop, i) for i in range(n)}
+        client.get(graph, list(graph))
+    return {'map': trivial_tasks(client, n, repeats), 'graph': med(graph_times),
+            'map_rss': rss_growth(map_and_gather) / n, 'graph_rss': rss_growth(dict_graph) / n}
+
+
+def rss_growth(call) -> int:
+    """Bytes the peak RSS of this process grew during `call()` over its RSS before it."""
+    current, _ = rss()
+    reset_peak()
+    call()
+    return rss()[1] - current
 
 
 class SubmitClock:
@@ -193,15 +215,18 @@ def lazyphi_call(client, data, **tuning) -> dict:
     return {'time': end - start, 'sent': clock.sent - start, 'before': current, 'peak': peak}
 
 
-def dask_array_call(client, values: np.ndarray) -> float:
+def dask_array_call(client, values: np.ndarray) -> dict:
+    """One call: its seconds, and the client's peak RSS growth during it."""
     import dask.array as da
 
+    current, _ = rss()
+    reset_peak()
     start = time.perf_counter()
     array = da.from_array(values, chunks=1) + 1
     result = client.compute(array).result()
     elapsed = time.perf_counter() - start
     assert result.shape == values.shape
-    return elapsed
+    return {'time': elapsed, 'growth': rss()[1] - current}
 
 
 def case_blocks(client, n: int, repeats: int) -> None:
@@ -227,9 +252,13 @@ def case_blocks(client, n: int, repeats: int) -> None:
     print(f'    floor: {n:,} no-op tasks      client.map {ms(noop["map"])} ({noop["map"] / n * 1e3:.2f} ms/task), '
           f'one dict graph {ms(noop["graph"])} ({noop["graph"] / n * 1e3:.2f} ms/task); lazyphi / floor (dict '
           f'graph) {t / noop["graph"]:.2f}x', flush=True)
-    peer = [dask_array_call(client, values) for _ in range(repeats)]
+    print(f'      client RSS per task       client.map and gather {noop["map_rss"] / KIB:.2f} KiB, one dict graph '
+          f'{noop["graph_rss"] / KIB:.2f} KiB', flush=True)
+    peer_calls = [dask_array_call(client, values) for _ in range(repeats)]
+    peer = [c['time'] for c in peer_calls]
     t_peer = med(peer)
-    print(f'    dask.array x + 1, chunks=1  {ms(t_peer)} {spread(peer)} -> {t_peer / n * 1e3:.2f} ms per chunk')
+    print(f'    dask.array x + 1, chunks=1  {ms(t_peer)} {spread(peer)} -> {t_peer / n * 1e3:.2f} ms per chunk; '
+          f'client RSS {med([c["growth"] for c in peer_calls]) / n / KIB:.2f} KiB per chunk')
     print(f'    lazyphi / dask.array        {t / t_peer:8.2f}x   target <= 0.5x: {verdict(t / t_peer <= 0.5)} '
           f'(of the minimums: {min(c["time"] for c in default) / min(peer):.2f}x)', flush=True)
     t_tuned = med([lazyphi_call(client, data, progress=False)['time'] for _ in range(repeats)])

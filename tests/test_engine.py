@@ -16,8 +16,8 @@ from lazyphi import math
 from lazyphi.backend import DType
 from lazyphi.dataclasses import cached_property
 from lazyphi.math import Tensor, batch, spatial
-from lazyphi.math.kinds import REDUCTIONS
-from lazyphi.parallel import MIXED, PropertyFailed, _cluster, _engine, parallel_compute, parallel_property, plan
+from lazyphi.math.kinds import REDUCTIONS, Dense, Joined
+from lazyphi.parallel import MIXED, PropertyFailed, _cluster, _engine, _graph, parallel_compute, parallel_property, plan
 from lazyphi.storage import DiskTensor
 
 DATA = math.random_normal(batch(example=24), spatial(x=8, y=8))
@@ -396,7 +396,6 @@ def test_the_reference_layouts_names_resolve_to_the_same_functions():
 
 
 def test_assembled_outputs_keep_the_blocks_apart_without_copying():
-    from lazyphi.math._kinds import Joined
     m = Model(DATA)
     done = parallel_compute(m, [Model.spectrum], scheduler='threads', progress=False)
     assert isinstance(m.spectrum, Joined)
@@ -482,6 +481,25 @@ def test_large_inputs_are_scattered_to_a_cluster_not_sent_in_the_graph():
         while scattered & set(client.who_has()) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not scattered & set(client.who_has())  # and released after the run
+
+
+@pytest.mark.parametrize('copy_bytes', [_engine.JOIN_COPY_BYTES, 0], ids=['small outputs', 'large outputs'])
+def test_a_cluster_joins_small_outputs_of_many_blocks_on_a_worker_and_larger_ones_here(monkeypatch, copy_bytes):
+    """Outputs small enough to be joined into one array (`JOIN_COPY_BYTES`) are joined on a worker, and the client
+    fetches one value; larger ones are fetched block by block from the workers that made them and kept apart."""
+    distributed = pytest.importorskip('distributed')
+    monkeypatch.setattr(_engine, 'JOIN_COPY_BYTES', copy_bytes)
+    monkeypatch.setattr(_graph, 'JOIN_COPY_BYTES', copy_bytes)
+    data = math.tensor(np.arange(100.0), batch('example'))
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=':0') as cl, \
+            distributed.Client(cl) as client:
+        sent = _recorded_submissions(client)
+        m = Model(data)
+        parallel_compute(m, [Model.plus], scheduler=client, block_size=1, progress=False)
+    np.testing.assert_array_equal(m.plus.numpy('example'), np.arange(100.0) + 1)
+    joined_there = any(str(key).startswith('assemble(plus)') for graph in sent for key in graph)
+    assert joined_there == (copy_bytes > 0)
+    assert (type(m.plus) is Dense) == (copy_bytes > 0) and (type(m.plus) is Joined) == (copy_bytes == 0)
 
 
 HELD = threading.Event()  # lets the elements of `HeldThenFailing` other than 7 finish
