@@ -483,13 +483,19 @@ def test_large_inputs_are_scattered_to_a_cluster_not_sent_in_the_graph():
         assert not scattered & set(client.who_has())  # and released after the run
 
 
-@pytest.mark.parametrize('copy_bytes', [_engine.JOIN_COPY_BYTES, 0], ids=['small outputs', 'large outputs'])
-def test_a_cluster_joins_small_outputs_of_many_blocks_on_a_worker_and_larger_ones_here(monkeypatch, copy_bytes):
+@pytest.mark.parametrize('copy_bytes,group', [
+    (_engine.JOIN_COPY_BYTES, _graph.JOIN_GROUP), (_engine.JOIN_COPY_BYTES, 7), (0, _graph.JOIN_GROUP)],
+    ids=['small outputs', 'small outputs in groups, sent in parts', 'large outputs'])
+def test_a_cluster_joins_small_outputs_of_many_blocks_on_a_worker_and_larger_ones_here(monkeypatch, copy_bytes, group):
     """Outputs small enough to be joined into one array (`JOIN_COPY_BYTES`) are joined on a worker, and the client
-    fetches one value; larger ones are fetched block by block from the workers that made them and kept apart."""
+    fetches one value; larger ones are fetched block by block from the workers that made them and kept apart.
+    Blocks to join on a worker are collected `JOIN_GROUP` at a time, so that a graph sent in parts (`SUBMIT_BATCH`)
+    holds few nodes of its earlier parts for its later ones."""
     distributed = pytest.importorskip('distributed')
     monkeypatch.setattr(_engine, 'JOIN_COPY_BYTES', copy_bytes)
     monkeypatch.setattr(_graph, 'JOIN_COPY_BYTES', copy_bytes)
+    monkeypatch.setattr(_graph, 'JOIN_GROUP', group)
+    monkeypatch.setattr(_cluster, 'SUBMIT_BATCH', 10 if group < 100 else _cluster.SUBMIT_BATCH)
     data = math.tensor(np.arange(100.0), batch('example'))
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=':0') as cl, \
             distributed.Client(cl) as client:
@@ -499,6 +505,9 @@ def test_a_cluster_joins_small_outputs_of_many_blocks_on_a_worker_and_larger_one
     np.testing.assert_array_equal(m.plus.numpy('example'), np.arange(100.0) + 1)
     joined_there = any(str(key).startswith('assemble(plus)') for graph in sent for key in graph)
     assert joined_there == (copy_bytes > 0)
+    groups = {key[1] for graph in sent for key in graph if isinstance(key, tuple) and key[0].startswith('group(plus)')}
+    assert len(groups) == (-(-100 // group) if group < 100 else 0)  # 100 blocks
+    assert group >= 100 or len(sent) > 10  # 100 blocks, their groups and a few other nodes, in parts of 10
     assert (type(m.plus) is Dense) == (copy_bytes > 0) and (type(m.plus) is Joined) == (copy_bytes == 0)
 
 

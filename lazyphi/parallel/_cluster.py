@@ -281,7 +281,8 @@ def _submit(client, graph: dict, fetch: list, inline: dict, aliases: dict, done:
     The graph goes in parts of `SUBMIT_BATCH` nodes, each after those it reads, each renamed and serialized only
     while it is sent: sent whole, its renamed copy and distributed's pickling of it (its memo of every object)
     took 2.0 KiB per block besides the compiled graph (10,000 blocks of `block_size=1`, tracemalloc). The nodes of
-    a part that later parts read are held by futures until the last part is sent, so that the scheduler keeps them.
+    a part that later parts read are held by futures until the last of those parts is sent, so that the scheduler
+    keeps them.
     """
     if values:
         graph = _needed(graph, fetch, values.keys() | aliases.keys() | done.keys())
@@ -296,7 +297,7 @@ def _submit(client, graph: dict, fetch: list, inline: dict, aliases: dict, done:
             for d in graph[key].dependencies:
                 last_read[d] = i
     wanted = set(fetch)
-    futures, shared = {}, []
+    futures, shared = {}, {}  # shared: the last part reading them -> futures of nodes that later parts read
     try:
         for i, part in enumerate(parts):
             requested = [key for key in part if key in wanted or last_read.get(key, i) > i]
@@ -307,9 +308,12 @@ def _submit(client, graph: dict, fetch: list, inline: dict, aliases: dict, done:
                 if key in wanted:
                     futures[key] = future
                 else:
-                    shared.append(future)
+                    shared.setdefault(last_read[key], []).append(future)
+            # after the graphs that read them: released on the scheduler only once those tasks ran
+            _release(shared.pop(i, []))
     finally:
-        _release(shared)  # after the graphs that read them: released on the scheduler only once those tasks ran
+        for held in shared.values():
+            _release(held)
     return [futures[key] for key in fetch]
 
 

@@ -380,6 +380,16 @@ def assemble_stage(stage: StageTask, *blocks: dict) -> dict:
         return result
 
 
+def group_outputs(*blocks: dict) -> tuple:
+    """The outputs of a group of blocks, as they are: a step of joining them on a worker (`assemble_groups`)."""
+    return blocks
+
+
+def assemble_groups(stage: StageTask, *groups: tuple) -> dict:
+    """`assemble_stage` of the blocks of all `groups` (`group_outputs`), in order."""
+    return assemble_stage(stage, *itertools.chain.from_iterable(groups))
+
+
 def _join(outputs: list, dim: str):
     first = outputs[0]
     if len(outputs) == 1:

@@ -33,9 +33,11 @@ from ._engine import (
     PropertyTask,
     StageTask,
     TaskSettings,
+    assemble_groups,
     assemble_stage,
     blocks_on_disk_of,
     collect_results,
+    group_outputs,
     pick,
     read_stage,
     run_stage,
@@ -43,6 +45,7 @@ from ._engine import (
 from ._schedulers import run_graph
 
 FORMAT_VERSION = FORMAT  # of the disk cache: a result of an older format is never looked for
+JOIN_GROUP = 1000  # blocks per task collecting outputs to be joined on a worker (`_joined_on_a_worker`)
 PRESLICE_BYTES = 2 ** 20  # a host value larger than this reaches the block tasks as one slice per block
 
 
@@ -189,6 +192,10 @@ def compile_plan(p) -> CompiledPlan:
         task = _stage_task(stage, settings, group, fields, cached, frozenset(full))  # tasks cut their block out
         name = f'{label}-{token}'
         block_keys = []
+        # joined on a worker: the blocks in groups of JOIN_GROUP, each group's outputs collected by a task right after
+        # them, so that a graph sent in parts reads each block in the part that computes it or the next
+        grouped = _joined_on_a_worker(stage) and len(stage.blocks) > JOIN_GROUP
+        groups = []  # keys of the tasks collecting a group's outputs
         with _gc_paused():  # 100,000s of small objects: the cyclic collector would rescan them all repeatedly
             for block in stage.blocks:
                 block_range = BlockRange(stage.block_dim, block.start, block.stop)
@@ -205,12 +212,20 @@ def compile_plan(p) -> CompiledPlan:
                 key = (name, block.index)
                 graph[key] = Task(key, run_stage, template_ref, task, block_range, *values)
                 block_keys.append(key)
+                if grouped and (len(block_keys) % JOIN_GROUP == 0 or block.index == len(stage.blocks) - 1):
+                    key = (f'group({label})-{token}', len(groups))
+                    first = len(groups) * JOIN_GROUP
+                    graph[key] = Task(key, group_outputs, *[TaskRef(k) for k in block_keys[first:]])
+                    groups.append(key)
             spread.extend(block_keys)
             assemble_key = f'assemble({label})-{token}'
             stage_tasks.append((stage, task, tuple(block_keys), assemble_key))
             if not _joined_on_a_worker(stage):
                 assembles.add(assemble_key)
-            graph[assemble_key] = Task(assemble_key, assemble_stage, task, *[TaskRef(k) for k in block_keys])
+            if groups:
+                graph[assemble_key] = Task(assemble_key, assemble_groups, task, *[TaskRef(k) for k in groups])
+            else:
+                graph[assemble_key] = Task(assemble_key, assemble_stage, task, *[TaskRef(k) for k in block_keys])
         for n in names:
             assembled[n] = assemble_key
             block_outputs[n] = (stage, block_keys)

@@ -132,6 +132,10 @@ LOSE_A_WORKER = '''
         if scheduler == 'client in parts':  # the graph sent in parts of 3 nodes, results fetched and let go 2 at a time
             from lazyphi.parallel import _cluster
             _cluster.SUBMIT_BATCH, _cluster.GATHER_BATCH = 3, 2
+        if scheduler == 'client, joined there':  # the blocks joined on a worker, collected 3 at a time, in parts of 4
+            from lazyphi.math.kinds import Joined
+            from lazyphi.parallel import _cluster, _graph
+            Joined.PART_LIMIT, _graph.JOIN_GROUP, _cluster.SUBMIT_BATCH = 2, 3, 4
         if scheduler.startswith('client'):
             from distributed import Client, LocalCluster
             scheduler = Client(LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=':0'))
@@ -147,11 +151,13 @@ LOSE_A_WORKER = '''
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('scheduler', ['processes', 'client', 'client in parts'])
+@pytest.mark.parametrize('scheduler', ['processes', 'client', 'client in parts', 'client, joined there'])
 @pytest.mark.parametrize('size', [8, 300], ids=['small inputs', 'scattered inputs'])
 def test_a_lost_worker_costs_only_its_blocks(tmp_path, scheduler, size):
     """'client in parts': the graph goes in several parts and results come back in batches, each let go on the
-    cluster once fetched (as at 10^4 blocks and more); the worker dies after the first batches were let go."""
+    cluster once fetched (as at 10^4 blocks and more); the worker dies after the first batches were let go.
+    'client, joined there': the blocks' outputs are joined on a worker, as small outputs of many blocks are, after
+    tasks collecting them a few at a time; the worker dies holding some of the outputs collected."""
     if scheduler != 'processes':
         pytest.importorskip('distributed')
     script, marks = _write(tmp_path, LOSE_A_WORKER)
@@ -166,7 +172,10 @@ def test_a_lost_worker_costs_only_its_blocks(tmp_path, scheduler, size):
     assert job.returncode == 0 and 'finished again' in out, err[-3000:]
     runs = [int(name.split('-')[0]) for name in out.split('finished:')[1].split()[0].split(',')]
     assert sorted(set(runs)) == list(range(0, 16, 2))  # 16 elements in blocks of 2: every block ran
-    assert len(runs) <= 8 + 2, runs  # again: at most the two blocks running when the worker died
+    if scheduler == 'client, joined there':  # again: the blocks the worker ran, and a group of 3 collected there
+        assert len(runs) <= 8 + len([first for first, p in _marks(marks) if p == pid]) + 3, runs
+    else:
+        assert len(runs) <= 8 + 2, runs  # again: at most the two blocks running when the worker died
     if size == 300 and scheduler != 'processes':  # 1.4 MiB per block: sent to the workers before the graph
         assert 'A worker was lost' in err, err[-3000:]
 
