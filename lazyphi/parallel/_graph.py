@@ -340,9 +340,10 @@ def _joined_on_a_worker(stage) -> bool:
 
     So where they are joined into one array anyway (`_small_parts`): many blocks whose outputs, all of known size,
     take `JOIN_COPY_BYTES` at most. The client then holds one future and one value where it held one per block:
-    10,000 blocks of `block_size=1` took 3.6 KiB per block at the client's peak when each was fetched (by
-    `bench_cluster.py`'s measure, in a fresh process; distributed's own `client.map` of as many no-ops took 4.7).
-    Larger outputs are fetched from the workers that made them, each once, rather than moved to one worker first.
+    10,000 blocks of `block_size=1` took 3.6 KiB per block at the client's peak when each was fetched, 1.8 KiB now
+    (with `JOIN_GROUP`; by `bench_cluster.py`'s measure, in a fresh process; distributed's own `client.map` of as
+    many no-ops took 4.7). Larger outputs are fetched from the workers that made them, each once, rather than moved
+    to one worker first. A worker that dies takes the outputs it holds for joining with it: those blocks run again.
     """
     if len(stage.blocks) <= Joined.PART_LIMIT:
         return False
