@@ -208,6 +208,8 @@ def test_a_stages_blocks_made_when_asked_for_are_the_ranges_cut_one_after_anothe
     with pytest.raises(IndexError, match=f'block {len(cut)} of a stage of {len(cut)} blocks'):
         blocks[len(cut)]
     assert blocks != Blocks(length + per_block, per_block)  # one block more
+    other = Blocks(length, data.draw(st.integers(1, 40)))
+    assert (blocks == other) == (cut == list(other))
 
 
 def test_the_chunk_grid_comes_from_the_data_not_the_workers():

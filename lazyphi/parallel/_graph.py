@@ -194,7 +194,8 @@ def compile_plan(p) -> CompiledPlan:
         block_keys = []
         # joined on a worker: the blocks in groups of JOIN_GROUP, each group's outputs collected by a task right after
         # them, so that a graph sent in parts reads each block in the part that computes it or the next
-        grouped = _joined_on_a_worker(stage) and len(stage.blocks) > JOIN_GROUP
+        there = _joined_on_a_worker(stage)
+        grouped = there and len(stage.blocks) > JOIN_GROUP
         groups = []  # keys of the tasks collecting a group's outputs
         with _gc_paused():  # 100,000s of small objects: the cyclic collector would rescan them all repeatedly
             for block in stage.blocks:
@@ -220,7 +221,7 @@ def compile_plan(p) -> CompiledPlan:
             spread.extend(block_keys)
             assemble_key = f'assemble({label})-{token}'
             stage_tasks.append((stage, task, tuple(block_keys), assemble_key))
-            if not _joined_on_a_worker(stage):
+            if not there:
                 assembles.add(assemble_key)
             if groups:
                 graph[assemble_key] = Task(assemble_key, assemble_groups, task, *[TaskRef(k) for k in groups])
