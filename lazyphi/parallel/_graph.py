@@ -45,7 +45,7 @@ from ._engine import (
 from ._schedulers import run_graph
 
 FORMAT_VERSION = FORMAT  # of the disk cache: a result of an older format is never looked for
-JOIN_GROUP = 1000  # blocks per task collecting outputs to be joined on a worker (`_joined_on_a_worker`)
+JOIN_GROUP = 250  # blocks per task collecting outputs to be joined on a worker (`_joined_on_a_worker`)
 PRESLICE_BYTES = 2 ** 20  # a host value larger than this reaches the block tasks as one slice per block
 
 
@@ -341,7 +341,7 @@ def _joined_on_a_worker(stage) -> bool:
 
     So where they are joined into one array anyway (`_small_parts`): many blocks whose outputs, all of known size,
     take `JOIN_COPY_BYTES` at most. The client then holds one future and one value where it held one per block:
-    10,000 blocks of `block_size=1` took 3.6 KiB per block at the client's peak when each was fetched, 1.8 KiB now
+    10,000 blocks of `block_size=1` took 3.6 KiB per block at the client's peak when each was fetched, 1.5 KiB now
     (with `JOIN_GROUP`; by `bench_cluster.py`'s measure, in a fresh process; distributed's own `client.map` of as
     many no-ops took 4.7). Larger outputs are fetched from the workers that made them, each once, rather than moved
     to one worker first. A worker that dies takes the outputs it holds for joining with it: those blocks run again.
