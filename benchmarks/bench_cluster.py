@@ -22,7 +22,10 @@ alone. The first line says which.
    `client.get` returning: target at most 20 % of the call); the floor: the round trip of N tasks that do nothing
    (`client.map`, and a plain dict graph through `client.get`), what any graph of N tasks waits for on this
    cluster; `dask.array`'s `from_array(chunks=1) + 1` computed on the same client (target: lazyphi at most 0.5x
-   per block); and the call with `progress=False`.
+   per block); and the call with `progress=False`. A `dask.array` call during which every worker stays paused
+   (its memory over distributed's pause threshold) for `PAUSED_FOR` seconds is stopped, reported as not
+   finished, and the workers restarted. At the end, from each size to the next: the client's growth per block
+   added, in which what a call costs at any size drops out.
 
 Figures are medians over the repeats (the machine is shared: their spread is printed). Prints; asserts nothing.
 
@@ -33,7 +36,9 @@ Usage: python benchmarks/bench_cluster.py [--sizes 1000 10000 100000] [--repeats
 from __future__ import annotations
 
 import argparse
+import itertools
 import logging
+import math as math_
 import os
 import shlex
 import shutil
@@ -183,6 +188,10 @@ def client_memory(address: str, n: int) -> dict:
     return growth
 
 
+def kib(bytes_per_task: float) -> str:
+    return 'did not finish' if math_.isnan(bytes_per_task) else f'{bytes_per_task / KIB:.2f} KiB'
+
+
 def client_memory_child(address: str, what: str, n: int) -> None:
     """In a new client process: warm up, run `what` once over `n` elements, print its peak RSS growth per task."""
     import dask.array as da
@@ -200,13 +209,48 @@ def client_memory_child(address: str, what: str, n: int) -> None:
                                             scheduler=client, block_size=1, progress=False),
         'client.map': lambda: client.gather(client.map(_noop, range(n), pure=False)),
         'dict graph': lambda: client.get({('noop', i): (_noop, i) for i in range(n)}, [('noop', i) for i in range(n)]),
-        'dask.array': lambda: client.compute(da.from_array(values, chunks=1) + 1).result(),
+        'dask.array': lambda: result_unless_stalled(client, client.compute(da.from_array(values, chunks=1) + 1)),
     }
     current, _ = rss()
     reset_peak()
-    calls[what]()
-    print((rss()[1] - current) / n)
+    try:
+        calls[what]()
+    except Stalled as stalled:
+        print(stalled, file=sys.stderr)
+        print('nan')
+    else:
+        print((rss()[1] - current) / n)
     client.close()
+
+
+class Stalled(Exception):
+    """Every worker stayed paused for `PAUSED_FOR` seconds during a call: their memory over the pause threshold
+    (`distributed.worker.memory.pause`), nothing can run, and they stay so until restarted."""
+
+
+PAUSED_FOR = 30.0
+
+
+def result_unless_stalled(client, future):
+    """`future`'s result, or `Stalled` where every worker stays paused for `PAUSED_FOR` seconds while it waits
+    (the call cancelled and the workers restarted first, so that the cases after it can run)."""
+    paused_since = None
+    while True:
+        try:
+            return future.result(timeout=5)
+        except TimeoutError:
+            workers = client.scheduler_info(n_workers=-1)['workers'].values()
+            if not workers or any(w.get('status') != 'paused' for w in workers):
+                paused_since = None
+                continue
+            paused_since = paused_since or time.perf_counter()
+            if time.perf_counter() - paused_since < PAUSED_FOR:
+                continue
+            held = ', '.join(f"{w['metrics']['memory'] / 2 ** 20:.0f} of {w['memory_limit'] / 2 ** 20:.0f} MiB "
+                             f"({w['metrics']['managed_bytes'] / 2 ** 20:.1f} MiB of it results)" for w in workers)
+            client.cancel(future)
+            client.restart()
+            raise Stalled(f'every worker paused for {PAUSED_FOR:.0f} s, memory {held}; workers restarted') from None
 
 
 class SubmitClock:
@@ -245,15 +289,16 @@ def dask_array_call(client, values: np.ndarray) -> float:
 
     start = time.perf_counter()
     array = da.from_array(values, chunks=1) + 1
-    result = client.compute(array).result()
+    result = result_unless_stalled(client, client.compute(array))
     elapsed = time.perf_counter() - start
     assert result.shape == values.shape
     return elapsed
 
 
-def case_blocks(client, n: int, repeats: int) -> None:
+def case_blocks(client, n: int, repeats: int) -> float:
     """Each figure printed as soon as it is measured (a case of 100,000 blocks takes most of an hour on a loaded
-    machine): lazyphi's default call first, in a process that has not yet run this size."""
+    machine): lazyphi's default call first, in a process that has not yet run this size. Returns the client's peak
+    RSS growth per block."""
     print(f'{n:,} blocks (block_size=1, self.data + 1)', flush=True)
     values = np.random.default_rng(0).standard_normal(n)
     data = math.tensor(values, batch('b'))
@@ -266,7 +311,7 @@ def case_blocks(client, n: int, repeats: int) -> None:
     growth = client_memory(client.scheduler.address, n)
     print(f'    client RSS per block        {growth["lazyphi"] / KIB:.2f} KiB, each call in a new client process   '
           f'target <= 2 KiB: {verdict(growth["lazyphi"] <= 2 * KIB)}; the same per task: '
-          + ', '.join(f'{what} {growth[what] / KIB:.2f} KiB' for what in CLIENT_CALLS[1:]), flush=True)
+          + ', '.join(f'{what} {kib(growth[what])}' for what in CLIENT_CALLS[1:]), flush=True)
     sent = med([c['sent'] / c['time'] for c in default])
     print(f'    plan, compile and submit    {ms(med([c["sent"] for c in default]))} = {sent:.0%} of the call   '
           f'target <= 20 %: {verdict(sent <= 0.2)}', flush=True)
@@ -274,13 +319,34 @@ def case_blocks(client, n: int, repeats: int) -> None:
     print(f'    floor: {n:,} no-op tasks      client.map {ms(noop["map"])} ({noop["map"] / n * 1e3:.2f} ms/task), '
           f'one dict graph {ms(noop["graph"])} ({noop["graph"] / n * 1e3:.2f} ms/task); lazyphi / floor (dict '
           f'graph) {t / noop["graph"]:.2f}x', flush=True)
-    peer = [dask_array_call(client, values) for _ in range(repeats)]
+    try:
+        peer = [dask_array_call(client, values) for _ in range(repeats)]
+    except Stalled as stalled:
+        print(f'    dask.array x + 1, chunks=1  did not finish: {stalled}', flush=True)
+        peer = None
+    if peer:
+        print_peer(t, peer, default, n)
+    t_tuned = med([lazyphi_call(client, data, progress=False)['time'] for _ in range(repeats)])
+    print(f'      tuned (progress=False)    {ms(t_tuned)} -> {t_tuned / blocks * 1e3:.2f} ms per block', flush=True)
+    return growth['lazyphi']
+
+
+def print_peer(t: float, peer: list, default: list, n: int) -> None:
     t_peer = med(peer)
     print(f'    dask.array x + 1, chunks=1  {ms(t_peer)} {spread(peer)} -> {t_peer / n * 1e3:.2f} ms per chunk')
     print(f'    lazyphi / dask.array        {t / t_peer:8.2f}x   target <= 0.5x: {verdict(t / t_peer <= 0.5)} '
           f'(of the minimums: {min(c["time"] for c in default) / min(peer):.2f}x)', flush=True)
-    t_tuned = med([lazyphi_call(client, data, progress=False)['time'] for _ in range(repeats)])
-    print(f'      tuned (progress=False)    {ms(t_tuned)} -> {t_tuned / blocks * 1e3:.2f} ms per block', flush=True)
+
+
+def print_growth_between(growth: dict) -> None:
+    """The client's peak RSS growth per block added from one size to the next (`growth`: blocks -> bytes per block
+    at that size): what a call needs whatever its size (imports aside, a part of the graph while it is sent, the
+    futures of a batch of results) is in each size's own figure, and drops out here."""
+    sizes = sorted(growth)
+    for small, large in itertools.pairwise(sizes):
+        added = (growth[large] * large - growth[small] * small) / (large - small)
+        print(f'client RSS from {small:,} to {large:,} blocks: {added / KIB:.2f} KiB per block added   '
+              f'target <= 2 KiB: {verdict(added <= 2 * KIB)}')
 
 
 def case_fft(client, repeats: int) -> None:
@@ -331,8 +397,8 @@ def main() -> None:
             parallel_compute(Trivial(math.tensor(np.zeros(8), batch('b'))), [Trivial.plus], scheduler=client,
                              block_size=1, progress=False)
         case_fft(client, args.repeats)
-        for n in args.sizes:
-            case_blocks(client, n, args.repeats if n <= 10_000 else 1)
+        growth = {n: case_blocks(client, n, args.repeats if n <= 10_000 else 1) for n in args.sizes}
+        print_growth_between(growth)
     finally:
         client.close()
         if cluster is not None:
