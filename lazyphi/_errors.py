@@ -53,6 +53,11 @@ class ChunkDamaged(OSError):
     """A chunk of a disk-cached result is recorded as complete but its data cannot be decoded."""
 
 
+class ReplacedOnDisk(OSError):
+    """The save or disk-cache result a lazy tensor was loaded from has been replaced in its place since (saved, or
+    computed and written, again there): the values the tensor refers to are gone."""
+
+
 class UnknownClassWarning(UserWarning):
     """`lazyphi.load` met a class it may not import; that part of the tree comes back as plain data."""
 

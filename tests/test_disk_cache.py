@@ -13,7 +13,7 @@ from lazyphi import cache, math
 from lazyphi.dataclasses import cached_property
 from lazyphi.math import Tensor, batch, spatial
 from lazyphi.parallel import PropertyFailed, parallel_compute, parallel_property, plan
-from lazyphi.storage import DiskTensor, get_cache_files, on_load_into_memory
+from lazyphi.storage import DiskTensor, ReplacedOnDisk, get_cache_files, on_load_into_memory
 
 DATA = math.random_normal(batch(example=32), spatial(x=8, y=8))
 COMPUTED = []  # (property, block size) of every evaluation on real data
@@ -202,6 +202,29 @@ def test_julia_set_with_a_memory_limit_reads_back_slice_by_slice(tmp_path):
     direct = Julia(j.c).escape
     for i in range(8):
         np.testing.assert_allclose(j.escape.c[i].numpy('x,y'), direct.c[i].numpy('x,y'), rtol=1e-6)
+
+
+@dataclass(frozen=True)
+class Draws:
+    seed_source: Tensor
+
+    @cached_property
+    def noise(self) -> Tensor:  # other values each time it is computed (lazyphi's random draws repeat)
+        shape = self.seed_source.shape
+        return self.seed_source + math.tensor(np.random.default_rng().standard_normal(shape.sizes), shape)
+
+
+def test_a_result_computed_again_in_its_place_is_not_read_by_tensors_of_the_old_one(tmp_path):
+    first = Draws(math.zeros(batch(example=8), spatial(x=4)))
+    run(first, Draws.noise, cache_dir=str(tmp_path), memory_limit=1)
+    assert isinstance(first.noise, DiskTensor)
+    (info,) = cache.list_results(str(tmp_path))
+    cache.delete_result(str(tmp_path), info.key)
+    second = Draws(first.seed_source)
+    run(second, Draws.noise, cache_dir=str(tmp_path), memory_limit=1)
+    with pytest.raises(ReplacedOnDisk, match=r'was computed again \(at .*\) after this tensor was loaded from it'):
+        first.noise.numpy()
+    assert second.noise.numpy().std() > 0
 
 
 def test_a_disk_backed_input_is_tokenized_without_reading_it(tmp_path):

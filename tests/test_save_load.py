@@ -23,6 +23,7 @@ from lazyphi.math.kinds import Expanded
 from lazyphi.storage import (
     DiskTensor,
     ManifestDamaged,
+    ReplacedOnDisk,
     UnknownClassWarning,
     _memory,
     _results,
@@ -298,6 +299,20 @@ def test_overwritten_save_is_not_read_stale(tmp_path):
     assert math.sum(lazyphi.load(target), 'x') == 3
     lazyphi.save(math.tensor([5.0, 2.0], spatial('x')), target, overwrite=True)
     assert math.sum(lazyphi.load(target), 'x') == 7
+
+
+@pytest.mark.parametrize('replacement', ['other values', 'another shape'])
+def test_a_tensor_loaded_before_its_save_was_replaced_says_so(tmp_path, replacement):
+    target = tmp_path / 'x'
+    lazyphi.save(math.tensor([1.0, 2.0], spatial('x')), target)
+    old = lazyphi.load(target)
+    new = (math.tensor([5.0, 2.0], spatial('x')) if replacement == 'other values' else
+           math.tensor([[5.0, 2.0, 7.0]], channel('c'), spatial('x')))
+    lazyphi.save(new, target, overwrite=True)
+    with pytest.raises(ReplacedOnDisk, match=r'was saved again \(at .*\) after this tensor was loaded from it .* '
+                                             r'Load the save again'):
+        old.numpy()
+    math.assert_close(lazyphi.load(target), new)
 
 
 def test_interrupted_save_leaves_nothing(tmp_path, monkeypatch):

@@ -8,7 +8,14 @@ lazyphi` does not import this package. Dask and xarray are imported only by `Dis
 `to_xarray()`.
 """
 
-from .._errors import CacheDirNotShared, ChunkDamaged, ChunkMissing, ManifestDamaged, UnknownClassWarning
+from .._errors import (
+    CacheDirNotShared,
+    ChunkDamaged,
+    ChunkMissing,
+    ManifestDamaged,
+    ReplacedOnDisk,
+    UnknownClassWarning,
+)
 from .._lazy import lazy_names as _lazy_names
 from ._arguments import check_cache_dir, parse_bytes
 from ._memory import (  # MEMORY: the time-to-live cache of loaded values, shared with parallel's dask-backed kind
@@ -50,10 +57,10 @@ __getattr__, __dir__ = _lazy_names(__name__, _LAZY)
 
 __all__ = [
     'COMPRESSORS', 'FORMAT', 'MEMORY', 'ArraySpec', 'CacheDirNotShared', 'ChunkDamaged', 'ChunkMissing', 'DiskTensor',
-    'ManifestDamaged', 'UnknownClassWarning', 'array_spec', 'assign', 'block_chunks', 'block_complete',
-    'check_cache_dir', 'check_cache_dir_visible', 'clear_memory_cache', 'complete_chunks', 'completion',
-    'consolidated', 'current_load_backend', 'delete_group', 'disk_tensor', 'get_cache_files', 'leftovers', 'load',
-    'load_cache_as', 'load_memmap', 'memmap', 'on_load_into_memory', 'parse_bytes', 'prepare_result',
+    'ManifestDamaged', 'ReplacedOnDisk', 'UnknownClassWarning', 'array_spec', 'assign', 'block_chunks',
+    'block_complete', 'check_cache_dir', 'check_cache_dir_visible', 'clear_memory_cache', 'complete_chunks',
+    'completion', 'consolidated', 'current_load_backend', 'delete_group', 'disk_tensor', 'get_cache_files', 'leftovers',
+    'load', 'load_cache_as', 'load_memmap', 'memmap', 'on_load_into_memory', 'parse_bytes', 'prepare_result',
     'read_manifest', 'reduce_in_pieces', 'remove_entry', 'result_groups', 'save', 'save_metadata', 'set_cache_ttl',
     'share_value', 'worker_load_backend', 'write_block',
 ]

@@ -16,6 +16,7 @@ import dataclasses
 import functools
 import importlib
 import itertools
+import json
 import math
 import os
 from collections.abc import Sequence
@@ -23,7 +24,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._errors import ChunkDamaged, ChunkMissing, DimNotFound, ManifestDamaged
+from .._errors import ChunkDamaged, ChunkMissing, DimNotFound, ManifestDamaged, ReplacedOnDisk
 from ..backend import NUMPY, Backend, DType, backend_by_name, convert
 from ..math import Shape
 from ..math.kinds import (
@@ -51,6 +52,7 @@ from ._chunks import (
 from ._memory import MEMORY, current_load_backend, notify_loaded
 from ._out_of_core import reduce_in_pieces
 from ._results import (
+    MANIFEST,
     ArraySpec,
     chunk_file_name,
     chunk_tag,
@@ -407,6 +409,7 @@ def read_selection(info: DiskArray, selection: tuple) -> np.ndarray:
         ChunkDamaged: a touched chunk's data cannot be read or decoded, its file belongs elsewhere, or the
             array cannot be opened.
         ManifestDamaged: the manifest and the array's Zarr metadata disagree.
+        ReplacedOnDisk: the save or result was replaced in its place after `info` was read from its manifest.
     """
     sizes = tuple(len(sel) for sel in selection if not isinstance(sel, int))
     read_into = _chunk_source(info)  # checks the manifest against Zarr's metadata, even for an empty selection
@@ -430,6 +433,8 @@ def read_selection(info: DiskArray, selection: tuple) -> np.ndarray:
         damaged = checks.damaged()  # also where a read failed: no check is left running on `out`
     if damaged:
         _raise_damaged(info, *damaged[0])
+    if not info.save:  # a result computed again has the key and records of the old one, only other checksums
+        _raise_if_replaced(info)
     return out.reshape(sizes)
 
 
@@ -517,6 +522,7 @@ def _check_records(info: DiskArray, chunk_ids: list) -> set | None:
         several = f' (and {missed - 1} more of the {count} chunks this read needs)' if missed > 1 else ''
         again = ('The save was not completed: save it again' if info.save else
                  'Running the computation again with the same cache_dir completes it.')
+        _raise_if_replaced(info)
         error = ChunkMissing(
             f'Chunk {record_name(first)}{several} of array {info.array!r} in {info.where} is missing: it has no '
             f'completion record in {records!r}, so {"the save" if info.save else "the computation"} writing it '
@@ -582,10 +588,33 @@ def _raise_chunk(info: DiskArray, index: tuple, problem: str, cause: Exception |
     again = ('Save the values again: the save cannot be repaired.' if info.save else
              f'Delete its completion record ({record}) and run the computation again with the same cache_dir to '
              f'rewrite it.')
+    _raise_if_replaced(info)
     error = ChunkDamaged(f'Chunk {record_name(index)} of array {info.array!r} in {info.where} is damaged: its file '
                          f'{_chunk_path(info, index)!r} {problem}. {again}')
     error.store, error.array, error.chunk = info.store, info.array, index
     raise error from cause
+
+
+def _raise_if_replaced(info: DiskArray) -> None:
+    """Raise ReplacedOnDisk where the save or result that `info` was read from has been replaced in its place since
+    (saved, or computed and written, again there), rather than calling its chunks damaged or missing.
+
+    The chunks of the new one never pass for the old ones: their records carry the new save's identity, or the new
+    values' checksums. Returns where the manifest there is the one of `info`, or cannot be read.
+    """
+    try:
+        with open(os.path.join(info.store, MANIFEST), 'rb') as f:
+            manifest = json.loads(f.read())
+        now = (manifest['id'] if info.save else manifest['key'], manifest['created'])
+    except (OSError, ValueError, TypeError, KeyError):
+        return
+    if now == (info.key, info.created):
+        return
+    verb, again = (('saved', 'Load the save again to read its new values') if info.save else
+                   ('computed', 'Run the computation again with the same cache_dir to read the new result'))
+    raise ReplacedOnDisk(f'{info.where[0].upper()}{info.where[1:]} was {verb} again (at {now[1]}) after this tensor '
+                         f'was loaded from it (then {verb} at {info.created}): the values it refers to are gone. '
+                         f'{again}.')
 
 
 def _chunk_path(info: DiskArray, index: tuple) -> str:
@@ -605,11 +634,12 @@ def _chunk_source(info: DiskArray):
     """
     try:
         return _open_chunks(info)
-    except ManifestDamaged:
+    except (ManifestDamaged, ReplacedOnDisk):
         raise
     except Exception as err:
         again = 'the save is damaged. Save the values again' if info.save else \
             'the result is damaged. Delete it and compute it again'
+        _raise_if_replaced(info)
         error = ChunkDamaged(f'Array {info.array!r} of {info.where} cannot be opened ({type(err).__name__}: {err}); '
                              f'{again}.')
         error.store, error.array, error.chunk = info.store, info.array, None
@@ -628,6 +658,7 @@ def _open_chunks(info: DiskArray):
     differences = metadata_differences(meta, info.shape.sizes, info.chunks, DType.as_dtype(info.dtype),
                                        info.shape.names)
     if differences:
+        _raise_if_replaced(info)
         again = 'The save is damaged: save the values again' if info.save else \
             'The result is damaged: delete it and compute it again'
         raise ManifestDamaged(f'The manifest of {info.where} disagrees with the Zarr metadata of its array '

@@ -142,7 +142,7 @@ def class_path(cls: type) -> str:
 def new_manifest(key: str, cls: type, arrays: Mapping[str, ArraySpec], config: Mapping | None = None) -> dict:
     """The manifest of a result computed now; `config` values are recorded by their repr (to be shown)."""
     return {'format': FORMAT, 'key': key, 'class': class_path(cls),
-            'created': datetime.now(UTC).isoformat(timespec='seconds'),
+            'created': datetime.now(UTC).isoformat(timespec='microseconds'),
             'arrays': {name: spec.manifest_entry() for name, spec in sorted(arrays.items())},
             'config': {name: repr(value) for name, value in (config or {}).items()}}
 
