@@ -17,7 +17,7 @@ from lazyphi.backend import default_backend
 from lazyphi.dataclasses import TensorClass, cached_property
 from lazyphi.math import Tensor, batch
 from lazyphi.parallel import parallel_compute
-from lazyphi.storage import ChunkDamaged, ChunkMissing, DiskTensor, ManifestDamaged, clear_memory_cache
+from lazyphi.storage import ChunkDamaged, ChunkMissing, DiskTensor, ManifestDamaged, ReplacedOnDisk, clear_memory_cache
 
 
 class Particles(TensorClass):
@@ -71,6 +71,15 @@ def test_memmap_in_place_save_dumps_and_futures(tmp_path):
     assert q[0:2].saved_path is None and q[0].saved_path is None  # parts are not the instance saved
     with pytest.raises(ValueError, match='has no saved path'):
         q[0:2].memmap_refresh_()
+
+
+@pytest.mark.usefixtures('backend')
+def test_an_instance_of_a_prefix_saved_again_refuses_the_new_values_until_refreshed(tmp_path):
+    reader = particles().memmap(tmp_path / 'p')
+    particles(offset=100.0).memmap_(tmp_path / 'p', existsok=True)
+    with pytest.raises(ReplacedOnDisk, match='was saved again'):
+        values(reader.position)
+    np.testing.assert_array_equal(values(reader.memmap_refresh_().position), values(particles(offset=100.0).position))
 
 
 def test_argument_errors_name_what_is_accepted(tmp_path):
