@@ -369,6 +369,15 @@ def test_stack_non_uniform_keeps_parts():
         s.numpy('b,x')
 
 
+def test_a_non_uniform_stack_has_the_dtype_its_parts_combine_to():
+    ints = wrap(default_backend().as_tensor(np.arange(3)), spatial('x'))
+    floats = wrap(default_backend().as_tensor(np.ones(2, np.float32)), spatial('x'))
+    s = math.stack([ints, floats], batch('b'))
+    assert isinstance(s, Stacked) and (s.b[0].dtype.kind, s.b[1].dtype) == (int, DType(float, 32))
+    assert s.dtype == DType(float, 32) and 'float32' in repr(s)
+    assert math.stack([ints, ints.x[:2]], batch('b')).dtype == ints.dtype  # non-uniform, one dtype
+
+
 def test_unstack_then_stack_is_identity():
     t = wrap(arr(3, 4), batch('b'), spatial('x'))
     parts = math.unstack(t, 'b')

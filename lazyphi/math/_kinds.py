@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 
 from .._errors import DimNotFound, IncompatibleShapes
 from ..backend import Backend, DType
+from ._natives import promoted_dtype
 from ._reductions import reduction_of
 from ._shape import NonUniform, Shape, merge_shapes
 from ._tensor import (
@@ -177,6 +178,11 @@ class Stacked(PartsKind):
     @property
     def shape(self) -> Shape:
         return self._shape
+
+    @property
+    def dtype(self) -> DType:
+        """What the parts' dtypes combine to, as stacking them into one array casts them (their own where equal)."""
+        return promoted_dtype([p.dtype for p in self._parts])
 
     def _dense(self) -> Dense:
         if not self._shape.is_uniform:
