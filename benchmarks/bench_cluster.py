@@ -22,9 +22,9 @@ alone. The first line says which.
    `client.get` returning: target at most 20 % of the call); the floor: the round trip of N tasks that do nothing
    (`client.map`, and a plain dict graph through `client.get`), what any graph of N tasks waits for on this
    cluster; `dask.array`'s `from_array(chunks=1) + 1` computed on the same client (target: lazyphi at most 0.5x
-   per block); and the call with `progress=False`. A `dask.array` call during which every worker stays paused
-   (its memory over distributed's pause threshold) for `PAUSED_FOR` seconds is stopped, reported as not
-   finished, and the workers restarted. At the end, from each size to the next: the client's growth per block
+   per block); and the call with `progress=False`. A `dask.array` call during which a worker stays paused (its
+   memory over distributed's pause threshold) for `PAUSED_FOR` seconds is stopped, reported as not finished,
+   and the workers restarted. At the end, from each size to the next: the client's growth per block
    added, in which what a call costs at any size drops out.
 
 Figures are medians over the repeats (the machine is shared: their spread is printed). Prints; asserts nothing.
@@ -224,23 +224,25 @@ def client_memory_child(address: str, what: str, n: int) -> None:
 
 
 class Stalled(Exception):
-    """Every worker stayed paused for `PAUSED_FOR` seconds during a call: their memory over the pause threshold
-    (`distributed.worker.memory.pause`), nothing can run, and they stay so until restarted."""
+    """A worker stayed paused for `PAUSED_FOR` seconds during a call: its memory over the pause threshold
+    (`distributed.worker.memory.pause`), it runs nothing and fetches nothing, and stays so until restarted (a
+    `dask.array` graph of 100,000 chunks stopped so on the test cluster: one worker paused before it could fetch
+    the other's half of the results for the final concatenation, the other idle)."""
 
 
 PAUSED_FOR = 30.0
 
 
 def result_unless_stalled(client, future):
-    """`future`'s result, or `Stalled` where every worker stays paused for `PAUSED_FOR` seconds while it waits
-    (the call cancelled and the workers restarted first, so that the cases after it can run)."""
+    """`future`'s result, or `Stalled` where a worker stays paused for `PAUSED_FOR` seconds while it waits (the
+    call cancelled and the workers restarted first, so that the cases after it can run)."""
     paused_since = None
     while True:
         try:
             return future.result(timeout=5)
         except TimeoutError:
             workers = client.scheduler_info(n_workers=-1)['workers'].values()
-            if not workers or any(w.get('status') != 'paused' for w in workers):
+            if not any(w.get('status') == 'paused' for w in workers):
                 paused_since = None
                 continue
             paused_since = paused_since or time.perf_counter()
@@ -250,7 +252,7 @@ def result_unless_stalled(client, future):
                              f"({w['metrics']['managed_bytes'] / 2 ** 20:.1f} MiB of it results)" for w in workers)
             client.cancel(future)
             client.restart()
-            raise Stalled(f'every worker paused for {PAUSED_FOR:.0f} s, memory {held}; workers restarted') from None
+            raise Stalled(f'a worker paused for {PAUSED_FOR:.0f} s; workers\' memory {held}; restarted') from None
 
 
 class SubmitClock:
